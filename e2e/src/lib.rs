@@ -1,0 +1,567 @@
+//! The e2e harness: the real binaries from `target/`, one isolated instance per test
+//! (own folder with home, temp and state dirs, own sockets), waited on through the
+//! host's `ready` line, its events and exits, never sleeps. An instance stops on drop
+//! and keeps its folder when the test failed.
+
+pub mod wait;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay::protocol::{
+    Backend, IdentityLaunch, LaunchRequest, ProjectRef, SandboxLaunch, Secret, SessionKind,
+    HOST_PROTOCOL_VERSION,
+};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Every wait in the suite is bounded by this.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// `target/debug` (or wherever this test binary was built).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let deps = exe.parent().expect("deps dir");
+    deps.parent().expect("profile dir").to_path_buf()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is not built: run `cargo build --workspace` first",
+        p.display()
+    );
+    p
+}
+
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("urandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `acme-fake-token-` plus 32 random hex characters, new per call.
+pub fn fake_token() -> String {
+    format!("acme-fake-token-{}", random_hex(16))
+}
+
+/// Asserts that `needle` appears nowhere in `hay`, naming where.
+pub fn assert_absent(hay: &[u8], needle: &str, place: &str) {
+    let n = needle.as_bytes();
+    assert!(!n.is_empty());
+    let found = hay.windows(n.len()).any(|w| w == n);
+    assert!(!found, "the token appears in {place}");
+}
+
+/// A minimal HTTP/1.1 client over a unix socket: one request per connection.
+pub fn http(
+    sock: &Path,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<&[u8]>,
+) -> (u16, Vec<u8>) {
+    let mut s =
+        UnixStream::connect(sock).unwrap_or_else(|e| panic!("connect {}: {e}", sock.display()));
+    s.set_read_timeout(Some(WAIT)).ok();
+    let body = body.unwrap_or(b"");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(b) = bearer {
+        req.push_str(&format!("Authorization: Bearer {b}\r\n"));
+    }
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("write request");
+    s.write_all(body).expect("write body");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> (u16, Vec<u8>) {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("http response head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = data.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&data[..end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&data[end + 2..end + 2 + size]);
+        data = &data[end + 2 + size + 2..];
+    }
+    out
+}
+
+/// Stands in for the daemon's bridge socket: answers a session's Hello with OK when the
+/// secret matches the one registered for it, and records every Hello it saw.
+pub struct Bridge {
+    pub path: PathBuf,
+    secrets: Arc<Mutex<HashMap<String, String>>>,
+    pub hellos: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Bridge {
+    fn start(path: PathBuf) -> Bridge {
+        let listener = UnixListener::bind(&path).expect("bind bridge");
+        let secrets: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+        let hellos: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let (s2, h2) = (secrets.clone(), hellos.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let (s3, h3) = (s2.clone(), h2.clone());
+                std::thread::spawn(move || {
+                    conn.set_read_timeout(Some(WAIT)).ok();
+                    let mut line = String::new();
+                    let mut r = BufReader::new(&conn);
+                    if r.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                        return;
+                    };
+                    let name = v["name"].as_str().unwrap_or_default().to_string();
+                    let token = v["token"].as_str().unwrap_or_default().to_string();
+                    // One use per secret, as the daemon will do.
+                    let ok = s3.lock().unwrap().remove(&name).is_some_and(|s| s == token);
+                    h3.lock().unwrap().push(v);
+                    let answer = if ok {
+                        serde_json::json!({"type":"OK","name":name,"pid":std::process::id()})
+                    } else {
+                        serde_json::json!({"type":"Refused","reason":"unknown session or secret"})
+                    };
+                    let mut w = &conn;
+                    let _ = w.write_all(format!("{answer}\n").as_bytes());
+                });
+            }
+        });
+        Bridge {
+            path,
+            secrets,
+            hellos,
+        }
+    }
+
+    pub fn expect(&self, session_id: &str, secret: &str) {
+        self.secrets
+            .lock()
+            .unwrap()
+            .insert(session_id.into(), secret.into());
+    }
+}
+
+pub struct InstanceOptions {
+    /// Files the host inherits at descriptors >= 100 without close-on-exec (strays).
+    pub stray_files: Vec<PathBuf>,
+}
+
+/// One isolated host with its own folder.
+pub struct Instance {
+    dir: Option<tempfile::TempDir>,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub tmp: PathBuf,
+    pub state: PathBuf,
+    pub project: PathBuf,
+    pub secret: String,
+    pub bridge: Bridge,
+    host: Child,
+    host_stdin: Option<ChildStdin>,
+    pub host_pid: u32,
+    events: Receiver<Value>,
+    /// Every line the host printed on stdout, for the "nowhere" checks.
+    pub host_stdout: Arc<Mutex<Vec<u8>>>,
+    pub host_stderr: Arc<Mutex<Vec<u8>>>,
+    pending: Mutex<Vec<Value>>,
+}
+
+impl Instance {
+    pub fn start() -> Instance {
+        Self::start_with(InstanceOptions {
+            stray_files: vec![],
+        })
+    }
+
+    pub fn start_with(opts: InstanceOptions) -> Instance {
+        let base = std::env::var_os("RELAY_E2E_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&base).ok();
+        let dir = tempfile::Builder::new()
+            .prefix("relay-e2e-")
+            .tempdir_in(&base)
+            .expect("instance dir");
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        let tmp = root.join("tmp");
+        let state = root.join("state");
+        let project = home.join("project");
+        for d in [&home, &tmp, &state, &project] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let bridge = Bridge::start(root.join("bridge.sock"));
+        let secret = random_hex(32);
+
+        let (secret_r, secret_w) = pipe();
+        {
+            let mut w = std::fs::File::from(secret_w);
+            w.write_all(secret.as_bytes()).unwrap();
+        }
+        let secret_fd = secret_r.as_raw_fd();
+        let strays: Vec<std::fs::File> = opts
+            .stray_files
+            .iter()
+            .map(|p| std::fs::File::open(p).expect("open stray file"))
+            .collect();
+        let stray_fds: Vec<i32> = strays.iter().map(|f| f.as_raw_fd()).collect();
+
+        let mut cmd = Command::new(bin("relay-sessions"));
+        cmd.arg("--state-dir")
+            .arg(&state)
+            .arg("--secret-fd")
+            .arg(secret_fd.to_string())
+            .arg("--shim")
+            .arg(bin("relay-shim"))
+            .arg("--bridge-socket")
+            .arg(&bridge.path)
+            .env("HOME", &home)
+            .env("TMPDIR", &tmp)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // Safety: only fcntl between fork and exec. F_DUPFD never replaces a used
+        // number, so std's exec-error pipe cannot be clobbered.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(secret_fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                for &fd in &stray_fds {
+                    if libc::fcntl(fd, libc::F_DUPFD, 100) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut host = cmd.spawn().expect("spawn relay-sessions");
+        drop(secret_r);
+        drop(strays);
+        let host_pid = host.id();
+        let host_stdin = host.stdin.take();
+        let stdout = host.stdout.take().unwrap();
+        let stderr = host.stderr.take().unwrap();
+        let host_stdout: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let host_stderr: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let (tx, events) = mpsc::channel();
+        let out = host_stdout.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                match r.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        out.lock().unwrap().extend_from_slice(&line);
+                        if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+                            let _ = tx.send(v);
+                        }
+                    }
+                }
+            }
+        });
+        let err = host_stderr.clone();
+        std::thread::spawn(move || {
+            let mut r = stderr;
+            let mut buf = [0u8; 4096];
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => err.lock().unwrap().extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        let inst = Instance {
+            dir: Some(dir),
+            root,
+            home,
+            tmp,
+            state,
+            project,
+            secret,
+            bridge,
+            host,
+            host_stdin,
+            host_pid,
+            events,
+            host_stdout,
+            host_stderr,
+            pending: Mutex::new(Vec::new()),
+        };
+        let ready = inst.wait_event(|v| v["event"] == "ready");
+        assert_eq!(ready["v"], HOST_PROTOCOL_VERSION, "host protocol version");
+        inst
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.state.join("host.sock")
+    }
+
+    /// Waits for the first host event matching `pred` (events seen earlier and not
+    /// matched are kept for later waits).
+    pub fn wait_event(&self, pred: impl Fn(&Value) -> bool) -> Value {
+        {
+            let mut pending = self.pending.lock().unwrap();
+            if let Some(i) = pending.iter().position(&pred) {
+                return pending.remove(i);
+            }
+        }
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(v) if pred(&v) => return v,
+                Ok(v) => self.pending.lock().unwrap().push(v),
+                Err(_) => panic!(
+                    "no matching host event within {WAIT:?}; host stderr:\n{}",
+                    String::from_utf8_lossy(&self.host_stderr.lock().unwrap())
+                ),
+            }
+        }
+    }
+
+    pub fn wait_exit(&self, session_id: &str) -> Value {
+        self.wait_event(|v| v["event"] == "session_exited" && v["session_id"] == session_id)
+    }
+
+    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, Vec<u8>) {
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+        let (status, raw) = http(
+            &self.socket(),
+            method,
+            path,
+            Some(&self.secret),
+            bytes.as_deref(),
+        );
+        let v = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        (status, v, raw)
+    }
+
+    pub fn launch(&self, req: &LaunchRequest) -> (u16, Value, Vec<u8>) {
+        let body = serde_json::to_value(req).unwrap();
+        self.request("POST", "/launch", Some(&body))
+    }
+
+    pub fn message(&self, session_id: &str, text: &str) -> (u16, Value) {
+        let (s, v, _) = self.request(
+            "POST",
+            &format!("/sessions/{session_id}/message"),
+            Some(&serde_json::json!({"text": text})),
+        );
+        (s, v)
+    }
+
+    pub fn log(&self, session_id: &str) -> Vec<u8> {
+        let (status, raw) = http(
+            &self.socket(),
+            "GET",
+            &format!("/sessions/{session_id}/log"),
+            Some(&self.secret),
+            None,
+        );
+        assert_eq!(status, 200, "log of {session_id}");
+        raw
+    }
+
+    /// The fakeagent start lines written under this instance's temp dir.
+    pub fn start_lines(&self) -> Vec<Value> {
+        read_jsonl(&self.tmp.join("fakeagent-calls.jsonl"))
+    }
+
+    /// A base request for this instance: project folder, fakeagent target.
+    pub fn request_for(
+        &self,
+        session_id: &str,
+        kind: SessionKind,
+        argv: Vec<String>,
+    ) -> LaunchRequest {
+        LaunchRequest {
+            v: HOST_PROTOCOL_VERSION,
+            session_id: session_id.into(),
+            kind,
+            resume: false,
+            project: ProjectRef {
+                id: "p1".into(),
+                name: "project".into(),
+                path: self.project.clone(),
+            },
+            directory: self.project.clone(),
+            name: None,
+            template_id: None,
+            argv,
+            env: [
+                (
+                    "TMPDIR".to_string(),
+                    self.tmp.to_string_lossy().into_owned(),
+                ),
+                ("HOME".to_string(), self.home.to_string_lossy().into_owned()),
+            ]
+            .into_iter()
+            .collect(),
+            pty: None,
+            sandbox: None,
+            identity: None,
+            claude_token: None,
+        }
+    }
+
+    /// Adds a fresh identity secret to the request and registers it with the bridge.
+    pub fn with_identity(&self, req: &mut LaunchRequest) {
+        let secret = random_hex(32);
+        self.bridge.expect(&req.session_id, &secret);
+        req.identity = Some(IdentityLaunch {
+            secret: Secret::new(secret),
+        });
+    }
+
+    /// Writes a profile file (0600, in the instance's state dir, which every spec
+    /// denies) and points the request at it.
+    pub fn with_profile(
+        &self,
+        req: &mut LaunchRequest,
+        backend: Backend,
+        bytes: &[u8],
+        launcher: Option<PathBuf>,
+    ) -> PathBuf {
+        let path = self.state.join(format!("{}.profile", req.session_id));
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        req.sandbox = Some(SandboxLaunch {
+            backend,
+            profile_path: path.clone(),
+            launcher,
+            denied_loopback_ports: vec![],
+        });
+        path
+    }
+
+    /// Every regular file under the instance folder, except `skip`.
+    pub fn all_files(&self, skip: &[&Path]) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        walk(&self.root, &mut |p| {
+            if !skip.contains(&p) {
+                if let Ok(b) = std::fs::read(p) {
+                    out.push((p.to_path_buf(), b));
+                }
+            }
+        });
+        out
+    }
+
+    /// Host stdout and stderr as captured so far.
+    pub fn host_output(&self) -> Vec<u8> {
+        let mut v = self.host_stdout.lock().unwrap().clone();
+        v.extend_from_slice(&self.host_stderr.lock().unwrap());
+        v
+    }
+
+    /// Stops the host (closing its stdin ends every session) and waits for it.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        drop(self.host_stdin.take());
+        self.host.wait().expect("wait host")
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        drop(self.host_stdin.take());
+        if wait::child_within(&mut self.host, Duration::from_secs(10)).is_none() {
+            let _ = self.host.kill();
+            let _ = self.host.wait();
+        }
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                let kept = dir.keep();
+                eprintln!("e2e: instance kept at {}", kept.display());
+            }
+        }
+    }
+}
+
+fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => walk(&p, f),
+            Ok(t) if t.is_file() => f(&p),
+            _ => {}
+        }
+    }
+}
+
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // Safety: pipe2 writes two descriptors into the array we own.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(rc, 0, "pipe2");
+    // Safety: both descriptors were just created and are owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}

@@ -1,0 +1,94 @@
+//! `fakeagent`: answers like Claude Code.
+//!
+//! Every launch first appends one start line to `$TMPDIR/fakeagent-calls.jsonl`
+//! ([`start`]), then answers turns: headless stream-json when argv holds
+//! `--input-format stream-json` ([`stream_json`]), otherwise line by line on a terminal
+//! ([`interactive`]). What a turn answers is in [`reply`].
+
+pub mod interactive;
+pub mod reply;
+pub mod start;
+pub mod stream_json;
+
+use std::io::{self, Write};
+
+/// What `fakeagent --version` prints.
+pub const VERSION_LINE: &str = "fakeagent 0.1.0 (Claude Code stand-in)";
+
+/// Exit code when stdout cannot be written (the reader went away).
+const EXIT_STDOUT_FAILED: i32 = 1;
+
+/// The whole fake. Returns only by exiting.
+pub fn run() -> ! {
+    // First, before this process opens anything: the descriptors it was given.
+    let fds = start::open_fds();
+    let argv: Vec<String> = std::env::args_os()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let line = start::StartLine::capture(fds, argv.clone()).to_json();
+    let log = crate::call_log::tmp_dir().join(start::CALL_LOG);
+    if let Err(err) = crate::call_log::append_line(&log, &line) {
+        let _ = writeln!(io::stderr(), "fakeagent: call log {}: {err}", log.display());
+        std::process::exit(crate::EXIT_RECORD_FAILED);
+    }
+
+    let args = argv.get(1..).unwrap_or_default();
+    let outcome = if args.iter().any(|arg| arg == "--version") {
+        let mut out = io::stdout().lock();
+        writeln!(out, "{VERSION_LINE}")
+            .and_then(|()| out.flush())
+            .map(|()| 0)
+    } else if is_stream_json(args) {
+        let session = stream_json::Session::for_this_process();
+        stream_json::run(io::stdin().lock(), &mut io::stdout().lock(), &session)
+    } else {
+        interactive::run(io::stdin().lock(), &mut io::stdout().lock())
+    };
+    match outcome {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            let _ = writeln!(io::stderr(), "fakeagent: stdio: {err}");
+            std::process::exit(EXIT_STDOUT_FAILED)
+        }
+    }
+}
+
+/// Headless mode: `--input-format stream-json` (or `--input-format=stream-json`) among
+/// the arguments, as Claude Code is driven by `-p --input-format stream-json
+/// --output-format stream-json --verbose`.
+pub fn is_stream_json(args: &[String]) -> bool {
+    args.iter().any(|arg| arg == "--input-format=stream-json")
+        || args
+            .windows(2)
+            .any(|pair| pair[0] == "--input-format" && pair[1] == "stream-json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn stream_json_needs_the_input_format_pair() {
+        assert!(is_stream_json(&args(&[
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose"
+        ])));
+        assert!(is_stream_json(&args(&["--input-format=stream-json"])));
+        assert!(!is_stream_json(&args(&["--output-format", "stream-json"])));
+        assert!(!is_stream_json(&args(&[
+            "--input-format",
+            "text",
+            "stream-json"
+        ])));
+        assert!(!is_stream_json(&args(&["--input-format"])));
+        assert!(!is_stream_json(&[]));
+    }
+}

@@ -1,0 +1,5 @@
+//! `fakeagent`: a Claude Code stand-in for relay's tests. See `relay_fakes::agent`.
+
+fn main() {
+    relay_fakes::agent::run()
+}

@@ -1,0 +1,23 @@
+//! Test stand-ins for relay's end-to-end suite.
+//!
+//! Two binaries live here, each a thin `main` over a module of this library:
+//!
+//! - `fakeagent` ([`agent`]) answers like Claude Code, in headless stream-json mode and
+//!   in interactive mode, and records a *start line* per launch (argv, cwd, watched
+//!   environment, open descriptors, a digest of the token read from the token fd).
+//! - `sandbox-exec` ([`sandbox_exec`]) stands in for macOS's `/usr/bin/sandbox-exec` on
+//!   Linux: it refuses a profile that is not well-formed SBPL ([`sbpl`]), records the
+//!   profile it was given, and execs the command with every descriptor as inherited.
+//!
+//! Both write JSON lines to call logs under `$TMPDIR` ([`call_log`]) so a test can read
+//! what happened inside a sandbox after the process is gone. Neither ever writes token
+//! bytes anywhere: only sizes and digests.
+
+pub mod agent;
+pub mod call_log;
+pub mod sandbox_exec;
+pub mod sbpl;
+
+/// Exit code when a call log or a profile copy cannot be written (sysexits `EX_IOERR`).
+/// A fake that cannot record what it saw fails loudly instead of running unrecorded.
+pub const EXIT_RECORD_FAILED: i32 = 74;

@@ -1,0 +1,593 @@
+//! The command line, parsed by hand into an [`ExecArgs`]; every refusal is a
+//! [`UsageError`] that the caller prints as `relay-shim: usage: <what>` and exit 64.
+//!
+//! ```text
+//! relay-shim exec --session-id ID [--identity] [--pty]
+//!     [--sandbox-backend seatbelt|bwrap --sandbox-profile ABS_PATH] [--sandbox-launcher PATH]
+//!     [--status-fd N] [--pass-token] [--landlock-fd N] -- ARGV…
+//! relay-shim --version
+//! ```
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+
+use crate::fds::TOKEN_FD;
+
+/// The identity secret pipe with `--identity`.
+pub(crate) const IDENTITY_FD: RawFd = 3;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Command {
+    Version,
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Seatbelt,
+    Bwrap,
+}
+
+impl Backend {
+    fn default_launcher(self) -> &'static str {
+        match self {
+            Backend::Seatbelt => "/usr/bin/sandbox-exec",
+            Backend::Bwrap => "/usr/bin/bwrap",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sandbox {
+    pub backend: Backend,
+    /// Absolute path of the profile the daemon wrote.
+    pub profile: PathBuf,
+    /// The launcher to exec: `--sandbox-launcher`, else the backend's default.
+    pub launcher: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExecArgs {
+    pub session_id: String,
+    pub identity: bool,
+    pub pty: bool,
+    pub sandbox: Option<Sandbox>,
+    pub status_fd: RawFd,
+    pub pass_token: bool,
+    pub landlock_fd: Option<RawFd>,
+    /// The target's argv as given after `--`; never empty.
+    pub argv: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage(what: impl Into<String>) -> UsageError {
+    UsageError(what.into())
+}
+
+/// Parses the arguments after the program name.
+pub(crate) fn parse(args: &[OsString]) -> Result<Command, UsageError> {
+    match args.first().map(|a| a.to_str()) {
+        None => Err(usage("missing subcommand (expected exec)")),
+        Some(Some("--version")) if args.len() == 1 => Ok(Command::Version),
+        Some(Some("exec")) => parse_exec(&args[1..]).map(Command::Exec),
+        Some(other) => Err(usage(format!(
+            "unknown subcommand {} (expected exec)",
+            other.unwrap_or("<non-UTF-8>")
+        ))),
+    }
+}
+
+fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
+    let mut session_id: Option<String> = None;
+    let mut identity = false;
+    let mut pty = false;
+    let mut backend: Option<Backend> = None;
+    let mut profile: Option<PathBuf> = None;
+    let mut launcher: Option<PathBuf> = None;
+    let mut status_fd: Option<RawFd> = None;
+    let mut pass_token = false;
+    let mut landlock_fd: Option<RawFd> = None;
+    let mut argv: Option<Vec<OsString>> = None;
+
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        if arg == "--" {
+            argv = Some(it.by_ref().cloned().collect());
+            break;
+        }
+        let Some(flag) = arg.to_str() else {
+            return Err(usage("unknown flag <non-UTF-8>"));
+        };
+        let mut value = |what: &str| -> Result<&OsStr, UsageError> {
+            it.next()
+                .map(OsString::as_os_str)
+                .ok_or_else(|| usage(format!("missing value for {what}")))
+        };
+        match flag {
+            "--session-id" => {
+                let v = utf8(value(flag)?, flag)?;
+                if v.is_empty() {
+                    return Err(usage("--session-id is empty"));
+                }
+                set_once(&mut session_id, v.to_string(), flag)?;
+            }
+            "--identity" => set_flag(&mut identity, flag)?,
+            "--pty" => set_flag(&mut pty, flag)?,
+            "--pass-token" => set_flag(&mut pass_token, flag)?,
+            "--sandbox-backend" => {
+                let b = match utf8(value(flag)?, flag)? {
+                    "seatbelt" => Backend::Seatbelt,
+                    "bwrap" => Backend::Bwrap,
+                    other => {
+                        return Err(usage(format!(
+                            "unknown --sandbox-backend {other} (expected seatbelt or bwrap)"
+                        )))
+                    }
+                };
+                set_once(&mut backend, b, flag)?;
+            }
+            "--sandbox-profile" => {
+                let p = PathBuf::from(value(flag)?);
+                if !p.is_absolute() {
+                    return Err(usage("--sandbox-profile must be an absolute path"));
+                }
+                set_once(&mut profile, p, flag)?;
+            }
+            "--sandbox-launcher" => {
+                let p = value(flag)?;
+                if p.is_empty() {
+                    return Err(usage("--sandbox-launcher is empty"));
+                }
+                set_once(&mut launcher, PathBuf::from(p), flag)?;
+            }
+            "--status-fd" => {
+                let fd = fd_number(value(flag)?, flag)?;
+                set_once(&mut status_fd, fd, flag)?;
+            }
+            "--landlock-fd" => {
+                let fd = fd_number(value(flag)?, flag)?;
+                set_once(&mut landlock_fd, fd, flag)?;
+            }
+            other => return Err(usage(format!("unknown flag {other}"))),
+        }
+    }
+
+    let argv = argv.ok_or_else(|| usage("missing -- before the target's argv"))?;
+    if argv.is_empty() {
+        return Err(usage("empty target argv after --"));
+    }
+    let session_id = session_id.ok_or_else(|| usage("--session-id is required"))?;
+
+    let sandbox = match (backend, profile) {
+        (Some(backend), Some(profile)) => Some(Sandbox {
+            backend,
+            profile,
+            launcher: launcher.unwrap_or_else(|| PathBuf::from(backend.default_launcher())),
+        }),
+        (Some(_), None) => return Err(usage("--sandbox-backend without --sandbox-profile")),
+        (None, Some(_)) => return Err(usage("--sandbox-profile without --sandbox-backend")),
+        (None, None) => {
+            if launcher.is_some() {
+                return Err(usage("--sandbox-launcher without --sandbox-backend"));
+            }
+            None
+        }
+    };
+
+    let status_fd = status_fd.unwrap_or(if identity { 4 } else { 3 });
+    if pass_token && status_fd == TOKEN_FD {
+        return Err(usage(
+            "--status-fd 5 collides with the token fd of --pass-token",
+        ));
+    }
+    if identity && status_fd == IDENTITY_FD {
+        return Err(usage(
+            "--status-fd 3 collides with the identity fd of --identity",
+        ));
+    }
+    if let Some(fd) = landlock_fd {
+        if fd <= TOKEN_FD {
+            return Err(usage(format!(
+                "--landlock-fd {fd} collides with the fd table (0-5)"
+            )));
+        }
+        if fd == status_fd {
+            return Err(usage(format!(
+                "--landlock-fd {fd} collides with the status fd"
+            )));
+        }
+    }
+
+    Ok(ExecArgs {
+        session_id,
+        identity,
+        pty,
+        sandbox,
+        status_fd,
+        pass_token,
+        landlock_fd,
+        argv,
+    })
+}
+
+fn utf8<'a>(v: &'a OsStr, flag: &str) -> Result<&'a str, UsageError> {
+    v.to_str()
+        .ok_or_else(|| usage(format!("{flag} value is not UTF-8")))
+}
+
+fn fd_number(v: &OsStr, flag: &str) -> Result<RawFd, UsageError> {
+    let text = utf8(v, flag)?;
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(usage(format!("{flag} {text} is not a descriptor number")));
+    }
+    text.parse()
+        .map_err(|_| usage(format!("{flag} {text} is not a descriptor number")))
+}
+
+fn set_once<T>(slot: &mut Option<T>, value: T, flag: &str) -> Result<(), UsageError> {
+    if slot.is_some() {
+        return Err(usage(format!("{flag} given twice")));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+fn set_flag(slot: &mut bool, flag: &str) -> Result<(), UsageError> {
+    if *slot {
+        return Err(usage(format!("{flag} given twice")));
+    }
+    *slot = true;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    fn exec(args: &[&str]) -> Result<ExecArgs, UsageError> {
+        let mut full = vec!["exec"];
+        full.extend_from_slice(args);
+        match parse(&os(&full))? {
+            Command::Exec(e) => Ok(e),
+            Command::Version => panic!("parsed as --version"),
+        }
+    }
+
+    fn refused(args: &[&str]) -> String {
+        match exec(args) {
+            Err(UsageError(what)) => what,
+            Ok(e) => panic!("{args:?} was accepted: {e:?}"),
+        }
+    }
+
+    #[test]
+    fn minimal_exec_defaults() {
+        let e = exec(&["--session-id", "s1", "--", "/bin/echo", "hi"]).unwrap();
+        assert_eq!(
+            e,
+            ExecArgs {
+                session_id: "s1".into(),
+                identity: false,
+                pty: false,
+                sandbox: None,
+                status_fd: 3,
+                pass_token: false,
+                landlock_fd: None,
+                argv: os(&["/bin/echo", "hi"]),
+            }
+        );
+    }
+
+    #[test]
+    fn identity_moves_default_status_fd_to_4() {
+        let e = exec(&["--identity", "--session-id", "s", "--", "x"]).unwrap();
+        assert!(e.identity);
+        assert_eq!(e.status_fd, 4);
+    }
+
+    #[test]
+    fn full_command_line() {
+        let e = exec(&[
+            "--session-id",
+            "s",
+            "--identity",
+            "--pty",
+            "--sandbox-backend",
+            "bwrap",
+            "--sandbox-profile",
+            "/p/profile",
+            "--sandbox-launcher",
+            "/fake/bwrap",
+            "--status-fd",
+            "9",
+            "--pass-token",
+            "--landlock-fd",
+            "6",
+            "--",
+            "claude",
+            "--",
+            "--flag",
+        ])
+        .unwrap();
+        assert!(e.identity && e.pty && e.pass_token);
+        assert_eq!(e.status_fd, 9);
+        assert_eq!(e.landlock_fd, Some(6));
+        assert_eq!(
+            e.sandbox,
+            Some(Sandbox {
+                backend: Backend::Bwrap,
+                profile: "/p/profile".into(),
+                launcher: "/fake/bwrap".into(),
+            })
+        );
+        assert_eq!(e.argv, os(&["claude", "--", "--flag"]));
+    }
+
+    #[test]
+    fn default_launchers() {
+        let e = exec(&[
+            "--session-id",
+            "s",
+            "--sandbox-backend",
+            "seatbelt",
+            "--sandbox-profile",
+            "/p.sb",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(
+            e.sandbox.unwrap().launcher,
+            PathBuf::from("/usr/bin/sandbox-exec")
+        );
+        let e = exec(&[
+            "--sandbox-profile",
+            "/p",
+            "--sandbox-backend",
+            "bwrap",
+            "--session-id",
+            "s",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(e.sandbox.unwrap().launcher, PathBuf::from("/usr/bin/bwrap"));
+    }
+
+    #[test]
+    fn version_and_subcommands() {
+        assert_eq!(parse(&os(&["--version"])), Ok(Command::Version));
+        assert!(parse(&os(&[])).is_err());
+        assert!(parse(&os(&["run"])).is_err());
+        assert!(parse(&os(&["--version", "x"])).is_err());
+        assert!(parse(&os(&["--help"])).is_err());
+    }
+
+    #[test]
+    fn every_usage_refusal() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--bogus", "--session-id", "s", "--", "x"],
+                "unknown flag --bogus",
+            ),
+            (&["--session-id"], "missing value for --session-id"),
+            (
+                &["--session-id", "s", "--status-fd"],
+                "missing value for --status-fd",
+            ),
+            (
+                &["--session-id", "s", "--landlock-fd"],
+                "missing value for --landlock-fd",
+            ),
+            (&["--session-id", "s", "--sandbox-backend"], "missing value"),
+            (&["--session-id", "s", "--sandbox-profile"], "missing value"),
+            (
+                &["--session-id", "s", "--sandbox-launcher"],
+                "missing value",
+            ),
+            (&["--session-id", "s"], "missing --"),
+            (&["--session-id", "s", "x"], "unknown flag x"),
+            (&["--session-id", "s", "--"], "empty target argv"),
+            (&["--", "x"], "--session-id is required"),
+            (&["--session-id", "", "--", "x"], "--session-id is empty"),
+            (
+                &["--session-id", "a", "--session-id", "b", "--", "x"],
+                "given twice",
+            ),
+            (
+                &["--session-id", "s", "--pty", "--pty", "--", "x"],
+                "given twice",
+            ),
+            (
+                &["--session-id", "s", "--sandbox-backend", "bwrap", "--", "x"],
+                "--sandbox-backend without --sandbox-profile",
+            ),
+            (
+                &["--session-id", "s", "--sandbox-profile", "/p", "--", "x"],
+                "--sandbox-profile without --sandbox-backend",
+            ),
+            (
+                &["--session-id", "s", "--sandbox-launcher", "/l", "--", "x"],
+                "--sandbox-launcher without --sandbox-backend",
+            ),
+            (
+                &[
+                    "--session-id",
+                    "s",
+                    "--sandbox-backend",
+                    "docker",
+                    "--sandbox-profile",
+                    "/p",
+                    "--",
+                    "x",
+                ],
+                "unknown --sandbox-backend docker",
+            ),
+            (
+                &[
+                    "--session-id",
+                    "s",
+                    "--sandbox-backend",
+                    "bwrap",
+                    "--sandbox-profile",
+                    "rel/p",
+                    "--",
+                    "x",
+                ],
+                "must be an absolute path",
+            ),
+            (
+                &[
+                    "--session-id",
+                    "s",
+                    "--sandbox-backend",
+                    "bwrap",
+                    "--sandbox-profile",
+                    "",
+                    "--",
+                    "x",
+                ],
+                "must be an absolute path",
+            ),
+            (
+                &[
+                    "--session-id",
+                    "s",
+                    "--pass-token",
+                    "--status-fd",
+                    "5",
+                    "--",
+                    "x",
+                ],
+                "--status-fd 5 collides",
+            ),
+            (
+                &[
+                    "--session-id",
+                    "s",
+                    "--identity",
+                    "--status-fd",
+                    "3",
+                    "--",
+                    "x",
+                ],
+                "--status-fd 3 collides",
+            ),
+            (
+                &["--session-id", "s", "--status-fd", "-1", "--", "x"],
+                "not a descriptor number",
+            ),
+            (
+                &["--session-id", "s", "--status-fd", "x", "--", "x"],
+                "not a descriptor number",
+            ),
+            (
+                &["--session-id", "s", "--status-fd", "", "--", "x"],
+                "not a descriptor number",
+            ),
+            (
+                &["--session-id", "s", "--status-fd", "99999999999", "--", "x"],
+                "not a descriptor number",
+            ),
+            (
+                &[
+                    "--session-id",
+                    "s",
+                    "--status-fd",
+                    "7",
+                    "--landlock-fd",
+                    "7",
+                    "--",
+                    "x",
+                ],
+                "--landlock-fd 7 collides with the status fd",
+            ),
+            (
+                &["--session-id", "s", "--landlock-fd", "3", "--", "x"],
+                "--landlock-fd 3 collides with the fd table",
+            ),
+        ];
+        for (args, want) in cases {
+            let got = refused(args);
+            assert!(got.contains(want), "{args:?}: got {got:?}, want {want:?}");
+        }
+        for fd in 0..=5 {
+            let fd = fd.to_string();
+            let got = refused(&[
+                "--session-id",
+                "s",
+                "--status-fd",
+                "9",
+                "--landlock-fd",
+                &fd,
+                "--",
+                "x",
+            ]);
+            assert!(got.contains("collides with the fd table"), "{fd}: {got}");
+        }
+    }
+
+    #[test]
+    fn collisions_that_are_allowed() {
+        // fd 5 is free for status without the token, fd 3 without identity.
+        assert_eq!(
+            exec(&["--session-id", "s", "--status-fd", "5", "--", "x"])
+                .unwrap()
+                .status_fd,
+            5
+        );
+        assert_eq!(
+            exec(&[
+                "--session-id",
+                "s",
+                "--identity",
+                "--status-fd",
+                "5",
+                "--",
+                "x"
+            ])
+            .unwrap()
+            .status_fd,
+            5
+        );
+        assert_eq!(
+            exec(&["--session-id", "s", "--status-fd", "1", "--", "x"])
+                .unwrap()
+                .status_fd,
+            1
+        );
+        // The default status fd (3) and identity's default (4) do not collide with 6.
+        assert_eq!(
+            exec(&["--session-id", "s", "--landlock-fd", "6", "--", "x"])
+                .unwrap()
+                .landlock_fd,
+            Some(6)
+        );
+    }
+
+    #[test]
+    fn non_utf8_target_arguments_are_kept() {
+        use std::os::unix::ffi::OsStringExt;
+        let raw = OsString::from_vec(vec![b'a', 0xff]);
+        let mut args = os(&["exec", "--session-id", "s", "--", "x"]);
+        args.push(raw.clone());
+        match parse(&args).unwrap() {
+            Command::Exec(e) => assert_eq!(e.argv[1], raw),
+            Command::Version => unreachable!(),
+        }
+    }
+}

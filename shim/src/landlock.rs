@@ -1,0 +1,208 @@
+//! Landlock TCP-connect rulesets for the Linux sandbox's denied loopback ports.
+//!
+//! bwrap shares the network namespace when network is `shared`, so denied ports are
+//! enforced with Landlock instead: a ruleset that handles TCP connect and allows it on
+//! every port but the denied ones (Landlock is an allow-list). Building it means 65536
+//! rules (tens of milliseconds), so the host builds it once per port set with
+//! [`build_tcp_connect_ruleset`] and passes the descriptor to the shim
+//! (`--landlock-fd N`), which applies it to itself just before it execs bwrap.
+
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+
+/// The first Landlock ABI that can restrict TCP connect.
+pub const MIN_NET_ABI: u32 = 4;
+
+/// The kernel's Landlock ABI version; an error when Landlock is absent or disabled.
+pub fn abi_version() -> io::Result<u32> {
+    sys::abi_version()
+}
+
+/// A ruleset that handles TCP connect and allows it on every port except `denied_ports`.
+///
+/// The descriptor is close-on-exec in this process; the caller places it in the shim's
+/// fd table on purpose. Fails with [`io::ErrorKind::Unsupported`] when the kernel's
+/// Landlock ABI is older than [`MIN_NET_ABI`] (or Landlock is unavailable).
+pub fn build_tcp_connect_ruleset(denied_ports: &[u16]) -> io::Result<OwnedFd> {
+    let abi = abi_version().map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("landlock unavailable: {e}"),
+        )
+    })?;
+    if abi < MIN_NET_ABI {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("landlock ABI {abi} cannot restrict TCP connect (needs {MIN_NET_ABI})"),
+        ));
+    }
+    let ruleset = sys::create_net_ruleset()?;
+    let mut denied = [false; 65536];
+    for &port in denied_ports {
+        denied[usize::from(port)] = true;
+    }
+    for port in 0..=u16::MAX {
+        if !denied[usize::from(port)] {
+            sys::allow_connect(&ruleset, port)?;
+        }
+    }
+    Ok(ruleset)
+}
+
+/// Sets no-new-privs and confines the calling process with the ruleset at `fd`.
+/// The caller closes `fd` afterwards.
+pub(crate) fn restrict_self(fd: RawFd) -> io::Result<()> {
+    sys::restrict_self(fd)
+}
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1 << 0;
+    const LANDLOCK_ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
+    const LANDLOCK_RULE_NET_PORT: libc::c_int = 2;
+
+    /// `struct landlock_ruleset_attr` up to `handled_access_net` (ABI 4); the kernel
+    /// accepts a prefix of its current struct.
+    #[repr(C)]
+    struct RulesetAttr {
+        handled_access_fs: u64,
+        handled_access_net: u64,
+    }
+
+    /// `struct landlock_net_port_attr`.
+    #[repr(C)]
+    struct NetPortAttr {
+        allowed_access: u64,
+        port: u64,
+    }
+
+    pub(super) fn abi_version() -> io::Result<u32> {
+        // Safety: with a NULL attr, size 0 and the VERSION flag the kernel reads no
+        // memory and only returns the ABI number.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<RulesetAttr>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        u32::try_from(ret).map_err(|_| io::Error::other("landlock ABI out of range"))
+    }
+
+    pub(super) fn create_net_ruleset() -> io::Result<OwnedFd> {
+        let attr = RulesetAttr {
+            handled_access_fs: 0,
+            handled_access_net: LANDLOCK_ACCESS_NET_CONNECT_TCP,
+        };
+        // Safety: `attr` is a live, initialised #[repr(C)] struct and the size passed is
+        // its exact size; the kernel only reads it.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr,
+                std::mem::size_of::<RulesetAttr>(),
+                0u32,
+            )
+        };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let raw = RawFd::try_from(ret).map_err(|_| io::Error::other("fd out of range"))?;
+        // Safety: the syscall just returned this descriptor and nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // Safety: F_SETFD on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    pub(super) fn allow_connect(ruleset: &OwnedFd, port: u16) -> io::Result<()> {
+        let rule = NetPortAttr {
+            allowed_access: LANDLOCK_ACCESS_NET_CONNECT_TCP,
+            port: u64::from(port),
+        };
+        // Safety: `rule` is a live, initialised #[repr(C)] struct of the layout the
+        // kernel expects for LANDLOCK_RULE_NET_PORT; the kernel only reads it.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                LANDLOCK_RULE_NET_PORT,
+                &rule as *const NetPortAttr,
+                0u32,
+            )
+        };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    pub(super) fn restrict_self(fd: RawFd) -> io::Result<()> {
+        // Safety: prctl with integer arguments only; no memory is passed.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Safety: integer arguments only; an invalid fd is reported as EBADF.
+        let ret = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
+        if ret != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod sys {
+    use std::io;
+    use std::os::fd::{OwnedFd, RawFd};
+
+    fn unsupported() -> io::Error {
+        io::Error::new(io::ErrorKind::Unsupported, "landlock is Linux only")
+    }
+
+    pub(super) fn abi_version() -> io::Result<u32> {
+        Err(unsupported())
+    }
+
+    pub(super) fn create_net_ruleset() -> io::Result<OwnedFd> {
+        Err(unsupported())
+    }
+
+    pub(super) fn allow_connect(_ruleset: &OwnedFd, _port: u16) -> io::Result<()> {
+        Err(unsupported())
+    }
+
+    pub(super) fn restrict_self(_fd: RawFd) -> io::Result<()> {
+        Err(unsupported())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn ruleset_is_close_on_exec() {
+        match build_tcp_connect_ruleset(&[18765]) {
+            Ok(fd) => {
+                // Safety: F_GETFD on a descriptor this test owns.
+                let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) };
+                assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                eprintln!("skip: landlock networking unavailable here: {e}");
+            }
+            Err(e) => panic!("building the ruleset failed: {e}"),
+        }
+    }
+}

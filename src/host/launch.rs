@@ -1,0 +1,534 @@
+//! One launch, start to finish: validate the request, reserve the id, open the
+//! session's I/O, build the environment, spawn the shim, wait for `started`, and on any
+//! failure kill and reap everything spawned. Also terminate and the exit watcher.
+
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use relay_shim::status::Event;
+
+use super::provider::{self, Provider};
+use super::spawn::{self, Plan};
+use super::terminal::{self, Terminal};
+use super::termlog::DiskLog;
+use super::{env, Host, Session, SessionIo, Slot};
+use crate::protocol::{
+    Backend, ExitReason, HostEvent, LaunchRequest, LaunchResponse, SessionInfo, SessionKind,
+    SessionState, HOST_PROTOCOL_VERSION,
+};
+
+/// How long a terminated session gets between SIGTERM and SIGKILL.
+pub const TERMINATE_GRACE: Duration = Duration::from_secs(3);
+pub const TOKEN_MAX_BYTES: usize = 4096;
+
+#[derive(Debug)]
+pub enum LaunchError {
+    InvalidSpec(String),
+    SessionExists(String),
+    IdentityRefused(String),
+    SpawnFailed(String),
+}
+
+impl LaunchError {
+    /// The one mapping from launch errors to the host's error codes and HTTP statuses.
+    pub fn code(&self) -> (u16, &'static str) {
+        match self {
+            LaunchError::InvalidSpec(_) => (400, "invalid_spec"),
+            LaunchError::SessionExists(_) => (409, "session_exists"),
+            LaunchError::IdentityRefused(_) => (502, "identity_refused"),
+            LaunchError::SpawnFailed(_) => (500, "spawn_failed"),
+        }
+    }
+    pub fn message(&self) -> &str {
+        match self {
+            LaunchError::InvalidSpec(m)
+            | LaunchError::SessionExists(m)
+            | LaunchError::IdentityRefused(m)
+            | LaunchError::SpawnFailed(m) => m,
+        }
+    }
+}
+
+/// Session ids become file names: a conservative alphabet.
+pub fn valid_session_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// Every check that needs no side effect. Messages never carry the token.
+pub fn validate(req: &LaunchRequest) -> Result<(), LaunchError> {
+    let bad = |m: &str| Err(LaunchError::InvalidSpec(m.to_string()));
+    if req.v != HOST_PROTOCOL_VERSION {
+        return Err(LaunchError::InvalidSpec(format!(
+            "protocol version {} (this host speaks {HOST_PROTOCOL_VERSION})",
+            req.v
+        )));
+    }
+    if !valid_session_id(&req.session_id) {
+        return bad("session_id must be 1-64 characters of [A-Za-z0-9._-], not starting with '.'");
+    }
+    if req.argv.is_empty() || req.argv[0].is_empty() {
+        return bad("argv must name a program");
+    }
+    if req.argv.iter().any(|a| a.contains('\0')) {
+        return bad("argv must not contain NUL");
+    }
+    if !req.directory.is_absolute() {
+        return bad("directory must be absolute");
+    }
+    if !req.directory.is_dir() {
+        return Err(LaunchError::InvalidSpec(format!(
+            "directory {} is not a folder",
+            req.directory.display()
+        )));
+    }
+    if let Some(name) = req.env.keys().find(|k| !env::valid_name(k)) {
+        return Err(LaunchError::InvalidSpec(format!(
+            "env name {name:?} is not valid"
+        )));
+    }
+    if req.env.values().any(|v| v.contains('\0')) {
+        return bad("env values must not contain NUL");
+    }
+    if let Some(pty) = req.pty {
+        if pty.cols == 0 || pty.rows == 0 {
+            return bad("pty size must be at least 1x1");
+        }
+    }
+    if let Some(sb) = &req.sandbox {
+        if !sb.profile_path.is_absolute() {
+            return bad("sandbox.profile_path must be absolute");
+        }
+        if sb.launcher.as_ref().is_some_and(|l| !l.is_absolute()) {
+            return bad("sandbox.launcher must be absolute");
+        }
+    }
+    if let Some(id) = &req.identity {
+        let s = id.secret.expose();
+        if s.len() != 64
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return bad("identity.secret must be 64 lowercase hex characters");
+        }
+    }
+    if let Some(token) = &req.claude_token {
+        if req.sandbox.is_none() {
+            return bad("claude_token needs a sandboxed launch");
+        }
+        if !req.is_claude_launch() {
+            return bad("claude_token is only for a claude session or a pty launch of the claude-code template");
+        }
+        if token.is_empty() || token.len() > TOKEN_MAX_BYTES {
+            return bad("claude_token must be 1 to 4096 bytes");
+        }
+    }
+    Ok(())
+}
+
+fn landlock_for(host: &Host, ports: &[u16]) -> Result<Arc<OwnedFd>, LaunchError> {
+    let mut key = ports.to_vec();
+    key.sort_unstable();
+    key.dedup();
+    let mut cache = host.landlock.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(fd) = cache.get(&key) {
+        return Ok(fd.clone());
+    }
+    let fd = relay_shim::landlock::build_tcp_connect_ruleset(&key).map_err(|e| {
+        LaunchError::SpawnFailed(format!(
+            "denied loopback ports need Landlock TCP rules (kernel ABI 4 or later): {e}"
+        ))
+    })?;
+    let fd = Arc::new(fd);
+    cache.insert(key, fd.clone());
+    Ok(fd)
+}
+
+/// Frees the reserved id when a launch does not complete.
+struct Reservation<'a> {
+    host: &'a Host,
+    id: String,
+    armed: bool,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.host
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&self.id);
+        }
+    }
+}
+
+pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchResponse, LaunchError> {
+    validate(&req)?;
+    {
+        let mut table = host.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if table.contains_key(&req.session_id) {
+            return Err(LaunchError::SessionExists(format!(
+                "session {} exists",
+                req.session_id
+            )));
+        }
+        table.insert(req.session_id.clone(), Slot::Launching);
+    }
+    let mut reservation = Reservation {
+        host,
+        id: req.session_id.clone(),
+        armed: true,
+    };
+    let failed = |what: &str, e: std::io::Error| LaunchError::SpawnFailed(format!("{what}: {e}"));
+
+    let log_dir = host.cfg.log_dir();
+    let log = DiskLog::create(&log_dir, &req.session_id).map_err(|e| failed("session log", e))?;
+    let log = Arc::new(Mutex::new(log));
+    let remove_log =
+        |log: &Arc<Mutex<DiskLog>>| log.lock().unwrap_or_else(|p| p.into_inner()).remove();
+
+    let landlock = match &req.sandbox {
+        Some(sb) if sb.backend == Backend::Bwrap && !sb.denied_loopback_ports.is_empty() => {
+            match landlock_for(host, &sb.denied_loopback_ports) {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    remove_log(&log);
+                    return Err(e);
+                }
+            }
+        }
+        _ => None,
+    };
+
+    let token_launch = req.claude_token.is_some();
+    let mut host_names = vec![("RELAY_SESSION_ID".to_string(), req.session_id.clone())];
+    if let Some(b) = &host.cfg.bridge_socket {
+        host_names.push((
+            "RELAY_BRIDGE_SOCKET".to_string(),
+            b.to_string_lossy().into_owned(),
+        ));
+    }
+    let pty_size = req.pty.unwrap_or_default();
+    let is_pty = req.kind == SessionKind::Pty;
+    let mut env = env::build(env::EnvInput {
+        base: std::env::vars_os().collect(),
+        template: &req.env,
+        host_names,
+        token_launch,
+    });
+    if is_pty && !env.contains_key(std::ffi::OsStr::new("TERM")) {
+        env.insert("TERM".into(), "xterm-256color".into());
+    }
+
+    let (master, stdin, stdout, stderr) = if is_pty {
+        let (master, slave) = match terminal::open_pty(pty_size) {
+            Ok(p) => p,
+            Err(e) => {
+                remove_log(&log);
+                return Err(failed("open pty", e));
+            }
+        };
+        let dup = |s: &OwnedFd| s.try_clone().map(Stdio::from);
+        match (dup(&slave), dup(&slave), dup(&slave)) {
+            (Ok(a), Ok(b), Ok(c)) => (Some(master), a, b, c),
+            _ => {
+                remove_log(&log);
+                return Err(LaunchError::SpawnFailed("duplicate pty descriptor".into()));
+            }
+        }
+    } else {
+        (None, Stdio::piped(), Stdio::piped(), Stdio::piped())
+    };
+
+    let plan = Plan {
+        shim: host.cfg.shim.clone(),
+        session_id: req.session_id.clone(),
+        argv: req.argv.clone(),
+        env,
+        cwd: req.directory.clone(),
+        pty: is_pty,
+        sandbox: req.sandbox.clone(),
+        identity: req.identity.as_ref().map(|i| i.secret.clone()),
+        token: req.claude_token.clone(),
+        landlock,
+        stdin,
+        stdout,
+        stderr,
+    };
+    let spawned = match spawn::spawn(plan) {
+        Ok(s) => s,
+        Err(e) => {
+            remove_log(&log);
+            return Err(e);
+        }
+    };
+    let spawn::Spawned {
+        mut child,
+        shim_pid,
+        mut status,
+    } = spawned;
+
+    let target_pid = match spawn::wait_started(&mut status, req.identity.is_some()).await {
+        Ok(pid) => pid,
+        Err(e) => {
+            spawn::signal_groups(shim_pid, None, libc::SIGKILL);
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            remove_log(&log);
+            return Err(e);
+        }
+    };
+
+    let io = if let Some(master) = master {
+        let term = match Terminal::new(master, log.clone()) {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
+                let _ = child.wait().await;
+                remove_log(&log);
+                return Err(failed("watch pty", e));
+            }
+        };
+        SessionIo::Terminal(term)
+    } else {
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
+            let _ = child.wait().await;
+            remove_log(&log);
+            return Err(LaunchError::SpawnFailed("session pipes missing".into()));
+        };
+        if let Some(stderr) = child.stderr.take() {
+            let log = log.clone();
+            tokio::spawn(provider::drain_stderr(stderr, move |b| {
+                let _ = log.lock().unwrap_or_else(|p| p.into_inner()).append(b);
+            }));
+        }
+        SessionIo::Provider(Arc::new(Provider::new(stdin, stdout)))
+    };
+
+    let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
+    let info = SessionInfo {
+        session_id: req.session_id.clone(),
+        kind: req.kind,
+        name: req.name.clone(),
+        template_id: req.template_id.clone(),
+        project_id: req.project.id.clone(),
+        directory: req.directory.clone(),
+        root_pid: shim_pid,
+        state: SessionState::Running,
+        exit_status: None,
+        exit_signal: None,
+        pty: is_pty.then_some(pty_size),
+        sandboxed: req.sandbox.is_some(),
+    };
+    let session = Arc::new(Session {
+        info: Mutex::new(info),
+        shim_pid,
+        target_pid,
+        terminating: AtomicBool::new(false),
+        exited: exited_rx,
+        io,
+        log,
+    });
+    host.sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(req.session_id.clone(), Slot::Live(session.clone()));
+    reservation.armed = false;
+
+    let pump = match &session.io {
+        SessionIo::Terminal(t) => {
+            let t = t.clone();
+            Some(tokio::spawn(async move { t.pump().await }))
+        }
+        SessionIo::Provider(_) => None,
+    };
+    let watcher_host = host.clone();
+    let watcher_session = session.clone();
+    tokio::spawn(async move {
+        let mut last_exit = None;
+        while let Some(ev) = spawn::next_event(&mut status).await {
+            if let Event::Exit { status, signal } = ev {
+                last_exit = Some((status, signal));
+            }
+        }
+        let shim_status = child.wait().await.ok();
+        if let Some(pump) = pump {
+            // Read what the target wrote before it exited; a stray process still
+            // holding the pty must not hold the report back for long.
+            let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+        }
+        let terminated = watcher_session.terminating.load(Ordering::SeqCst);
+        let (exit_status, signal, reason) = match last_exit {
+            Some((st, sig)) => {
+                let reason = if terminated {
+                    ExitReason::Terminated
+                } else if sig.is_some() {
+                    ExitReason::Signaled
+                } else {
+                    ExitReason::Exited
+                };
+                (st, sig, reason)
+            }
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                let st = shim_status.and_then(|s| s.code());
+                let sig = shim_status.and_then(|s| s.signal());
+                (
+                    st,
+                    sig,
+                    if terminated {
+                        ExitReason::Terminated
+                    } else {
+                        ExitReason::ShimFailed
+                    },
+                )
+            }
+        };
+        {
+            let mut info = watcher_session
+                .info
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            info.state = SessionState::Exited;
+            info.exit_status = exit_status;
+            info.exit_signal = signal;
+        }
+        watcher_host.report(&HostEvent::SessionExited {
+            session_id: watcher_session
+                .info
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .session_id
+                .clone(),
+            root_pid: watcher_session.shim_pid,
+            exit_status,
+            signal,
+            reason,
+        });
+        let _ = exited_tx.send(true);
+    });
+
+    Ok(LaunchResponse {
+        session_id: req.session_id,
+        kind: req.kind,
+        root_pid: shim_pid,
+        target_pid,
+    })
+}
+
+/// SIGTERM to the session's groups, SIGKILL after [`TERMINATE_GRACE`]; returns once the
+/// exit was reported (or the kill was sent and reaped).
+pub async fn terminate(session: &Arc<Session>) {
+    let mut exited = session.exited.clone();
+    if *exited.borrow() {
+        return;
+    }
+    session.terminating.store(true, Ordering::SeqCst);
+    spawn::signal_groups(session.shim_pid, Some(session.target_pid), libc::SIGTERM);
+    let done = tokio::time::timeout(TERMINATE_GRACE, exited.wait_for(|e| *e))
+        .await
+        .is_ok();
+    if !done {
+        spawn::signal_groups(session.shim_pid, Some(session.target_pid), libc::SIGKILL);
+        let _ = tokio::time::timeout(Duration::from_secs(5), exited.wait_for(|e| *e)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{IdentityLaunch, ProjectRef, SandboxLaunch, Secret};
+
+    fn req() -> LaunchRequest {
+        LaunchRequest {
+            v: HOST_PROTOCOL_VERSION,
+            session_id: "s1".into(),
+            kind: SessionKind::Claude,
+            resume: false,
+            project: ProjectRef {
+                id: "p".into(),
+                name: "p".into(),
+                path: "/".into(),
+            },
+            directory: "/".into(),
+            name: None,
+            template_id: None,
+            argv: vec!["/bin/true".into()],
+            env: Default::default(),
+            pty: None,
+            sandbox: None,
+            identity: None,
+            claude_token: None,
+        }
+    }
+
+    fn sandbox() -> Option<SandboxLaunch> {
+        Some(SandboxLaunch {
+            backend: Backend::Bwrap,
+            profile_path: "/p".into(),
+            launcher: None,
+            denied_loopback_ports: vec![],
+        })
+    }
+
+    fn code(r: Result<(), LaunchError>) -> Option<&'static str> {
+        r.err().map(|e| e.code().1)
+    }
+
+    #[test]
+    fn token_without_sandbox_or_on_another_kind_is_invalid_spec_and_never_echoed() {
+        let token = "acme-fake-token-deadbeef";
+        let mut r = req();
+        r.claude_token = Some(Secret::new(token));
+        let e = validate(&r).unwrap_err();
+        assert_eq!(e.code(), (400, "invalid_spec"));
+        assert!(!e.message().contains(token));
+
+        r.sandbox = sandbox();
+        assert_eq!(code(validate(&r)), None);
+
+        r.kind = SessionKind::Pty;
+        r.template_id = Some("shell".into());
+        let e = validate(&r).unwrap_err();
+        assert_eq!(e.code().1, "invalid_spec");
+        assert!(!e.message().contains(token));
+
+        r.template_id = Some("claude-code".into());
+        assert_eq!(code(validate(&r)), None);
+
+        r.claude_token = Some(Secret::new("x".repeat(4097)));
+        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+    }
+
+    #[test]
+    fn bad_ids_versions_and_secrets_are_refused() {
+        for id in ["", ".hidden", "a/b", "a b", &"x".repeat(65)] {
+            let mut r = req();
+            r.session_id = id.into();
+            assert_eq!(code(validate(&r)), Some("invalid_spec"), "{id:?}");
+        }
+        let mut r = req();
+        r.v = 99;
+        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        let mut r = req();
+        r.identity = Some(IdentityLaunch {
+            secret: Secret::new("ABC"),
+        });
+        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        let mut r = req();
+        r.argv.clear();
+        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        let mut r = req();
+        r.directory = "relative".into();
+        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+    }
+}

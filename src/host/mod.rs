@@ -1,0 +1,222 @@
+//! `relay-sessions`, the session host. Started and supervised by the daemon; accepts
+//! launch and terminate requests only from it; owns ptys, children, scrollback and
+//! terminal logs; reports every exit on stdout as a JSON line.
+//!
+//! Start: `relay-sessions --state-dir DIR --secret-fd N [--shim PATH]
+//! [--bridge-socket PATH]`. The bearer secret arrives on descriptor N (read to EOF).
+//! The host listens on `DIR/host.sock` (0600) and prints a `ready` line.
+
+mod env;
+mod fds;
+mod launch;
+mod provider;
+mod server;
+mod spawn;
+mod terminal;
+mod termlog;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use crate::protocol::{HostEvent, SessionInfo};
+
+pub use launch::LaunchError;
+
+pub struct HostConfig {
+    pub state_dir: PathBuf,
+    pub shim: PathBuf,
+    pub bridge_socket: Option<PathBuf>,
+    pub secret: String,
+}
+
+impl HostConfig {
+    pub fn socket_path(&self) -> PathBuf {
+        self.state_dir.join("host.sock")
+    }
+    pub fn log_dir(&self) -> PathBuf {
+        self.state_dir.join("logs")
+    }
+}
+
+pub enum SessionIo {
+    Terminal(Arc<terminal::Terminal>),
+    Provider(Arc<provider::Provider>),
+}
+
+pub struct Session {
+    pub info: Mutex<SessionInfo>,
+    pub shim_pid: u32,
+    pub target_pid: u32,
+    pub terminating: AtomicBool,
+    pub exited: tokio::sync::watch::Receiver<bool>,
+    pub io: SessionIo,
+    pub log: Arc<Mutex<termlog::DiskLog>>,
+}
+
+pub enum Slot {
+    Launching,
+    Live(Arc<Session>),
+}
+
+pub struct Host {
+    pub cfg: HostConfig,
+    pub sessions: Mutex<HashMap<String, Slot>>,
+    /// Landlock rulesets by denied port set: building one costs tens of milliseconds.
+    pub landlock: Mutex<HashMap<Vec<u16>, Arc<OwnedFd>>>,
+    stdout: Mutex<std::io::Stdout>,
+}
+
+impl Host {
+    pub fn new(cfg: HostConfig) -> Self {
+        Host {
+            cfg,
+            sessions: Mutex::new(HashMap::new()),
+            landlock: Mutex::new(HashMap::new()),
+            stdout: Mutex::new(std::io::stdout()),
+        }
+    }
+
+    /// One JSON line on stdout for the daemon.
+    pub fn report(&self, ev: &HostEvent) {
+        if let Ok(mut line) = serde_json::to_vec(ev) {
+            line.push(b'\n');
+            let mut out = self.stdout.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = out.write_all(&line);
+            let _ = out.flush();
+        }
+    }
+
+    pub fn live(&self, id: &str) -> Option<Arc<Session>> {
+        match self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            Some(Slot::Live(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+struct Args {
+    state_dir: PathBuf,
+    secret_fd: i32,
+    shim: Option<PathBuf>,
+    bridge_socket: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let (mut state_dir, mut secret_fd, mut shim, mut bridge) = (None, None, None, None);
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--state-dir" => state_dir = Some(PathBuf::from(val("--state-dir")?)),
+            "--secret-fd" => {
+                secret_fd = Some(
+                    val("--secret-fd")?
+                        .parse::<i32>()
+                        .map_err(|_| "--secret-fd takes a number".to_string())?,
+                )
+            }
+            "--shim" => shim = Some(PathBuf::from(val("--shim")?)),
+            "--bridge-socket" => bridge = Some(PathBuf::from(val("--bridge-socket")?)),
+            "--version" => {
+                println!(
+                    "relay-sessions {} (protocol {})",
+                    env!("CARGO_PKG_VERSION"),
+                    crate::protocol::HOST_PROTOCOL_VERSION
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    let state_dir = state_dir.ok_or("--state-dir is required")?;
+    if !state_dir.is_absolute() {
+        return Err("--state-dir must be absolute".into());
+    }
+    let secret_fd = secret_fd.ok_or("--secret-fd is required")?;
+    if secret_fd < 0 {
+        return Err("--secret-fd takes a descriptor number".into());
+    }
+    Ok(Args {
+        state_dir,
+        secret_fd,
+        shim,
+        bridge_socket: bridge,
+    })
+}
+
+fn read_secret(fd: i32) -> Result<String, String> {
+    // Safety: the daemon handed us this descriptor; we take ownership and close it.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut buf = Vec::new();
+    file.take(257)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("read secret fd {fd}: {e}"))?;
+    let s = String::from_utf8(buf).map_err(|_| "the secret is not UTF-8".to_string())?;
+    let s = s.trim().to_string();
+    if s.len() < 32 || s.len() > 256 || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the secret must be 32 to 256 printable characters".into());
+    }
+    Ok(s)
+}
+
+fn default_shim() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("relay-shim")))
+        .unwrap_or_else(|| PathBuf::from("relay-shim"))
+}
+
+pub fn run() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("relay-sessions: usage: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    let secret = match read_secret(args.secret_fd) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("relay-sessions: {e}");
+            return ExitCode::from(64);
+        }
+    };
+    if let Err(e) = fds::reserve_placeholders() {
+        eprintln!("relay-sessions: reserve descriptors: {e}");
+        return ExitCode::from(70);
+    }
+    let cfg = HostConfig {
+        state_dir: args.state_dir,
+        shim: args.shim.unwrap_or_else(default_shim),
+        bridge_socket: args.bridge_socket,
+        secret,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("relay-sessions: runtime: {e}");
+            return ExitCode::from(70);
+        }
+    };
+    match rt.block_on(server::serve(Arc::new(Host::new(cfg)))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay-sessions: {e}");
+            ExitCode::from(70)
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The host's internal HTTP API on `<state>/host.sock`.
+//!
+//! A request is served only when the connecting peer is the host's parent (the daemon)
+//! and the bearer matches the secret handed over at start; otherwise 403 with an empty
+//! body, before the body is read. Exact route table, body size cap.
+
+use std::convert::Infallible;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+use tokio::io::AsyncReadExt;
+use tokio::net::UnixListener;
+
+use super::launch::{self, LaunchError};
+use super::{Host, SessionIo, Slot};
+use crate::protocol::{
+    HostErrorBody, HostEvent, LaunchRequest, MessageRequest, MessageResponse, SessionList,
+    SessionState, TerminateRequest, HOST_PROTOCOL_VERSION,
+};
+
+/// Largest accepted request body (a launch request with its argv, env and token).
+pub const BODY_MAX: usize = 256 * 1024;
+
+type Resp = Response<Full<Bytes>>;
+
+fn json<T: Serialize>(status: u16, body: &T) -> Resp {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+fn error(status: u16, code: &str, message: impl Into<String>) -> Resp {
+    json(
+        status,
+        &HostErrorBody {
+            error: code.to_string(),
+            message: message.into(),
+        },
+    )
+}
+
+fn launch_error(e: &LaunchError) -> Resp {
+    let (status, code) = e.code();
+    error(status, code, e.message())
+}
+
+fn forbidden() -> Resp {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::FORBIDDEN;
+    r
+}
+
+/// Constant-time comparison of two byte strings (length leaks, content does not).
+pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn authorized(req: &Request<Incoming>, secret: &str) -> bool {
+    let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
+        return false;
+    };
+    let Some(token) = value.as_bytes().strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    same_secret(token, secret.as_bytes())
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
+    let body = Limited::new(req.into_body(), BODY_MAX);
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            return Err(error(
+                413,
+                "invalid_spec",
+                format!("request body larger than {BODY_MAX} bytes or unreadable"),
+            ))
+        }
+    };
+    // serde's message names the field and position, never echoes a value.
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            400,
+            "invalid_spec",
+            format!("request body: {}", e.classify_name()),
+        )
+    })
+}
+
+trait Classify {
+    fn classify_name(&self) -> String;
+}
+
+impl Classify for serde_json::Error {
+    fn classify_name(&self) -> String {
+        // Only the category, line and column: serde_json's full message can quote input.
+        format!(
+            "{:?} error at line {} column {}",
+            self.classify(),
+            self.line(),
+            self.column()
+        )
+    }
+}
+
+async fn handle(
+    host: Arc<Host>,
+    peer_ok: bool,
+    req: Request<Incoming>,
+) -> Result<Resp, Infallible> {
+    if !peer_ok || !authorized(&req, &host.cfg.secret) {
+        return Ok(forbidden());
+    }
+    let path = req.uri().path().to_string();
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let resp = match (req.method().clone(), parts.as_slice()) {
+        (Method::POST, ["launch"]) => match read_json::<LaunchRequest>(req).await {
+            Ok(lr) => match launch::launch(&host, lr).await {
+                Ok(r) => json(201, &r),
+                Err(e) => launch_error(&e),
+            },
+            Err(r) => r,
+        },
+        (Method::POST, ["terminate"]) => match read_json::<TerminateRequest>(req).await {
+            Ok(t) => match host.live(&t.session_id) {
+                Some(s) => {
+                    launch::terminate(&s).await;
+                    json(
+                        200,
+                        &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                    )
+                }
+                None => error(404, "not_found", format!("no session {}", t.session_id)),
+            },
+            Err(r) => r,
+        },
+        (Method::GET, ["sessions"]) => {
+            let table = host.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions: Vec<_> = table
+                .values()
+                .filter_map(|s| match s {
+                    Slot::Live(s) => Some(s.info.lock().unwrap_or_else(|p| p.into_inner()).clone()),
+                    Slot::Launching => None,
+                })
+                .collect();
+            sessions.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+            json(200, &SessionList { sessions })
+        }
+        (Method::GET, ["sessions", id]) => match host.live(id) {
+            Some(s) => json(
+                200,
+                &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            ),
+            None => error(404, "not_found", format!("no session {id}")),
+        },
+        (Method::GET, ["sessions", id, "log"]) => match host.live(id) {
+            Some(s) => match s.log.lock().unwrap_or_else(|p| p.into_inner()).read_all() {
+                Ok(bytes) => Response::builder()
+                    .status(200)
+                    .header("content-type", "application/octet-stream")
+                    .body(Full::new(Bytes::from(bytes)))
+                    .unwrap_or_else(|_| error(500, "internal", "response")),
+                Err(e) => error(500, "internal", format!("read log: {e}")),
+            },
+            None => error(404, "not_found", format!("no session {id}")),
+        },
+        (Method::GET, ["sessions", id, "scrollback"]) => match host.live(id) {
+            Some(s) => match &s.io {
+                SessionIo::Terminal(t) => Response::builder()
+                    .status(200)
+                    .header("content-type", "application/octet-stream")
+                    .body(Full::new(Bytes::from(t.scrollback())))
+                    .unwrap_or_else(|_| error(500, "internal", "response")),
+                SessionIo::Provider(_) => error(400, "invalid_spec", "not a terminal"),
+            },
+            None => error(404, "not_found", format!("no session {id}")),
+        },
+        (Method::POST, ["sessions", id, "message"]) => {
+            let id = id.to_string();
+            match read_json::<MessageRequest>(req).await {
+                Ok(m) => match host.live(&id) {
+                    Some(s) => match &s.io {
+                        SessionIo::Provider(p)
+                            if s.info.lock().unwrap_or_else(|p| p.into_inner()).state
+                                == SessionState::Running =>
+                        {
+                            match p.message(&m.text).await {
+                                Ok(t) => json(
+                                    200,
+                                    &MessageResponse {
+                                        session_id: id,
+                                        text: t.text,
+                                        is_error: t.is_error,
+                                    },
+                                ),
+                                Err(e) => error(409, "session_exited", e.to_string()),
+                            }
+                        }
+                        SessionIo::Provider(_) => {
+                            error(409, "session_exited", format!("session {id} has exited"))
+                        }
+                        SessionIo::Terminal(_) => {
+                            error(400, "invalid_spec", "messages are for claude sessions")
+                        }
+                    },
+                    None => error(404, "not_found", format!("no session {id}")),
+                },
+                Err(r) => r,
+            }
+        }
+        (Method::DELETE, ["sessions", id]) => match host.live(id) {
+            Some(s) => {
+                launch::terminate(&s).await;
+                s.log.lock().unwrap_or_else(|p| p.into_inner()).remove();
+                host.sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(*id);
+                json(
+                    200,
+                    &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                )
+            }
+            None => error(404, "not_found", format!("no session {id}")),
+        },
+        (_, ["launch"] | ["terminate"] | ["sessions"] | ["sessions", _] | ["sessions", _, _]) => {
+            error(405, "method_not_allowed", "method not allowed")
+        }
+        _ => error(404, "not_found", "no such route"),
+    };
+    Ok(resp)
+}
+
+fn prepare_dirs(host: &Host) -> std::io::Result<()> {
+    for dir in [host.cfg.state_dir.clone(), host.cfg.log_dir()] {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+async fn end_all(host: &Arc<Host>) {
+    let live: Vec<_> = host
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .filter_map(|s| match s {
+            Slot::Live(s) => Some(s.clone()),
+            Slot::Launching => None,
+        })
+        .collect();
+    let mut tasks = Vec::new();
+    for s in live {
+        tasks.push(tokio::spawn(async move { launch::terminate(&s).await }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// Listens, announces `ready`, serves until SIGTERM or until stdin closes (the daemon
+/// is gone), then ends every session.
+pub async fn serve(host: Arc<Host>) -> std::io::Result<()> {
+    prepare_dirs(&host)?;
+    let sock = host.cfg.socket_path();
+    match std::fs::remove_file(&sock) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(&sock)?;
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))?;
+    let parent = nix::unistd::getppid().as_raw();
+    host.report(&HostEvent::Ready {
+        v: HOST_PROTOCOL_VERSION,
+        pid: std::process::id(),
+        socket: sock.clone(),
+    });
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let stdin_closed = async {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 256];
+        loop {
+            match stdin.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    };
+    tokio::pin!(stdin_closed);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let peer_ok = stream.peer_cred().ok().and_then(|c| c.pid()) == Some(parent);
+                let host = host.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| handle(host.clone(), peer_ok, req));
+                    let _ = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(Duration::from_secs(10))
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            _ = term.recv() => break,
+            _ = &mut stdin_closed => break,
+        }
+    }
+    end_all(&host).await;
+    let _ = std::fs::remove_file(&sock);
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! The whole child recipe for one shim, in one place: argv and flags, explicit
+//! environment, working directory, the fd table (identity pipe, status pipe, token pipe,
+//! Landlock ruleset), and the wait for the shim's `started`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+use relay_shim::status::Event;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+
+use super::fds::{self, Staging, LANDLOCK_FD, TOKEN_FD};
+use super::LaunchError;
+use crate::protocol::{SandboxLaunch, Secret};
+
+/// How long the host waits for the shim's `started`.
+pub const STARTED_TIMEOUT: Duration = Duration::from_secs(10);
+const STATUS_LINE_MAX: usize = 4096;
+
+pub struct Plan {
+    pub shim: PathBuf,
+    pub session_id: String,
+    pub argv: Vec<String>,
+    pub env: BTreeMap<OsString, OsString>,
+    pub cwd: PathBuf,
+    pub pty: bool,
+    pub sandbox: Option<SandboxLaunch>,
+    pub identity: Option<Secret>,
+    pub token: Option<Secret>,
+    pub landlock: Option<Arc<OwnedFd>>,
+    pub stdin: Stdio,
+    pub stdout: Stdio,
+    pub stderr: Stdio,
+}
+
+pub struct Spawned {
+    pub child: Child,
+    pub shim_pid: u32,
+    pub status: BufReader<pipe::Receiver>,
+}
+
+/// A pipe whose write end got `bytes` and was closed; the read end is returned.
+fn filled_pipe(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    let mut w = std::fs::File::from(write);
+    // Below the pipe buffer (the token is capped at 4096 bytes), so this never blocks.
+    w.write_all(bytes)?;
+    drop(w);
+    Ok(read)
+}
+
+fn shim_args(plan: &Plan, status_fd: RawFd) -> Vec<String> {
+    let mut a = vec![
+        "exec".to_string(),
+        "--session-id".into(),
+        plan.session_id.clone(),
+    ];
+    if plan.identity.is_some() {
+        a.push("--identity".into());
+    }
+    if plan.pty {
+        a.push("--pty".into());
+    }
+    if let Some(sb) = &plan.sandbox {
+        a.push("--sandbox-backend".into());
+        a.push(sb.backend.as_str().into());
+        a.push("--sandbox-profile".into());
+        a.push(sb.profile_path.to_string_lossy().into_owned());
+        if let Some(l) = &sb.launcher {
+            a.push("--sandbox-launcher".into());
+            a.push(l.to_string_lossy().into_owned());
+        }
+    }
+    a.push("--status-fd".into());
+    a.push(status_fd.to_string());
+    if plan.token.is_some() {
+        a.push("--pass-token".into());
+    }
+    if plan.landlock.is_some() {
+        a.push("--landlock-fd".into());
+        a.push(LANDLOCK_FD.to_string());
+    }
+    a.push("--".into());
+    a.extend(plan.argv.iter().cloned());
+    a
+}
+
+pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
+    let failed = |what: &str, e: std::io::Error| LaunchError::SpawnFailed(format!("{what}: {e}"));
+    let mut staging = Staging::default();
+    let status_fd = if plan.identity.is_some() { 4 } else { 3 };
+    if let Some(secret) = &plan.identity {
+        let r = filled_pipe(secret.expose().as_bytes()).map_err(|e| failed("identity pipe", e))?;
+        staging.put(3, r);
+    }
+    let (status_read, status_write) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| failed("status pipe", e.into()))?;
+    staging.put(status_fd, status_write);
+    if let Some(token) = &plan.token {
+        // Never name the token in an error: only the step.
+        let r = filled_pipe(token.expose().as_bytes()).map_err(|e| failed("token pipe", e))?;
+        staging.put(TOKEN_FD, r);
+    }
+    if let Some(ll) = &plan.landlock {
+        let dup = ll.try_clone().map_err(|e| failed("landlock ruleset", e))?;
+        staging.put(LANDLOCK_FD, dup);
+    }
+
+    let mut cmd = Command::new(&plan.shim);
+    cmd.args(shim_args(&plan, status_fd))
+        .env_clear()
+        .envs(&plan.env)
+        .current_dir(&plan.cwd)
+        .stdin(plan.stdin)
+        .stdout(plan.stdout)
+        .stderr(plan.stderr)
+        .kill_on_drop(false);
+    let keep: Vec<RawFd> = staging.numbers();
+    let keep_arr: [RawFd; 4] = {
+        let mut a = [-1; 4];
+        for (i, n) in keep.iter().enumerate() {
+            a[i] = *n;
+        }
+        a
+    };
+    let n_keep = keep.len();
+    // Safety: the closure runs between fork and exec and only calls fcntl/close_range
+    // (async-signal-safe); it allocates nothing: `keep_arr` is a copied array.
+    unsafe {
+        cmd.pre_exec(move || fds::child_keep(&keep_arr[..n_keep]));
+    }
+
+    let child = {
+        let _guard = fds::SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        staging
+            .stage()
+            .map_err(|e| failed("stage descriptors", e))?;
+        let spawned = cmd.spawn();
+        let restored = fds::restore_placeholders();
+        let child =
+            spawned.map_err(|e| failed(&format!("start shim {}", plan.shim.display()), e))?;
+        restored.map_err(|e| failed("restore descriptors", e))?;
+        child
+    };
+    drop(staging);
+    let shim_pid = child.id().unwrap_or(0);
+    let receiver =
+        pipe::Receiver::from_owned_fd(status_read).map_err(|e| failed("status pipe", e))?;
+    Ok(Spawned {
+        child,
+        shim_pid,
+        status: BufReader::new(receiver),
+    })
+}
+
+/// Reads one status event; `None` on EOF or a malformed/oversized line.
+pub async fn next_event(status: &mut BufReader<pipe::Receiver>) -> Option<Event> {
+    let mut line = String::new();
+    match status.read_line(&mut line).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) if n > STATUS_LINE_MAX => None,
+        Ok(_) => Event::parse(&line),
+    }
+}
+
+/// Waits for `started` and returns the target's pid.
+pub async fn wait_started(
+    status: &mut BufReader<pipe::Receiver>,
+    identity: bool,
+) -> Result<u32, LaunchError> {
+    let run = async {
+        loop {
+            match next_event(status).await {
+                Some(Event::Started { pid }) => return Ok(pid),
+                Some(Event::HelloOk { .. }) if identity => continue,
+                Some(Event::NoIdentity { .. }) if !identity => continue,
+                Some(Event::HelloOk { .. }) | Some(Event::NoIdentity { .. }) => {
+                    return Err(LaunchError::SpawnFailed(
+                        "shim reported the wrong identity mode".into(),
+                    ))
+                }
+                Some(Event::BadSecret) => {
+                    return Err(LaunchError::IdentityRefused(
+                        "the shim refused the identity secret".into(),
+                    ))
+                }
+                Some(Event::HelloRefused) => {
+                    return Err(LaunchError::IdentityRefused(
+                        "the daemon refused the session's Hello".into(),
+                    ))
+                }
+                Some(Event::SpawnFailed { errno }) => {
+                    let reason = std::io::Error::from_raw_os_error(errno);
+                    return Err(LaunchError::SpawnFailed(format!(
+                        "the target could not be started: {reason}"
+                    )));
+                }
+                Some(Event::Exit { .. }) => {
+                    return Err(LaunchError::SpawnFailed(
+                        "the shim reported an exit before the start".into(),
+                    ))
+                }
+                None => {
+                    return Err(LaunchError::SpawnFailed(
+                        "the shim ended before the target started".into(),
+                    ))
+                }
+            }
+        }
+    };
+    match tokio::time::timeout(STARTED_TIMEOUT, run).await {
+        Ok(r) => r,
+        Err(_) => Err(LaunchError::SpawnFailed(
+            "no start from the shim within 10 s".into(),
+        )),
+    }
+}
+
+/// Signals a session's process groups: the shim is a session (and group) leader, the
+/// target leads its own group.
+pub fn signal_groups(shim_pid: u32, target_pid: Option<u32>, sig: libc::c_int) {
+    for pid in [Some(shim_pid), target_pid].into_iter().flatten() {
+        if pid > 1 {
+            // Safety: kill(2) with a negative pid signals a process group; no memory.
+            unsafe { libc::kill(-(pid as libc::pid_t), sig) };
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! `pty` sessions: the pty pair, the reader that feeds the scrollback ring and the disk
+//! log, input and resize.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::unix::AsyncFd;
+
+use super::termlog::{DiskLog, Ring, SCROLLBACK_BYTES};
+use crate::protocol::PtySize;
+
+fn set_flag(fd: &OwnedFd, cloexec: bool, nonblock: bool) -> io::Result<()> {
+    // Safety: fcntl on a descriptor we own; no memory is passed.
+    unsafe {
+        if cloexec && libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if nonblock {
+            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            if fl < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn winsize(size: PtySize) -> nix::pty::Winsize {
+    nix::pty::Winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    }
+}
+
+/// Opens a pty pair of the given size; both ends close-on-exec, the master non-blocking.
+pub fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
+    let ws = winsize(size);
+    let pair = nix::pty::openpty(Some(&ws), None)?;
+    set_flag(&pair.master, true, true)?;
+    set_flag(&pair.slave, true, false)?;
+    Ok((pair.master, pair.slave))
+}
+
+pub struct Terminal {
+    master: AsyncFd<OwnedFd>,
+    ring: Mutex<Ring>,
+    pub log: Arc<Mutex<DiskLog>>,
+}
+
+impl Terminal {
+    pub fn new(master: OwnedFd, log: Arc<Mutex<DiskLog>>) -> io::Result<Self> {
+        // Safety: the OwnedFd is moved into the AsyncFd and stays open, on the same file
+        // description, for the AsyncFd's whole life.
+        let master = unsafe { AsyncFd::register(master) }.map_err(|e| e.into_parts().1)?;
+        Ok(Terminal {
+            master,
+            ring: Mutex::new(Ring::new(SCROLLBACK_BYTES)),
+            log,
+        })
+    }
+
+    /// Reads the master until the last slave holder is gone (EIO) or an error.
+    pub async fn pump(&self) {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let mut guard = match self.master.readable().await {
+                Ok(g) => g,
+                Err(_) => return,
+            };
+            let res = guard.try_io(|inner| {
+                // Safety: reading into a buffer we own, of its length.
+                let n = unsafe {
+                    libc::read(
+                        inner.get_ref().as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                    )
+                };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match res {
+                Ok(Ok(0)) => return,
+                Ok(Ok(n)) => {
+                    self.ring
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(&buf[..n]);
+                    // A full disk must not stop the session; the ring still has it.
+                    let _ = self
+                        .log
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .append(&buf[..n]);
+                }
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(Err(_)) => return, // EIO: every slave holder is gone
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    pub fn scrollback(&self) -> Vec<u8> {
+        self.ring
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contents()
+    }
+
+    pub fn log_bytes(&self) -> io::Result<Vec<u8>> {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .read_all()
+    }
+
+    /// Writes input to the pty (what a person types).
+    pub async fn write_input(&self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let mut guard = self.master.writable().await?;
+            match guard.try_io(|inner| {
+                // Safety: writing from a slice we borrow, of its length.
+                let n = unsafe {
+                    libc::write(
+                        inner.get_ref().as_raw_fd(),
+                        data.as_ptr().cast(),
+                        data.len(),
+                    )
+                };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            }) {
+                Ok(Ok(n)) => data = &data[n..],
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+        Ok(())
+    }
+
+    pub fn resize(&self, size: PtySize) -> io::Result<()> {
+        let ws = winsize(size);
+        // Safety: TIOCSWINSZ reads a Winsize we own for the duration of the call.
+        let rc = unsafe { libc::ioctl(self.master.get_ref().as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+}

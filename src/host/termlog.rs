@@ -1,0 +1,173 @@
+//! Terminal output keeping: an in-memory scrollback ring and a disk log that keeps the
+//! head of the output plus a rolling tail, so a chatty session cannot fill the disk and
+//! the log still reads after the session exited. Files are 0600 in a 0700 folder.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub const SCROLLBACK_BYTES: usize = 256 * 1024;
+pub const HEAD_BYTES: u64 = 64 * 1024;
+pub const TAIL_BYTES: u64 = 1024 * 1024;
+
+/// The last [`SCROLLBACK_BYTES`] of output.
+pub struct Ring {
+    buf: VecDeque<u8>,
+    cap: usize,
+}
+
+impl Ring {
+    pub fn new(cap: usize) -> Self {
+        Ring {
+            buf: VecDeque::with_capacity(cap.min(64 * 1024)),
+            cap,
+        }
+    }
+    pub fn push(&mut self, data: &[u8]) {
+        let data = if data.len() > self.cap {
+            &data[data.len() - self.cap..]
+        } else {
+            data
+        };
+        let overflow = (self.buf.len() + data.len()).saturating_sub(self.cap);
+        self.buf.drain(..overflow);
+        self.buf.extend(data);
+    }
+    pub fn contents(&self) -> Vec<u8> {
+        self.buf.iter().copied().collect()
+    }
+}
+
+/// `<dir>/<id>.head` holds the first [`HEAD_BYTES`]; `<id>.tail` the rest, trimmed to
+/// the last [`TAIL_BYTES`] whenever it grows past twice that.
+pub struct DiskLog {
+    head_path: PathBuf,
+    tail_path: PathBuf,
+    head: File,
+    tail: File,
+    head_len: u64,
+    tail_len: u64,
+    dropped: u64,
+    head_cap: u64,
+    tail_cap: u64,
+}
+
+fn create_0600(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+impl DiskLog {
+    pub fn create(dir: &Path, id: &str) -> io::Result<Self> {
+        Self::with_caps(dir, id, HEAD_BYTES, TAIL_BYTES)
+    }
+
+    pub fn with_caps(dir: &Path, id: &str, head_cap: u64, tail_cap: u64) -> io::Result<Self> {
+        let head_path = dir.join(format!("{id}.head"));
+        let tail_path = dir.join(format!("{id}.tail"));
+        Ok(DiskLog {
+            head: create_0600(&head_path)?,
+            tail: create_0600(&tail_path)?,
+            head_path,
+            tail_path,
+            head_len: 0,
+            tail_len: 0,
+            dropped: 0,
+            head_cap,
+            tail_cap,
+        })
+    }
+
+    pub fn append(&mut self, mut data: &[u8]) -> io::Result<()> {
+        if self.head_len < self.head_cap {
+            let room = (self.head_cap - self.head_len) as usize;
+            let n = room.min(data.len());
+            self.head.write_all(&data[..n])?;
+            self.head_len += n as u64;
+            data = &data[n..];
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.tail.seek(SeekFrom::End(0))?;
+        self.tail.write_all(data)?;
+        self.tail_len += data.len() as u64;
+        if self.tail_len > 2 * self.tail_cap {
+            self.trim_tail()?;
+        }
+        Ok(())
+    }
+
+    fn trim_tail(&mut self) -> io::Result<()> {
+        let keep = self.tail_cap;
+        let mut kept = vec![0u8; keep as usize];
+        self.tail.seek(SeekFrom::Start(self.tail_len - keep))?;
+        self.tail.read_exact(&mut kept)?;
+        self.tail.set_len(0)?;
+        self.tail.seek(SeekFrom::Start(0))?;
+        self.tail.write_all(&kept)?;
+        self.dropped += self.tail_len - keep;
+        self.tail_len = keep;
+        Ok(())
+    }
+
+    /// Head, a marker when bytes were dropped, then the tail.
+    pub fn read_all(&self) -> io::Result<Vec<u8>> {
+        let mut out = std::fs::read(&self.head_path)?;
+        if self.dropped > 0 {
+            out.extend_from_slice(
+                format!("\r\n[relay: {} bytes dropped]\r\n", self.dropped).as_bytes(),
+            );
+        }
+        out.extend(std::fs::read(&self.tail_path)?);
+        Ok(out)
+    }
+
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.head_path);
+        let _ = std::fs::remove_file(&self.tail_path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn ring_keeps_the_last_bytes() {
+        let mut r = Ring::new(4);
+        r.push(b"ab");
+        r.push(b"cdef");
+        assert_eq!(r.contents(), b"cdef");
+        r.push(b"0123456");
+        assert_eq!(r.contents(), b"3456");
+    }
+
+    #[test]
+    fn disk_log_keeps_head_and_rolling_tail_in_0600_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = DiskLog::with_caps(dir.path(), "s1", 4, 3).unwrap();
+        log.append(b"HEAD").unwrap();
+        log.append(b"abcdefg").unwrap(); // tail 7 > 6: trimmed to "efg"
+        log.append(b"hi").unwrap();
+        let text = String::from_utf8(log.read_all().unwrap()).unwrap();
+        assert_eq!(text, "HEAD\r\n[relay: 4 bytes dropped]\r\nefghi");
+        for f in ["s1.head", "s1.tail"] {
+            let mode = std::fs::metadata(dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+        log.remove();
+        assert!(!dir.path().join("s1.head").exists());
+    }
+}

@@ -1,0 +1,11 @@
+//! relay: a local session-host supervisor for sandboxed Claude Code sessions.
+//!
+//! - [`sandbox`]: the neutral policy, path resolution and the two renderers.
+//! - [`host`]: `relay-sessions`, the process that owns ptys, children and the fd table.
+//! - [`protocol`]: the daemon ↔ host wire types.
+
+pub mod cli;
+pub mod host;
+pub mod protocol;
+pub mod sandbox;
+pub mod token;

@@ -1,0 +1,275 @@
+//! Wire types between the daemon and the host (`relay-sessions`), defined once.
+//!
+//! The host speaks HTTP/1.1 over `<state>/host.sock`; bodies are these structs as JSON.
+//! Exits and the start handshake travel as JSON lines on the host's stdout ([`HostEvent`]).
+//! The shim's status events live in the `relay-shim` crate (`relay_shim::status`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the daemon ↔ host protocol. A host announcing another version is refused.
+pub const HOST_PROTOCOL_VERSION: u32 = 1;
+
+/// The template whose pty launches may carry a Claude token.
+pub const CLAUDE_CODE_TEMPLATE: &str = "claude-code";
+
+/// The variable that tells Claude Code which descriptor holds its OAuth token.
+pub const TOKEN_FD_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
+
+/// A secret string: serialized as-is on the wire, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    /// An interactive terminal on a pty pair.
+    Pty,
+    /// A headless Claude Code provider session (stream-json over pipes).
+    Claude,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectRef {
+    pub id: String,
+    pub name: String,
+    pub path: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtySize {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+impl Default for PtySize {
+    fn default() -> Self {
+        PtySize { cols: 80, rows: 24 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Seatbelt,
+    Bwrap,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Seatbelt => "seatbelt",
+            Backend::Bwrap => "bwrap",
+        }
+    }
+}
+
+/// How the shim wraps the target. The profile file was written by the daemon (0600).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxLaunch {
+    pub backend: Backend,
+    pub profile_path: PathBuf,
+    /// The launcher binary (`sandbox-exec` or `bwrap`); a test seam. Absent: the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<PathBuf>,
+    /// Loopback ports the target must not connect to. Seatbelt carries them in the
+    /// profile; on bwrap the host hands the shim a Landlock ruleset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_loopback_ports: Vec<u16>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityLaunch {
+    /// 64 lowercase hex characters, single use.
+    pub secret: Secret,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    pub v: u32,
+    pub session_id: String,
+    pub kind: SessionKind,
+    #[serde(default)]
+    pub resume: bool,
+    pub project: ProjectRef,
+    pub directory: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_id: Option<String>,
+    pub argv: Vec<String>,
+    /// Template environment, applied after the base scrub and before the host's names.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxLaunch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<IdentityLaunch>,
+    /// Only on a sandboxed Claude launch. Never logged, never in an error message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude_token: Option<Secret>,
+}
+
+impl LaunchRequest {
+    /// Whether this launch is one that may carry a token: a `claude` session, or a pty
+    /// launch of the `claude-code` template.
+    pub fn is_claude_launch(&self) -> bool {
+        match self.kind {
+            SessionKind::Claude => true,
+            SessionKind::Pty => self.template_id.as_deref() == Some(CLAUDE_CODE_TEMPLATE),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchResponse {
+    pub session_id: String,
+    pub kind: SessionKind,
+    /// The shim's pid: the session root.
+    pub root_pid: u32,
+    /// The target's pid as the shim reported it (the sandbox launcher when wrapped).
+    pub target_pid: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminateRequest {
+    pub session_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageRequest {
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageResponse {
+    pub session_id: String,
+    pub text: String,
+    pub is_error: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Running,
+    Exited,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub kind: SessionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_id: Option<String>,
+    pub project_id: String,
+    pub directory: PathBuf,
+    pub root_pid: u32,
+    pub state: SessionState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+    pub sandboxed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionList {
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// Host error body: `{"error": code, "message": text}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostErrorBody {
+    pub error: String,
+    pub message: String,
+}
+
+/// Why a session ended, as the host reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// The target exited on its own.
+    Exited,
+    /// The target died of a signal it was not sent by relay.
+    Signaled,
+    /// Relay terminated it (`POST /terminate` or host shutdown).
+    Terminated,
+    /// The shim itself failed or died before reporting the target's exit.
+    ShimFailed,
+}
+
+/// JSON lines on the host's stdout, read by the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum HostEvent {
+    /// First line: the host listens and speaks protocol `v`.
+    Ready { v: u32, pid: u32, socket: PathBuf },
+    SessionExited {
+        session_id: String,
+        root_pid: u32,
+        #[serde(default)]
+        exit_status: Option<i32>,
+        #[serde(default)]
+        signal: Option<i32>,
+        reason: ExitReason,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_debug_never_shows_the_value() {
+        let s = Secret::new("acme-fake-token-0123");
+        assert_eq!(format!("{s:?}"), "Secret(20 bytes)");
+        let req = IdentityLaunch { secret: s };
+        assert!(!format!("{req:?}").contains("acme"));
+    }
+
+    #[test]
+    fn host_event_lines_have_the_documented_shape() {
+        let ev = HostEvent::SessionExited {
+            session_id: "s1".into(),
+            root_pid: 42,
+            exit_status: Some(0),
+            signal: None,
+            reason: ExitReason::Exited,
+        };
+        assert_eq!(
+            serde_json::to_string(&ev).unwrap(),
+            r#"{"event":"session_exited","session_id":"s1","root_pid":42,"exit_status":0,"signal":null,"reason":"exited"}"#
+        );
+    }
+}

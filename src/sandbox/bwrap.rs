@@ -1,0 +1,323 @@
+//! The bubblewrap renderer for Linux.
+//!
+//! bwrap applies mounts in argument order and a later bind covers whatever an earlier
+//! one put at or below its target. So: grants go parents first (a nested grant is
+//! mounted over its parent and keeps its own access), and masks go after every grant
+//! (no grant can re-expose a masked path).
+//!
+//! Only grants and denies use canonical paths: bwrap resolves a bind's source itself,
+//! but its destination is created as written, and the point is to mount each tree at
+//! the place the kernel will look.
+//!
+//! Known limit: a deny of a path that does not exist renders nothing. Masking it would
+//! make bwrap create the mount point, and under a read-write bind that creates it on the
+//! host, in the person's tree. A path created while the sandbox runs is therefore not
+//! masked in that session; it is at the next launch.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use super::policy::{depth, merged_grants, Access, Network, PathKind, Spec};
+
+/// System directories bound read-only when they exist. `/usr` is required and bound
+/// with `--ro-bind`; these may be absent or links into `/usr` depending on the distro.
+const OPTIONAL_SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"];
+
+/// The arguments for bwrap: without the binary, without `--` and the target.
+///
+/// Known limit: denies whose kind is [`PathKind::Missing`] render nothing (see the
+/// module documentation); the launch that follows their creation masks them.
+pub fn render_bwrap(spec: &Spec) -> Vec<String> {
+    let mut args = Args::default();
+
+    // As root (CI) capabilities must go, or the sandbox could unmount a mask.
+    args.push([
+        "--die-with-parent",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--cap-drop",
+        "ALL",
+    ]);
+    if !spec.interactive {
+        // In a pty session this would break job control; the shim starts a new
+        // session either way.
+        args.push(["--new-session"]);
+    }
+    if spec.network == Network::Off {
+        args.push(["--unshare-net"]);
+    }
+    // Denied loopback ports with a shared network are Landlock rules the shim applies
+    // before exec; nothing to render here.
+
+    args.push(["--ro-bind", "/usr", "/usr"]);
+    for dir in OPTIONAL_SYSTEM_DIRS {
+        args.push(["--ro-bind-try", dir, dir]);
+    }
+    // A fresh /proc in the new pid namespace: without it /proc/<host pid>/root would
+    // read past every mask.
+    args.push(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+
+    let mut grants = merged_grants(spec);
+    // Stable: parents before children, equal depths in the order given.
+    grants.sort_by_key(|g| depth(&g.path.canonical));
+    for grant in grants {
+        if grant.path.kind == PathKind::Missing {
+            // Nothing to bind; bwrap would fail on a missing source.
+            continue;
+        }
+        let flag = match grant.access {
+            Access::Read => "--ro-bind",
+            Access::ReadWrite => "--bind",
+        };
+        args.path_pair(flag, &grant.path.canonical);
+    }
+
+    // A deny inside a masked directory is already hidden by that mask, and its own
+    // mount point could not be created in the read-only tmpfs: bwrap would fail.
+    let dir_masks: Vec<&Path> = spec
+        .deny
+        .iter()
+        .filter(|d| d.kind == PathKind::Dir)
+        .map(|d| d.canonical.as_path())
+        .collect();
+    let covered = |path: &Path| dir_masks.iter().any(|m| path != *m && path.starts_with(m));
+    let mut masked = HashSet::new();
+    let mut masks = |kind: PathKind| {
+        spec.deny
+            .iter()
+            .filter(move |d| d.kind == kind)
+            .map(|d| d.canonical.as_path())
+            .filter(|path| !covered(path))
+            .filter(|path| masked.insert(*path))
+            .collect::<Vec<_>>()
+    };
+    let dir_denies = masks(PathKind::Dir);
+    let file_denies = masks(PathKind::File);
+    for dir in dir_denies {
+        args.path(&["--tmpfs"], dir);
+        args.path(&["--remount-ro"], dir);
+    }
+    // Missing denies render nothing: see the module documentation.
+    for file in file_denies {
+        args.path(&["--ro-bind", "/dev/null"], file);
+    }
+
+    args.path(&["--chdir"], &spec.workdir);
+    args.0
+}
+
+#[derive(Default)]
+struct Args(Vec<String>);
+
+impl Args {
+    fn push<const N: usize>(&mut self, items: [&str; N]) {
+        self.0.extend(items.iter().map(|s| s.to_string()));
+    }
+
+    fn path(&mut self, flags: &[&str], path: &Path) {
+        self.0.extend(flags.iter().map(|s| s.to_string()));
+        self.0.push(path_arg(path));
+    }
+
+    fn path_pair(&mut self, flag: &str, path: &Path) {
+        self.0.push(flag.to_string());
+        self.0.push(path_arg(path));
+        self.0.push(path_arg(path));
+    }
+}
+
+/// Resolution refuses paths that are not UTF-8, so the lossy branch only concerns
+/// specs built by hand with [`super::ResolvedPath::fixed`].
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::policy::{Grant, ResolvedPath};
+    use std::path::PathBuf;
+
+    fn res(path: &str, kind: PathKind) -> ResolvedPath {
+        ResolvedPath::fixed(path, path, kind)
+    }
+
+    fn grant(path: &str, kind: PathKind, access: Access) -> Grant {
+        Grant {
+            path: res(path, kind),
+            access,
+        }
+    }
+
+    fn spec() -> Spec {
+        Spec {
+            grants: vec![
+                grant("/home/ada/.config", PathKind::Dir, Access::Read),
+                grant("/home/ada", PathKind::Dir, Access::ReadWrite),
+                grant("/home/ada/src/demo", PathKind::Dir, Access::ReadWrite),
+                grant("/home/ada/notes.txt", PathKind::File, Access::Read),
+                grant("/home/ada/not-yet", PathKind::Missing, Access::ReadWrite),
+            ],
+            deny: vec![
+                res("/home/ada/.config/acme-ltt/token", PathKind::File),
+                res("/home/ada/.config/relay", PathKind::Dir),
+                res("/home/ada/.env", PathKind::Missing),
+            ],
+            deny_unix_sockets: vec![PathBuf::from("/home/ada/.config/relay/relay.sock")],
+            network: Network::Shared {
+                denied_loopback_ports: vec![5432],
+            },
+            workdir: PathBuf::from("/home/ada/src/demo"),
+            interactive: true,
+        }
+    }
+
+    /// Index of the flag of each `flag a b` / `flag a` group whose first path is `path`.
+    fn flag_index(args: &[String], flag: &str, path: &str) -> Option<usize> {
+        args.windows(2).position(|w| w[0] == flag && w[1] == path)
+    }
+
+    #[test]
+    fn masks_come_after_every_grant() {
+        let args = render_bwrap(&spec());
+        let grants: Vec<usize> = (0..args.len())
+            .filter(|&i| {
+                (args[i] == "--bind" || args[i] == "--ro-bind") && args[i + 1].starts_with("/home")
+            })
+            .collect();
+        let masks: Vec<usize> = (0..args.len())
+            .filter(|&i| {
+                (args[i] == "--tmpfs" && args[i + 1] != "/tmp")
+                    || args[i] == "--remount-ro"
+                    || (args[i] == "--ro-bind" && args[i + 1] == "/dev/null")
+            })
+            .collect();
+        assert_eq!(grants.len(), 4, "{args:?}");
+        assert_eq!(masks.len(), 3, "{args:?}");
+        for m in &masks {
+            for g in &grants {
+                assert!(m > g, "mask at {m} before grant at {g}: {args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn file_masks_come_after_directory_masks() {
+        let args = render_bwrap(&spec());
+        let dir_mask = flag_index(&args, "--remount-ro", "/home/ada/.config/relay").unwrap();
+        let file_mask = flag_index(&args, "/dev/null", "/home/ada/.config/acme-ltt/token").unwrap();
+        assert!(file_mask > dir_mask);
+    }
+
+    #[test]
+    fn grants_mount_parents_before_children() {
+        let args = render_bwrap(&spec());
+        let home = flag_index(&args, "--bind", "/home/ada").unwrap();
+        let config = flag_index(&args, "--ro-bind", "/home/ada/.config").unwrap();
+        let demo = flag_index(&args, "--bind", "/home/ada/src/demo").unwrap();
+        assert!(home < config && config < demo, "{args:?}");
+    }
+
+    #[test]
+    fn missing_grants_and_denies_render_nothing() {
+        let args = render_bwrap(&spec());
+        assert!(!args.iter().any(|a| a == "/home/ada/not-yet"));
+        assert!(!args.iter().any(|a| a == "/home/ada/.env"));
+    }
+
+    #[test]
+    fn denies_inside_a_masked_directory_render_no_mask_of_their_own() {
+        let s = Spec {
+            grants: vec![grant("/home/ada", PathKind::Dir, Access::ReadWrite)],
+            deny: vec![
+                res(
+                    "/home/ada/.config/relay/sessions/s1/profile.sb",
+                    PathKind::File,
+                ),
+                res("/home/ada/.config/relay/sessions", PathKind::Dir),
+                res("/home/ada/.config/relay", PathKind::Dir),
+                res("/home/ada/.config/relay", PathKind::Dir),
+                res("/home/ada/.config/relay-other", PathKind::Dir),
+            ],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: PathBuf::from("/home/ada"),
+            interactive: true,
+        };
+        let args = render_bwrap(&s);
+        let tmpfs: Vec<&str> = args
+            .windows(2)
+            .filter(|w| w[0] == "--tmpfs")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            tmpfs,
+            [
+                "/tmp",
+                "/home/ada/.config/relay",
+                "/home/ada/.config/relay-other"
+            ]
+        );
+        assert!(!args.iter().any(|a| a == "/dev/null"), "{args:?}");
+    }
+
+    #[test]
+    fn new_session_only_for_pipe_sessions() {
+        let mut s = spec();
+        assert!(!render_bwrap(&s).iter().any(|a| a == "--new-session"));
+        s.interactive = false;
+        assert!(render_bwrap(&s).iter().any(|a| a == "--new-session"));
+    }
+
+    #[test]
+    fn network_off_unshares_net() {
+        let mut s = spec();
+        assert!(!render_bwrap(&s).iter().any(|a| a == "--unshare-net"));
+        s.network = Network::Off;
+        assert!(render_bwrap(&s).iter().any(|a| a == "--unshare-net"));
+    }
+
+    #[test]
+    fn grants_and_denies_use_the_canonical_spelling_workdir_as_given() {
+        let s = Spec {
+            grants: vec![Grant {
+                path: ResolvedPath::fixed("/home/ada/link", "/data/real", PathKind::Dir),
+                access: Access::ReadWrite,
+            }],
+            deny: vec![ResolvedPath::fixed(
+                "/home/ada/link/token",
+                "/data/real/token",
+                PathKind::File,
+            )],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: PathBuf::from("/home/ada/link"),
+            interactive: true,
+        };
+        let args = render_bwrap(&s);
+        assert!(flag_index(&args, "--bind", "/data/real").is_some());
+        assert!(flag_index(&args, "/dev/null", "/data/real/token").is_some());
+        assert!(!args[..args.len() - 1].iter().any(|a| a.contains("link")));
+        assert_eq!(args[args.len() - 2..], ["--chdir", "/home/ada/link"]);
+    }
+
+    #[test]
+    fn a_path_granted_twice_is_bound_once_with_the_wider_access() {
+        let s = Spec {
+            grants: vec![
+                grant("/srv", PathKind::Dir, Access::Read),
+                grant("/srv", PathKind::Dir, Access::ReadWrite),
+            ],
+            deny: vec![],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: PathBuf::from("/srv"),
+            interactive: true,
+        };
+        let args = render_bwrap(&s);
+        assert_eq!(args.iter().filter(|a| *a == "/srv").count(), 3, "{args:?}");
+        assert!(flag_index(&args, "--bind", "/srv").is_some());
+    }
+}

@@ -1,0 +1,210 @@
+//! The neutral sandbox spec both renderers read.
+//!
+//! The daemon builds one [`Spec`] per launch (see [`crate::sandbox::build_spec`]); the
+//! Seatbelt and bubblewrap renderers turn it into text without touching the filesystem.
+//! Paths in a spec are already resolved: each carries the spelling the person wrote and
+//! the canonical one, so a renderer never has to guess which one the kernel will see.
+
+use std::path::{Component, Path, PathBuf};
+
+/// What a grant allows. Writing always implies reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// What sits at a path's canonical spelling when the spec was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    Dir,
+    /// Anything that is not a directory: regular files, sockets, devices, FIFOs.
+    File,
+    /// Nothing exists there (yet); the canonical form is the deepest existing ancestor's
+    /// real path plus the missing tail.
+    Missing,
+}
+
+/// One path of a spec, in both spellings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPath {
+    /// As written, after `~` expansion, lexically normalized.
+    pub written: PathBuf,
+    /// Every symlink followed; the form the kernel (and Seatbelt) compares against.
+    pub canonical: PathBuf,
+    pub kind: PathKind,
+}
+
+impl ResolvedPath {
+    /// A path with fixed spellings, without looking at the filesystem (tests, goldens).
+    pub fn fixed(
+        written: impl Into<PathBuf>,
+        canonical: impl Into<PathBuf>,
+        kind: PathKind,
+    ) -> Self {
+        ResolvedPath {
+            written: written.into(),
+            canonical: canonical.into(),
+            kind,
+        }
+    }
+
+    /// The canonical spelling, then the written one when it differs.
+    pub fn spellings(&self) -> Vec<&Path> {
+        let mut out = vec![self.canonical.as_path()];
+        if self.written != self.canonical {
+            out.push(self.written.as_path());
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub path: ResolvedPath,
+    pub access: Access,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// The host's network, minus connections to these loopback TCP ports.
+    Shared { denied_loopback_ports: Vec<u16> },
+    /// No network at all.
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// In the order given: template `read`, template `read_write`, the session
+    /// directory, its temp dir.
+    pub grants: Vec<Grant>,
+    /// Always wins over every grant: template `deny`, the token file, the daemon's
+    /// config dir, the profile itself.
+    pub deny: Vec<ResolvedPath>,
+    /// The daemon's sockets. Only Seatbelt needs these: under bwrap a socket that is
+    /// not bound into the sandbox does not exist there.
+    pub deny_unix_sockets: Vec<PathBuf>,
+    pub network: Network,
+    /// The directory the target starts in (bwrap `--chdir`).
+    pub workdir: PathBuf,
+    /// A pty session. bwrap's `--new-session` would break job control there, so it is
+    /// added only for pipe sessions (the shim starts a new session either way).
+    pub interactive: bool,
+}
+
+/// Number of normal components: `/` is 0, `/home/ada` is 2.
+pub(crate) fn depth(path: &Path) -> usize {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
+/// Proper ancestors of an absolute path, shallowest first, without `/` itself.
+pub(crate) fn proper_ancestors(path: &Path) -> Vec<&Path> {
+    let mut out: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .filter(|a| a.parent().is_some())
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Grants merged by canonical path (a path granted both read and read-write is
+/// read-write), in first-seen order. Both renderers work from this, so a path granted
+/// twice means the same thing on both backends.
+pub(crate) fn merged_grants(spec: &Spec) -> Vec<MergedGrant<'_>> {
+    let mut out: Vec<MergedGrant<'_>> = Vec::new();
+    for grant in &spec.grants {
+        match out
+            .iter_mut()
+            .find(|m| m.path.canonical == grant.path.canonical)
+        {
+            Some(existing) => existing.access = existing.access.max(grant.access),
+            None => out.push(MergedGrant {
+                path: &grant.path,
+                access: grant.access,
+            }),
+        }
+    }
+    out
+}
+
+pub(crate) struct MergedGrant<'a> {
+    pub path: &'a ResolvedPath,
+    pub access: Access,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_lists_canonical_then_written_when_different() {
+        let same = ResolvedPath::fixed("/home/ada", "/home/ada", PathKind::Dir);
+        assert_eq!(same.spellings(), vec![Path::new("/home/ada")]);
+        let differ = ResolvedPath::fixed("/tmp/x", "/private/tmp/x", PathKind::Dir);
+        assert_eq!(
+            differ.spellings(),
+            vec![Path::new("/private/tmp/x"), Path::new("/tmp/x")]
+        );
+    }
+
+    #[test]
+    fn depth_counts_normal_components() {
+        assert_eq!(depth(Path::new("/")), 0);
+        assert_eq!(depth(Path::new("/home")), 1);
+        assert_eq!(depth(Path::new("/home/ada/.config")), 3);
+    }
+
+    #[test]
+    fn proper_ancestors_are_shallowest_first_without_root() {
+        assert_eq!(
+            proper_ancestors(Path::new("/home/ada/.config/token")),
+            vec![
+                Path::new("/home"),
+                Path::new("/home/ada"),
+                Path::new("/home/ada/.config")
+            ]
+        );
+        assert!(proper_ancestors(Path::new("/home")).is_empty());
+        assert!(proper_ancestors(Path::new("/")).is_empty());
+    }
+
+    #[test]
+    fn merged_grants_keep_first_position_and_widest_access() {
+        let p = |s: &str| ResolvedPath::fixed(s, s, PathKind::Dir);
+        let spec = Spec {
+            grants: vec![
+                Grant {
+                    path: p("/a"),
+                    access: Access::Read,
+                },
+                Grant {
+                    path: p("/b"),
+                    access: Access::Read,
+                },
+                Grant {
+                    path: p("/a"),
+                    access: Access::ReadWrite,
+                },
+            ],
+            deny: vec![],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: PathBuf::from("/a"),
+            interactive: false,
+        };
+        let merged: Vec<_> = merged_grants(&spec)
+            .iter()
+            .map(|m| (m.path.canonical.clone(), m.access))
+            .collect();
+        assert_eq!(
+            merged,
+            vec![
+                (PathBuf::from("/a"), Access::ReadWrite),
+                (PathBuf::from("/b"), Access::Read)
+            ]
+        );
+    }
+}

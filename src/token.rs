@@ -1,0 +1,152 @@
+//! Reading `claude_token_file` (DESIGN.md section 4): opened without following a link
+//! and without blocking on a FIFO, checked to be one regular file with one link and at
+//! most 4096 bytes, trimmed, refused when empty. Every error names the path and the
+//! reason, never the bytes.
+
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::protocol::Secret;
+
+pub const TOKEN_MAX_BYTES: u64 = 4096;
+
+/// What was read, plus the identity of the file, so a later check can notice a swap.
+/// `Debug` shows only the length of the token.
+#[derive(Debug)]
+pub struct TokenFile {
+    pub token: Secret,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+impl fmt::Display for TokenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "claude_token_file {}: {}",
+            self.path.display(),
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for TokenError {}
+
+pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
+    let err = |reason: String| TokenError {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            err(match e.raw_os_error() {
+                Some(libc::ELOOP) => "is a symlink (point the setting at the real file)".into(),
+                Some(libc::ENOENT) => "does not exist".into(),
+                Some(libc::EACCES) => "permission denied".into(),
+                _ => format!("cannot open: {}", plain_io(&e)),
+            })
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| err(format!("cannot stat: {}", plain_io(&e))))?;
+    if !meta.file_type().is_file() {
+        return Err(err("is not a regular file".into()));
+    }
+    if meta.nlink() != 1 {
+        return Err(err(format!(
+            "has {} hard links (a second name could escape the sandbox deny); keep exactly one",
+            meta.nlink()
+        )));
+    }
+    if meta.len() > TOKEN_MAX_BYTES {
+        return Err(err(format!("is larger than {TOKEN_MAX_BYTES} bytes")));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    file.take(TOKEN_MAX_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| err(format!("cannot read: {}", plain_io(&e))))?;
+    if buf.len() as u64 > TOKEN_MAX_BYTES {
+        return Err(err(format!("is larger than {TOKEN_MAX_BYTES} bytes")));
+    }
+    let text = std::str::from_utf8(&buf).map_err(|_| err("is not UTF-8 text".into()))?;
+    let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    if trimmed.is_empty() {
+        return Err(err("is empty".into()));
+    }
+    Ok(TokenFile {
+        token: Secret::new(trimmed),
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
+}
+
+/// An io::Error's reason without any payload (io errors never carry file content, but
+/// keep the wording short and stable).
+fn plain_io(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
+        None => e.kind().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const TOKEN: &str = "acme-fake-token-0123456789abcdef0123456789abcdef";
+
+    fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p
+    }
+
+    fn reason(r: Result<TokenFile, TokenError>) -> String {
+        let e = r.expect_err("refused");
+        let text = e.to_string();
+        assert!(!text.contains(TOKEN), "error holds the token: {text}");
+        assert!(text.starts_with("claude_token_file /"), "{text}");
+        e.reason
+    }
+
+    #[test]
+    fn reads_and_trims() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), "t", &format!("{TOKEN}\n"));
+        assert_eq!(read_token_file(&p).unwrap().token.expose(), TOKEN);
+    }
+
+    #[test]
+    fn refusals_name_the_path_never_the_content() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(reason(read_token_file(&d.path().join("missing"))).contains("does not exist"));
+        let p = write(d.path(), "empty", " \n\t");
+        assert!(reason(read_token_file(&p)).contains("empty"));
+        let p = write(d.path(), "big", &"x".repeat(4097));
+        assert!(reason(read_token_file(&p)).contains("larger"));
+        let real = write(d.path(), "real", TOKEN);
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(reason(read_token_file(&link)).contains("symlink"));
+        std::fs::hard_link(&real, d.path().join("second")).unwrap();
+        assert!(reason(read_token_file(&real)).contains("hard links"));
+        assert!(reason(read_token_file(d.path())).contains("regular file"));
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(reason(read_token_file(&fifo)).contains("regular file"));
+    }
+}
