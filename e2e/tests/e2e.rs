@@ -278,23 +278,38 @@ fn token_file_masked_while_home_granted_rw_even_through_links_proc_and_umount() 
         inst.host_pid
     ));
     let caps = ask("!sh grep -E '^Cap(Eff|Prm|Amb):' /proc/self/status".into());
-    for cap in ["CapEff", "CapPrm", "CapAmb"] {
-        assert!(
-            caps.contains(&format!("{cap}:\t0000000000000000")),
-            "capabilities inside: {caps}"
-        );
-    }
     let umount = ask(format!(
         "!sh umount '{tp}' || umount -l '{tp}'; echo umount_rc=$?; cat '{tp}'"
     ));
-    assert!(
-        !umount.contains("umount_rc=0"),
-        "unmounting the mask worked: {umount}"
-    );
     let write = ask(format!("!sh echo overwritten > '{tp}'; echo write_rc=$?"));
+    // Every guard is checked and reported, so one broken guard shows all it opens.
+    let mut failures = Vec::new();
+    for cap in ["CapEff", "CapPrm", "CapAmb"] {
+        if !caps.contains(&format!("{cap}:\t0000000000000000")) {
+            failures.push(format!("{cap} is not zero inside: {caps}"));
+        }
+    }
+    if umount.contains("umount_rc=0") {
+        failures.push(format!("unmounting the mask worked: {umount}"));
+    }
+    if write.contains("write_rc=0") {
+        failures.push(format!("the masked token path was writable: {write}"));
+    }
+    for (place, r) in [
+        ("cat by path", &by_path),
+        ("cat through the planted link", &planted_read),
+        ("cat through a fresh link", &fresh_link),
+        ("cat through /proc/<pid>/root", &via_proc),
+        ("cat after umount", &umount),
+    ] {
+        if r.contains(token.as_str()) {
+            failures.push(format!("{place} read the token"));
+        }
+    }
     assert!(
-        !write.contains("write_rc=0"),
-        "the masked token path was writable: {write}"
+        failures.is_empty(),
+        "sandbox guards failed:\n{}",
+        failures.join("\n")
     );
     for r in [&by_path, &planted_read, &fresh_link, &via_proc, &umount] {
         assert_absent(r.as_bytes(), &token, "a probe's reply");
