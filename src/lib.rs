@@ -5,6 +5,7 @@
 //! - [`protocol`]: the daemon ↔ host wire types.
 
 pub mod cli;
+pub mod daemon;
 pub mod host;
 pub mod protocol;
 pub mod sandbox;

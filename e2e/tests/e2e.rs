@@ -58,6 +58,7 @@ fn prepare_bwrap(
             },
             workdir: &req.directory,
             interactive,
+            file_mask: mask(inst),
             deny_unix_sockets: vec![inst.socket(), inst.bridge.path.clone()],
         },
         &inst.home,
@@ -67,6 +68,13 @@ fn prepare_bwrap(
         relay::sandbox::bwrap_profile::encode(&render_bwrap(&spec)).expect("encode profile");
     let profile = inst.with_profile(req, Backend::Bwrap, &bytes, None);
     Prepared { profile }
+}
+
+/// The mode-0000 file masks are made of, as the daemon keeps one in its config dir.
+fn mask(inst: &Instance) -> PathBuf {
+    let p = inst.state.join("mask");
+    relay::daemon::ensure_mask(&p).expect("mask file");
+    p
 }
 
 fn fakeagent_headless() -> Vec<String> {
@@ -289,6 +297,11 @@ fn token_file_masked_while_home_granted_rw_even_through_links_proc_and_umount() 
             failures.push(format!("{cap} is not zero inside: {caps}"));
         }
     }
+    if by_path.contains("rc=0") {
+        failures.push(format!(
+            "reading the masked token path succeeded: {by_path}"
+        ));
+    }
     if umount.contains("umount_rc=0") {
         failures.push(format!("unmounting the mask worked: {umount}"));
     }
@@ -362,6 +375,7 @@ fn hard_link_or_symlinked_token_path_refuses_the_launch() {
             network: Network::Off,
             workdir: &inst.project,
             interactive: false,
+            file_mask: mask(&inst),
             deny_unix_sockets: vec![],
         },
         &inst.home,
@@ -393,6 +407,7 @@ fn seatbelt_launch_records_a_profile_that_denies_the_token_after_every_grant() {
             },
             workdir: &req.directory,
             interactive: false,
+            file_mask: mask(&inst),
             deny_unix_sockets: vec![inst.socket()],
         },
         &inst.home,

@@ -96,12 +96,15 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     let dir_denies = masks(PathKind::Dir);
     let file_denies = masks(PathKind::File);
     for dir in dir_denies {
-        args.path(&["--tmpfs"], dir);
+        // Mode 0000: listing the denied folder fails instead of showing it empty.
+        args.path(&["--perms", "0000", "--tmpfs"], dir);
         args.path(&["--remount-ro"], dir);
     }
     // Missing denies render nothing: see the module documentation.
     for file in file_denies {
-        args.path(&["--ro-bind", "/dev/null"], file);
+        args.0.push("--ro-bind".into());
+        args.0.push(path_arg(&spec.file_mask));
+        args.0.push(path_arg(file));
     }
 
     args.path(&["--chdir"], &spec.workdir);
@@ -171,6 +174,7 @@ mod tests {
             },
             workdir: PathBuf::from("/home/ada/src/demo"),
             interactive: true,
+            file_mask: "/dev/null".into(),
         }
     }
 
@@ -245,6 +249,7 @@ mod tests {
             network: Network::Off,
             workdir: PathBuf::from("/home/ada"),
             interactive: true,
+            file_mask: "/dev/null".into(),
         };
         let args = render_bwrap(&s);
         let tmpfs: Vec<&str> = args
@@ -295,6 +300,7 @@ mod tests {
             network: Network::Off,
             workdir: PathBuf::from("/home/ada/link"),
             interactive: true,
+            file_mask: "/dev/null".into(),
         };
         let args = render_bwrap(&s);
         assert!(flag_index(&args, "--bind", "/data/real").is_some());
@@ -315,6 +321,7 @@ mod tests {
             network: Network::Off,
             workdir: PathBuf::from("/srv"),
             interactive: true,
+            file_mask: "/dev/null".into(),
         };
         let args = render_bwrap(&s);
         assert_eq!(args.iter().filter(|a| *a == "/srv").count(), 3, "{args:?}");

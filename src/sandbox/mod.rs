@@ -95,6 +95,7 @@ mod golden {
             },
             workdir: session_dir(os),
             interactive: true,
+            file_mask: "/dev/null".into(),
         }
     }
 

@@ -90,6 +90,10 @@ pub struct Spec {
     /// A pty session. bwrap's `--new-session` would break job control there, so it is
     /// added only for pipe sessions (the shim starts a new session either way).
     pub interactive: bool,
+    /// What a denied file is covered with under bwrap: an empty file of mode 0000 that
+    /// the daemon keeps in its config dir, so a read fails instead of returning nothing.
+    /// `/dev/null` works too but reads as empty.
+    pub file_mask: PathBuf,
 }
 
 /// Number of normal components: `/` is 0, `/home/ada` is 2.
@@ -194,6 +198,7 @@ mod tests {
             network: Network::Off,
             workdir: PathBuf::from("/a"),
             interactive: false,
+            file_mask: "/dev/null".into(),
         };
         let merged: Vec<_> = merged_grants(&spec)
             .iter()

@@ -148,6 +148,7 @@ pub struct SpecInput<'a> {
     pub network: Network,
     pub workdir: &'a Path,
     pub interactive: bool,
+    pub file_mask: PathBuf,
     pub deny_unix_sockets: Vec<PathBuf>,
 }
 
@@ -179,6 +180,7 @@ pub fn build_spec(input: &SpecInput, home: &Path) -> Result<Spec, PathError> {
         network: input.network.clone(),
         workdir: input.workdir.to_path_buf(),
         interactive: input.interactive,
+        file_mask: input.file_mask.clone(),
     })
 }
 
@@ -672,6 +674,7 @@ mod tests {
             },
             workdir: &workdir,
             interactive: true,
+            file_mask: "/dev/null".into(),
             deny_unix_sockets: vec![home.join("relay.sock")],
         };
         let spec = build_spec(&input, &home).unwrap();
@@ -709,6 +712,7 @@ mod tests {
             network: Network::Off,
             workdir: &home,
             interactive: false,
+            file_mask: "/dev/null".into(),
             deny_unix_sockets: vec![],
         };
         let err = build_spec(&input, &home).unwrap_err();

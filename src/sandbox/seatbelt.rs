@@ -422,6 +422,7 @@ pub(crate) mod tests {
             },
             workdir: PathBuf::from("/"),
             interactive: true,
+            file_mask: "/dev/null".into(),
         }
     }
 

@@ -1,0 +1,446 @@
+//! The `relay` command line. Every verb takes `--json` (one line on stdout). On
+//! failure: nothing on stdout, `error: …` on stderr, exit 1.
+
+mod client;
+mod sandbox;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+
+use client::Client;
+
+#[derive(Parser)]
+#[command(
+    name = "relay",
+    version,
+    about = "Sandboxed Claude Code sessions on your own machine"
+)]
+struct Cli {
+    /// The config dir (default: the platform's config dir, or $RELAY_CONFIG_DIR).
+    #[arg(long, global = true)]
+    config_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Subcommand)]
+enum Verb {
+    /// Run the daemon.
+    Serve,
+    /// Interactive terminals from templates.
+    #[command(subcommand)]
+    Terminal(TerminalVerb),
+    /// Headless Claude Code sessions driven turn by turn.
+    #[command(subcommand)]
+    Session(SessionVerb),
+    /// Start a sandboxed terminal of TEMPLATE for the project holding this directory and attach to it.
+    Sandbox {
+        template: String,
+        /// Extra arguments for the template's command.
+        #[arg(last = true)]
+        args: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The audit log.
+    Audit {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's state and paths.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the version.
+    Version {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TerminalVerb {
+    Start {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        template: String,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        directory: Option<String>,
+        #[arg(long)]
+        cols: Option<u16>,
+        #[arg(long)]
+        rows: Option<u16>,
+        #[arg(long = "extra-arg", allow_hyphen_values = true)]
+        extra_arg: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    Log {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    Stop {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionVerb {
+    Start {
+        #[arg(long)]
+        project: String,
+        #[arg(long)]
+        directory: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    Message {
+        #[arg(long)]
+        id: String,
+        /// The message text (words are joined with spaces).
+        #[arg(required = true)]
+        text: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    Stop {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    Resume {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(d) = flag {
+        return absolute(d);
+    }
+    if let Some(d) = std::env::var_os("RELAY_CONFIG_DIR").filter(|v| !v.is_empty()) {
+        return absolute(PathBuf::from(d));
+    }
+    crate::daemon::paths::default_config_dir()
+        .ok_or_else(|| "HOME is not set; pass --config-dir".to_string())
+}
+
+fn absolute(p: PathBuf) -> Result<PathBuf, String> {
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        std::env::current_dir()
+            .map(|c| c.join(p))
+            .map_err(|e| format!("current directory: {e}"))
+    }
+}
+
+/// What a verb prints: the `--json` line and the text form.
+struct Out {
+    json: Value,
+    text: String,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(1)
+}
+
+pub fn run() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                print!("{e}");
+                return ExitCode::SUCCESS;
+            }
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            return fail(format!("{first} (see relay --help)"));
+        }
+    };
+    let config = match config_dir(cli.config_dir) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let (json_flag, result) = match cli.verb {
+        Verb::Serve => return serve(config),
+        Verb::Sandbox {
+            template,
+            args,
+            json,
+        } => return sandbox::run(&config, &template, &args, json),
+        Verb::Version { json } => (
+            json,
+            Ok(Out {
+                json: json!({"version": env!("CARGO_PKG_VERSION")}),
+                text: format!("relay {}", env!("CARGO_PKG_VERSION")),
+            }),
+        ),
+        Verb::Status { json } => (json, status(&Client::new(&config))),
+        Verb::Audit { json } => (json, audit(&Client::new(&config))),
+        Verb::Terminal(v) => terminal(&Client::new(&config), v),
+        Verb::Session(v) => session(&Client::new(&config), v),
+    };
+    match result {
+        Ok(out) => {
+            if json_flag {
+                println!("{}", out.json);
+            } else if !out.text.is_empty() {
+                println!("{}", out.text.trim_end_matches('\n'));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn serve(config: PathBuf) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("runtime: {e}")),
+    };
+    match rt.block_on(crate::daemon::serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn ok_json(c: &Client, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+    let a = c.call(method, path, body)?;
+    if (200..300).contains(&a.status) {
+        Ok(a.json())
+    } else {
+        Err(a.error_text())
+    }
+}
+
+fn describe(e: &Value) -> String {
+    let mut s = format!(
+        "{}  {}  project={}  template={}  {}",
+        e["id"].as_str().unwrap_or("?"),
+        e["state"].as_str().unwrap_or("?"),
+        e["project_id"].as_str().unwrap_or("?"),
+        e["template_id"].as_str().unwrap_or("?"),
+        e["directory"].as_str().unwrap_or("")
+    );
+    if let Some(n) = e["name"].as_str() {
+        s.push_str(&format!("  name={n}"));
+    }
+    if let Some(code) = e["exit_status"].as_i64() {
+        s.push_str(&format!("  exit={code}"));
+    }
+    s
+}
+
+fn list_text(items: &Value) -> String {
+    let v = items.as_array().cloned().unwrap_or_default();
+    if v.is_empty() {
+        return "(none)".into();
+    }
+    v.iter().map(describe).collect::<Vec<_>>().join("\n")
+}
+
+fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
+    match v {
+        TerminalVerb::Start {
+            project,
+            template,
+            name,
+            directory,
+            cols,
+            rows,
+            extra_arg,
+            json,
+        } => {
+            let directory = directory.or_else(|| {
+                std::env::current_dir()
+                    .ok()
+                    .map(|d| d.to_string_lossy().into_owned())
+            });
+            let body = json!({"project": project, "template": template, "name": name, "directory": directory, "cols": cols, "rows": rows, "extra_args": extra_arg});
+            (
+                json,
+                ok_json(c, "POST", "/api/terminals", Some(&body)).map(|v| Out {
+                    text: format!("started {}", describe(&v)),
+                    json: v,
+                }),
+            )
+        }
+        TerminalVerb::List { json } => (
+            json,
+            ok_json(c, "GET", "/api/terminals", None).map(|v| Out {
+                text: list_text(&v["terminals"]),
+                json: v,
+            }),
+        ),
+        TerminalVerb::Log { id, json } => {
+            let r = c
+                .call("GET", &format!("/api/terminals/{id}/log"), None)
+                .and_then(|a| {
+                    if a.status == 200 {
+                        let text = String::from_utf8_lossy(&a.body).into_owned();
+                        Ok(Out {
+                            json: json!({"id": id, "log": text}),
+                            text,
+                        })
+                    } else {
+                        Err(a.error_text())
+                    }
+                });
+            (json, r)
+        }
+        TerminalVerb::Stop { id, json } => (
+            json,
+            ok_json(c, "DELETE", &format!("/api/terminals/{id}"), None).map(|v| Out {
+                text: format!("stopped {}", describe(&v)),
+                json: v,
+            }),
+        ),
+    }
+}
+
+fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
+    match v {
+        SessionVerb::Start {
+            project,
+            directory,
+            name,
+            json,
+        } => {
+            let directory = directory.or_else(|| {
+                std::env::current_dir()
+                    .ok()
+                    .map(|d| d.to_string_lossy().into_owned())
+            });
+            let body = json!({"project": project, "directory": directory, "name": name});
+            (
+                json,
+                ok_json(c, "POST", "/api/sessions", Some(&body)).map(|v| Out {
+                    text: format!("started {}", describe(&v)),
+                    json: v,
+                }),
+            )
+        }
+        SessionVerb::Message { id, text, json } => {
+            let body = json!({"text": text.join(" ")});
+            (
+                json,
+                ok_json(
+                    c,
+                    "POST",
+                    &format!("/api/sessions/{id}/message"),
+                    Some(&body),
+                )
+                .map(|v| Out {
+                    text: v["text"].as_str().unwrap_or_default().to_string(),
+                    json: v,
+                }),
+            )
+        }
+        SessionVerb::List { json } => (
+            json,
+            ok_json(c, "GET", "/api/sessions", None).map(|v| Out {
+                text: list_text(&v["sessions"]),
+                json: v,
+            }),
+        ),
+        SessionVerb::Stop { id, json } => (
+            json,
+            ok_json(c, "DELETE", &format!("/api/sessions/{id}"), None).map(|v| Out {
+                text: format!("stopped {}", describe(&v)),
+                json: v,
+            }),
+        ),
+        SessionVerb::Resume { id, json } => (
+            json,
+            ok_json(c, "POST", &format!("/api/sessions/{id}/resume"), None).map(|v| Out {
+                text: format!("resumed {}", describe(&v)),
+                json: v,
+            }),
+        ),
+    }
+}
+
+fn audit(c: &Client) -> Result<Out, String> {
+    let v = ok_json(c, "GET", "/api/audit", None)?;
+    let text = v["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    let mut line = format!(
+                        "{}  {}  {}",
+                        r["action"].as_str().unwrap_or("?"),
+                        r["outcome"].as_str().unwrap_or("?"),
+                        r["session_id"].as_str().unwrap_or("-")
+                    );
+                    if let Some(code) = r["code"].as_str() {
+                        line.push_str(&format!("  {code}"));
+                    }
+                    if let Some(e) = r["error"].as_str() {
+                        line.push_str(&format!("  {e}"));
+                    }
+                    line
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    Ok(Out { json: v, text })
+}
+
+fn status(c: &Client) -> Result<Out, String> {
+    let v = ok_json(c, "GET", "/api/status", None)?;
+    let token = match v["paths"]["claude_token_file"].as_str() {
+        Some(p) => format!("Claude token file: {p}"),
+        None => "Claude token file: not set".to_string(),
+    };
+    let text = format!(
+        "relay {} running (pid {})\nconfig: {}\n{}\nsessions running: {}{}",
+        v["version"].as_str().unwrap_or("?"),
+        v["pid"],
+        v["paths"]["config"].as_str().unwrap_or("?"),
+        token,
+        v["sessions_running"],
+        v["settings"]["note"]
+            .as_str()
+            .map(|n| format!("\nsettings: {n}"))
+            .unwrap_or_default()
+    );
+    Ok(Out { json: v, text })
+}

@@ -1,0 +1,503 @@
+//! The API: one router on two listeners — `<config>/relay.sock` for the CLI (same uid
+//! only, checked with the peer's credentials) and, when `api.listen` is set, loopback
+//! TCP with the bearer from `<config>/api-token`. Exact route table, body size cap,
+//! refusals as `{"error": message, "code": code}`.
+
+use std::convert::Infallible;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, UnixListener};
+
+use super::launch::{self, ApiError, LaunchInput};
+use super::{Daemon, EntryState};
+use crate::protocol::{PtySize, SessionKind};
+
+pub const BODY_MAX: usize = 64 * 1024;
+
+type Resp = Response<Full<Bytes>>;
+
+#[derive(Clone, Copy)]
+pub struct Peer {
+    /// Known for unix-socket peers.
+    pub pid: Option<u32>,
+    pub authorized: bool,
+}
+
+fn json_resp<T: Serialize>(status: u16, body: &T) -> Resp {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("cache-control", "no-store")
+        .body(Full::new(Bytes::from(bytes)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
+}
+
+fn err(e: &ApiError) -> Resp {
+    json_resp(e.status, e)
+}
+
+fn refuse(status: u16, code: &'static str, message: impl Into<String>) -> Resp {
+    err(&ApiError::error(status, code, message))
+}
+
+fn empty(status: u16) -> Resp {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::FORBIDDEN);
+    r
+}
+
+async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
+    let bytes = match Limited::new(req.into_body(), BODY_MAX).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            return Err(refuse(
+                413,
+                "payload_too_large",
+                format!("request body larger than {BODY_MAX} bytes"),
+            ))
+        }
+    };
+    let bytes = if bytes.is_empty() {
+        Bytes::from_static(b"{}")
+    } else {
+        bytes
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        refuse(
+            400,
+            "invalid_request",
+            format!(
+                "request body: {:?} error at line {} column {}",
+                e.classify(),
+                e.line(),
+                e.column()
+            ),
+        )
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SessionStart {
+    project: Option<String>,
+    directory: Option<String>,
+    name: Option<String>,
+    template: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TerminalStart {
+    project: Option<String>,
+    template: Option<String>,
+    directory: Option<String>,
+    name: Option<String>,
+    cols: Option<u16>,
+    rows: Option<u16>,
+    #[serde(default)]
+    extra_args: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Message {
+    text: String,
+}
+
+fn inside(d: &Daemon, peer: Peer) -> Option<Resp> {
+    let pid = peer.pid?;
+    d.descends_from_session(pid)
+        .then(|| refuse(403, "inside_session", super::INSIDE_SESSION))
+}
+
+fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
+    req.uri()
+        .query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .map(str::to_string)
+}
+
+pub fn status_body(d: &Daemon) -> Value {
+    let settings = d.load_settings();
+    let token_file = settings
+        .as_ref()
+        .map(|s| s.claude_token_file.clone())
+        .unwrap_or_default();
+    let note = d
+        .settings_note
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let running = d
+        .entries(SessionKind::Claude)
+        .iter()
+        .chain(d.entries(SessionKind::Pty).iter())
+        .filter(|e| e.state == EntryState::Running)
+        .count();
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "paths": {
+            "config": d.paths.config,
+            "settings": d.paths.settings(),
+            "socket": d.paths.socket(),
+            "audit": d.paths.audit(),
+            "events": d.paths.events(),
+            // The stored value: a path, never the content.
+            "claude_token_file": if token_file.is_empty() { Value::Null } else { Value::String(token_file) },
+        },
+        "api": d.api_addr().map(|a| a.to_string()),
+        "host": d.host.live().map(|l| json!({"pid": l.pid})),
+        "settings": {"ok": settings.is_ok(), "note": note},
+        "sessions_running": running,
+    })
+}
+
+async fn host_passthrough(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(u16, Bytes), Resp> {
+    d.host
+        .call(method, path, body)
+        .await
+        .map_err(|e| refuse(503, "host_unavailable", e.to_string()))
+}
+
+fn host_error(status: u16, bytes: &Bytes) -> Resp {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let message = v["message"]
+        .as_str()
+        .unwrap_or("the session host refused the request")
+        .to_string();
+    let code: &'static str = match v["error"].as_str() {
+        Some("not_found") => "not_found",
+        Some("session_exited") => "session_exited",
+        Some("invalid_spec") => "invalid_request",
+        _ => "host_error",
+    };
+    refuse(
+        if status == 404 { 404 } else { status.max(400) },
+        code,
+        message,
+    )
+}
+
+async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
+    if !peer.authorized {
+        return empty(401);
+    }
+    let path = req.uri().path().to_string();
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let method = req.method().clone();
+    let driving = method != Method::GET;
+    let launch_verb = matches!(
+        (&method, parts.as_slice()),
+        (&Method::POST, ["api", "sessions"])
+            | (&Method::POST, ["api", "terminals"])
+            | (&Method::POST, ["api", "sessions", _, "resume"])
+    );
+    if driving && !launch_verb {
+        if let Some(r) = inside(&d, peer) {
+            return r;
+        }
+    }
+    match (method, parts.as_slice()) {
+        (Method::GET, ["api", "status"]) => json_resp(200, &status_body(&d)),
+        (Method::POST, ["api", "sessions"]) => {
+            let b: SessionStart = match body(req).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let input = LaunchInput {
+                kind: Some(SessionKind::Claude),
+                project: b.project,
+                template: b.template,
+                directory: b.directory,
+                name: b.name,
+                caller_pid: peer.pid,
+                ..Default::default()
+            };
+            match launch::launch(&d, input).await {
+                Ok(e) => json_resp(201, &e),
+                Err(e) => err(&e),
+            }
+        }
+        (Method::GET, ["api", "sessions"]) => {
+            json_resp(200, &json!({"sessions": d.entries(SessionKind::Claude)}))
+        }
+        (Method::POST, ["api", "sessions", id, "message"]) => {
+            let id = id.to_string();
+            let m: Message = match body(req).await {
+                Ok(m) => m,
+                Err(r) => return r,
+            };
+            match d.entry(&id) {
+                Some(e) if e.kind == SessionKind::Claude && e.state == EntryState::Running => {}
+                Some(e) if e.kind == SessionKind::Claude => {
+                    return refuse(
+                        409,
+                        "session_not_running",
+                        format!("session {id} is {:?}; resume it first", e.state).to_lowercase(),
+                    )
+                }
+                _ => return refuse(404, "not_found", format!("no session {id}")),
+            }
+            let body = serde_json::to_vec(&json!({"text": m.text})).unwrap_or_default();
+            match host_passthrough(&d, "POST", &format!("/sessions/{id}/message"), Some(body)).await
+            {
+                Ok((200, bytes)) => {
+                    let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                    json_resp(
+                        200,
+                        &json!({"id": id, "text": v["text"], "is_error": v["is_error"]}),
+                    )
+                }
+                Ok((status, bytes)) => host_error(status, &bytes),
+                Err(r) => r,
+            }
+        }
+        (Method::POST, ["api", "sessions", id, "resume"]) => {
+            let id = id.to_string();
+            let e = match d.entry(&id) {
+                Some(e) if e.kind == SessionKind::Claude => e,
+                _ => return refuse(404, "not_found", format!("no session {id}")),
+            };
+            if e.state != EntryState::Dormant {
+                return refuse(
+                    409,
+                    "session_running",
+                    format!("session {id} is not dormant"),
+                );
+            }
+            let input = LaunchInput {
+                kind: Some(SessionKind::Claude),
+                project: Some(e.project_id.clone()),
+                directory: Some(e.directory.to_string_lossy().into_owned()),
+                name: e.name.clone(),
+                resume_id: Some(id),
+                caller_pid: peer.pid,
+                ..Default::default()
+            };
+            match launch::launch(&d, input).await {
+                Ok(e) => json_resp(201, &e),
+                Err(e) => err(&e),
+            }
+        }
+        (Method::DELETE, ["api", "sessions", id]) => stop(&d, id, SessionKind::Claude).await,
+        (Method::POST, ["api", "terminals"]) => {
+            let b: TerminalStart = match body(req).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let pty = match (b.cols, b.rows) {
+                (None, None) => None,
+                (c, r) => {
+                    let size = PtySize {
+                        cols: c.unwrap_or(80),
+                        rows: r.unwrap_or(24),
+                    };
+                    if size.cols == 0 || size.rows == 0 || size.cols > 1000 || size.rows > 1000 {
+                        return refuse(400, "invalid_request", "cols and rows must be 1 to 1000");
+                    }
+                    Some(size)
+                }
+            };
+            if b.extra_args.len() > 64 || b.extra_args.iter().any(|a| a.contains('\0')) {
+                return refuse(400, "invalid_request", "at most 64 extra args, without NUL");
+            }
+            let input = LaunchInput {
+                kind: Some(SessionKind::Pty),
+                project: b.project,
+                template: b.template,
+                directory: b.directory,
+                name: b.name,
+                pty,
+                extra_args: b.extra_args,
+                caller_pid: peer.pid,
+                ..Default::default()
+            };
+            match launch::launch(&d, input).await {
+                Ok(e) => json_resp(201, &e),
+                Err(e) => err(&e),
+            }
+        }
+        (Method::GET, ["api", "terminals"]) => {
+            json_resp(200, &json!({"terminals": d.entries(SessionKind::Pty)}))
+        }
+        (Method::GET, ["api", "terminals", id, "log"]) => {
+            if d.entry(id).is_none_or(|e| e.kind != SessionKind::Pty) {
+                return refuse(404, "not_found", format!("no terminal {id}"));
+            }
+            match host_passthrough(&d, "GET", &format!("/sessions/{id}/log"), None).await {
+                Ok((200, bytes)) => Response::builder()
+                    .status(200)
+                    .header("content-type", "application/octet-stream")
+                    .header("cache-control", "no-store")
+                    .body(Full::new(bytes))
+                    .unwrap_or_else(|_| empty(500)),
+                Ok((status, bytes)) => host_error(status, &bytes),
+                Err(r) => r,
+            }
+        }
+        (Method::DELETE, ["api", "terminals", id]) => stop(&d, id, SessionKind::Pty).await,
+        (Method::GET, ["api", "audit"]) => {
+            let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
+            let rows: Vec<Value> = text
+                .lines()
+                .rev()
+                .take(1000)
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            json_resp(200, &json!({"rows": rows}))
+        }
+        (Method::GET, ["api", "events"]) => {
+            let after = query(&req, "after")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let wait = query(&req, "wait_ms")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0u64)
+                .min(60_000);
+            let events = d
+                .events
+                .wait_after(after, Duration::from_millis(wait))
+                .await;
+            json_resp(200, &json!({"events": events}))
+        }
+        (_, ["api", "status" | "sessions" | "terminals" | "audit" | "events", ..]) => refuse(
+            405,
+            "method_not_allowed",
+            "method not allowed on this route",
+        ),
+        _ => refuse(404, "not_found", "no such route"),
+    }
+}
+
+async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
+    let Some(e) = d.entry(id).filter(|e| e.kind == kind) else {
+        return refuse(
+            404,
+            "not_found",
+            format!(
+                "no {} {id}",
+                if kind == SessionKind::Pty {
+                    "terminal"
+                } else {
+                    "session"
+                }
+            ),
+        );
+    };
+    if e.state == EntryState::Running {
+        let body = serde_json::to_vec(&json!({"session_id": id})).unwrap_or_default();
+        match host_passthrough(d, "POST", "/terminate", Some(body)).await {
+            Ok((200, _)) | Ok((404, _)) => {}
+            Ok((status, bytes)) => return host_error(status, &bytes),
+            Err(r) => return r,
+        }
+        // The host reports the exit before it answers; the ledger has it by now.
+        for _ in 0..50 {
+            if d.entry(id).is_some_and(|e| e.state != EntryState::Running) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    json_resp(200, &d.entry(id))
+}
+
+pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
+}
+
+fn serve_conn<S>(d: Arc<Daemon>, peer: Peer, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let svc = service_fn(move |req| {
+            let d = d.clone();
+            async move { Ok::<_, Infallible>(route(d, peer, req).await) }
+        });
+        let _ = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(10))
+            .serve_connection(TokioIo::new(io), svc)
+            .await;
+    });
+}
+
+pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener) {
+    let me = nix::unistd::geteuid().as_raw();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let cred = stream.peer_cred().ok();
+        let peer = Peer {
+            pid: cred.and_then(|c| c.pid()).map(|p| p as u32),
+            authorized: cred.map(|c| c.uid()) == Some(me),
+        };
+        serve_conn(d.clone(), peer, stream);
+    }
+}
+
+pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let d2 = d.clone();
+        tokio::spawn(async move {
+            // The bearer is checked per request inside a small wrapper service.
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let d = d2.clone();
+                async move {
+                    let ok = req
+                        .headers()
+                        .get(hyper::header::AUTHORIZATION)
+                        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+                        .is_some_and(|t| crate::host::same_secret(t, d.api_token.as_bytes()));
+                    Ok::<_, Infallible>(
+                        route(
+                            d,
+                            Peer {
+                                pid: None,
+                                authorized: ok,
+                            },
+                            req,
+                        )
+                        .await,
+                    )
+                }
+            });
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

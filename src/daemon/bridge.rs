@@ -1,0 +1,104 @@
+//! The bridge socket: a shim's identity Hello binds its session to the shim's pid.
+//! One line in, one line out; the secret is single use and compared in constant time.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
+
+use super::Daemon;
+
+const LINE_MAX: u64 = 4096;
+
+/// Secrets waiting for their Hello, by session id.
+#[derive(Default)]
+pub struct Pending(Mutex<HashMap<String, String>>);
+
+impl Pending {
+    pub fn expect(&self, session_id: &str, secret: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session_id.into(), secret.into());
+    }
+    pub fn forget(&self, session_id: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+    }
+    /// Takes the secret (single use) and compares it.
+    fn redeem(&self, session_id: &str, secret: &str) -> bool {
+        let stored = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        stored.is_some_and(|s| crate::host::same_secret(s.as_bytes(), secret.as_bytes()))
+    }
+}
+
+pub async fn serve(daemon: Arc<Daemon>, path: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let me = nix::unistd::geteuid().as_raw();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let daemon = daemon.clone();
+            tokio::spawn(async move {
+                let cred = stream.peer_cred().ok();
+                if cred.map(|c| c.uid()) != Some(me) {
+                    return;
+                }
+                let peer_pid = cred.and_then(|c| c.pid()).unwrap_or(0);
+                let (read, mut write) = stream.into_split();
+                let mut line = String::new();
+                let mut r = BufReader::new(read.take(LINE_MAX));
+                let got =
+                    tokio::time::timeout(Duration::from_secs(10), r.read_line(&mut line)).await;
+                let answer = match got {
+                    Ok(Ok(n)) if n > 0 => hello(&daemon, &line, peer_pid as u32),
+                    _ => refused("no Hello"),
+                };
+                let _ = write.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    Ok(())
+}
+
+fn refused(reason: &str) -> String {
+    format!(
+        "{}\n",
+        serde_json::json!({"type": "Refused", "reason": reason})
+    )
+}
+
+fn hello(daemon: &Daemon, line: &str, peer_pid: u32) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return refused("not JSON");
+    };
+    if v["type"] != "Hello" || v["kind"] != "project_session" {
+        return refused("not a Hello");
+    }
+    let (Some(name), Some(token)) = (v["name"].as_str(), v["token"].as_str()) else {
+        return refused("missing name or token");
+    };
+    if !daemon.bridge.redeem(name, token) {
+        return refused("unknown session or secret");
+    }
+    daemon.bind_root(name, peer_pid);
+    format!(
+        "{}\n",
+        serde_json::json!({"type": "OK", "name": name, "pid": std::process::id()})
+    )
+}

@@ -1,0 +1,233 @@
+//! The daemon's side of the host: spawn `relay-sessions` with its bearer secret on a
+//! pipe, check the protocol version it announces, read its event lines, restart it
+//! with backoff when it dies, and send it requests over `host.sock`.
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::watch;
+
+use crate::protocol::{HostEvent, HOST_PROTOCOL_VERSION};
+
+#[derive(Clone, Debug)]
+pub struct Live {
+    pub pid: u32,
+    pub socket: PathBuf,
+}
+
+pub struct HostLink {
+    pub state_dir: PathBuf,
+    pub host_bin: PathBuf,
+    pub shim_bin: PathBuf,
+    pub bridge: PathBuf,
+    secret: String,
+    live: watch::Sender<Option<Live>>,
+    stdin: Mutex<Option<ChildStdin>>,
+}
+
+#[derive(Debug)]
+pub enum HostCallError {
+    /// No host is up (starting or restarting).
+    Unavailable(String),
+    Io(String),
+}
+
+impl std::fmt::Display for HostCallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostCallError::Unavailable(m) => write!(f, "session host unavailable: {m}"),
+            HostCallError::Io(m) => write!(f, "session host: {m}"),
+        }
+    }
+}
+
+impl HostLink {
+    pub fn new(state_dir: PathBuf, host_bin: PathBuf, shim_bin: PathBuf, bridge: PathBuf) -> Self {
+        let (live, _) = watch::channel(None);
+        HostLink {
+            state_dir,
+            host_bin,
+            shim_bin,
+            bridge,
+            secret: super::random_hex(32),
+            live,
+            stdin: Mutex::new(None),
+        }
+    }
+
+    pub fn live(&self) -> Option<Live> {
+        self.live.borrow().clone()
+    }
+
+    /// Waits (bounded) until a host is up.
+    pub async fn wait_live(&self, limit: Duration) -> Option<Live> {
+        let mut rx = self.live.subscribe();
+        let r = tokio::time::timeout(limit, rx.wait_for(|l| l.is_some())).await;
+        match r {
+            Ok(Ok(l)) => l.clone(),
+            _ => None,
+        }
+    }
+
+    /// Closing the host's stdin tells it to end every session and exit.
+    pub fn shutdown(&self) {
+        self.stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// Runs the host until the daemon exits, calling `on_event` for every line and
+    /// `on_death` when a host went away.
+    pub async fn supervise(
+        self: Arc<Self>,
+        on_event: impl Fn(HostEvent) + Send + Sync + 'static,
+        on_death: impl Fn() + Send + Sync + 'static,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let started = Instant::now();
+            match self.run_once(&on_event).await {
+                Ok(()) => {}
+                Err(e) => eprintln!("relay: session host: {e}"),
+            }
+            self.live.send_replace(None);
+            on_death();
+            if *stop.borrow() {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                backoff = Duration::from_millis(100);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop.changed() => return,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        }
+    }
+
+    async fn run_once(&self, on_event: &(impl Fn(HostEvent) + Send + Sync)) -> Result<(), String> {
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        {
+            use std::io::Write;
+            let mut w = std::fs::File::from(write);
+            w.write_all(self.secret.as_bytes())
+                .map_err(|e| format!("secret pipe: {e}"))?;
+        }
+        let fd = read.as_raw_fd();
+        let mut cmd = Command::new(&self.host_bin);
+        cmd.arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("--secret-fd")
+            .arg(fd.to_string())
+            .arg("--shim")
+            .arg(&self.shim_bin)
+            .arg("--bridge-socket")
+            .arg(&self.bridge)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        // Safety: only fcntl between fork and exec; the descriptor keeps its number, so
+        // std's exec-error pipe is never clobbered.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", self.host_bin.display()))?;
+        drop(read);
+        *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = child.stdin.take();
+        let stdout = child.stdout.take().ok_or("host stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let mut ready = false;
+        loop {
+            let line = match lines.next_line().await {
+                Ok(Some(l)) => l,
+                Ok(None) | Err(_) => break,
+            };
+            let Ok(ev) = serde_json::from_str::<HostEvent>(&line) else {
+                continue;
+            };
+            match ev {
+                HostEvent::Ready { v, pid, socket } => {
+                    if v != HOST_PROTOCOL_VERSION {
+                        let _ = child.start_kill();
+                        let _ = child.wait().await;
+                        return Err(format!("host speaks protocol {v}, this daemon {HOST_PROTOCOL_VERSION}; restarting"));
+                    }
+                    ready = true;
+                    self.live.send_replace(Some(Live { pid, socket }));
+                }
+                other => on_event(other),
+            }
+        }
+        let status = child.wait().await.map_err(|e| e.to_string())?;
+        if ready {
+            Err(format!("host exited ({status})"))
+        } else {
+            Err(format!("host exited before it was ready ({status})"))
+        }
+    }
+
+    /// One request to the host; returns status and body.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Bytes), HostCallError> {
+        let live = match self.live() {
+            Some(l) => l,
+            None => self
+                .wait_live(Duration::from_secs(5))
+                .await
+                .ok_or_else(|| HostCallError::Unavailable("not running".into()))?,
+        };
+        let stream = UnixStream::connect(&live.socket)
+            .await
+            .map_err(|e| HostCallError::Unavailable(e.to_string()))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "relay-sessions")
+            .header("authorization", format!("Bearer {}", self.secret))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+}

@@ -1,0 +1,656 @@
+//! Launch authorization: one ordered path shared by sessions, terminals, resume and
+//! `relay sandbox`. Every refusal has a code, a message, an event and a
+//! `session_launch` audit row.
+//!
+//! Order: caller not inside a session → settings readable → project given and known →
+//! directory inside the project → template known and allowed → sandbox decision →
+//! `claude_token_file` checked and, for a sandboxed Claude launch, read (before any
+//! side effect) → sandbox spec (the token path denied on every sandboxed launch) →
+//! profile written last → identity secret → host launch → 201.
+
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::journal::{AuditRow, Event};
+use super::settings::{self, BackendChoice, Settings, Template};
+use super::{Daemon, Entry, EntryState};
+use crate::protocol::{
+    Backend, HostErrorBody, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize,
+    SandboxLaunch, Secret, SessionKind, CLAUDE_CODE_TEMPLATE, HOST_PROTOCOL_VERSION,
+};
+use crate::sandbox::{self, Network, SpecInput};
+
+/// The answer to a refused request: `{"error": message, "code": code}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    pub status: u16,
+    pub code: &'static str,
+    #[serde(rename = "error")]
+    pub message: String,
+    /// `denied` (authorization) or `error` (anything else), for audit and events.
+    #[serde(skip)]
+    pub outcome: &'static str,
+}
+
+impl ApiError {
+    pub fn denied(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            outcome: "denied",
+        }
+    }
+    pub fn error(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            outcome: "error",
+        }
+    }
+    pub fn sandbox(message: impl Into<String>) -> Self {
+        Self::error(400, "sandbox_unavailable", message)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LaunchInput {
+    pub kind: Option<SessionKind>,
+    pub project: Option<String>,
+    pub template: Option<String>,
+    pub directory: Option<String>,
+    pub name: Option<String>,
+    pub pty: Option<PtySize>,
+    pub extra_args: Vec<String>,
+    /// Relaunch this dormant session under its own id.
+    pub resume_id: Option<String>,
+    /// The connecting process, when known (unix socket peers).
+    pub caller_pid: Option<u32>,
+}
+
+pub const PROVIDER_ARGS: &[&str] = &[
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+];
+
+fn expand(path: &str, home: &Path) -> PathBuf {
+    if path == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        home.join(rest)
+    } else {
+        PathBuf::from(path)
+    }
+}
+
+/// Finds a program the way a shell would: a path is taken as is, a name is searched in
+/// `PATH`.
+pub fn which(program: &str, home: &Path) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = expand(program, home);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| {
+            p.is_file()
+                && std::fs::metadata(p)
+                    .map(|m| m.permissions().mode() & 0o111 != 0)
+                    .unwrap_or(false)
+        })
+}
+
+fn find_template<'a>(s: &'a Settings, id: &str) -> Option<&'a Template> {
+    s.terminal_templates.iter().find(|t| t.id == id)
+}
+
+/// The template a provider session uses: the settings' `claude-code` template, or its
+/// default when the settings have none.
+fn claude_template(s: &Settings) -> Template {
+    find_template(s, CLAUDE_CODE_TEMPLATE)
+        .cloned()
+        .unwrap_or_else(|| Template {
+            id: CLAUDE_CODE_TEMPLATE.into(),
+            name: "Claude Code".into(),
+            command: s.claude_path.clone(),
+            args: vec![],
+            env: Default::default(),
+            sandbox: true,
+            read: vec![],
+            read_write: vec![],
+            deny: vec![],
+        })
+}
+
+pub fn new_id(kind: SessionKind) -> String {
+    let prefix = match kind {
+        SessionKind::Claude => "s",
+        SessionKind::Pty => "t",
+    };
+    format!("{prefix}-{}", &super::random_hex(6))
+}
+
+struct Attempt<'a> {
+    d: &'a Arc<Daemon>,
+    row: AuditRow,
+    kind: SessionKind,
+    profile: Option<PathBuf>,
+}
+
+impl Attempt<'_> {
+    fn refuse(&mut self, e: ApiError) -> ApiError {
+        if let Some(p) = self.profile.take() {
+            let _ = std::fs::remove_file(p);
+        }
+        let mut row = self.row.clone();
+        row.outcome = e.outcome;
+        row.code = Some(e.code.into());
+        row.error = Some(e.message.clone());
+        self.d.audit.record(&row);
+        self.d.events.emit(&Event {
+            name: "session.launch",
+            status: Some(if e.outcome == "denied" {
+                "denied"
+            } else {
+                "error"
+            }),
+            code: Some(e.code.into()),
+            reason: Some(e.message.clone()),
+            session_id: row.session_id.clone(),
+            kind: Some(kind_name(self.kind).into()),
+            ..Default::default()
+        });
+        e
+    }
+}
+
+pub fn kind_name(k: SessionKind) -> &'static str {
+    match k {
+        SessionKind::Claude => "claude",
+        SessionKind::Pty => "pty",
+    }
+}
+
+pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiError> {
+    let kind = input.kind.unwrap_or(SessionKind::Pty);
+    let resume = input.resume_id.is_some();
+    let id = input.resume_id.clone().unwrap_or_else(|| new_id(kind));
+    let mut at = Attempt {
+        d,
+        row: AuditRow {
+            action: if resume {
+                "session_resume"
+            } else {
+                "session_launch"
+            },
+            session_id: Some(id.clone()),
+            kind: Some(kind_name(kind).into()),
+            project: input.project.clone(),
+            template: input.template.clone(),
+            directory: input.directory.clone(),
+            outcome: "allowed",
+            ..Default::default()
+        },
+        kind,
+        profile: None,
+    };
+
+    // 1. What a session itself runs can never drive relay.
+    if let Some(pid) = input.caller_pid {
+        if d.descends_from_session(pid) {
+            return Err(at.refuse(ApiError::denied(
+                403,
+                "inside_session",
+                super::INSIDE_SESSION,
+            )));
+        }
+    }
+    // 2. Settings, read fresh.
+    let settings = match d.load_settings() {
+        Ok(s) => s,
+        Err(e) => return Err(at.refuse(ApiError::error(500, "settings_invalid", e.to_string()))),
+    };
+    // 3. Project.
+    let Some(project_key) = input.project.as_deref().filter(|p| !p.is_empty()) else {
+        return Err(at.refuse(ApiError::denied(
+            400,
+            "project_required",
+            "a project is required (--project ID-OR-NAME)",
+        )));
+    };
+    let Some(project) = settings
+        .projects
+        .iter()
+        .find(|p| p.id == project_key)
+        .or_else(|| settings.projects.iter().find(|p| p.name == project_key))
+    else {
+        return Err(at.refuse(ApiError::denied(
+            404,
+            "unknown_project",
+            format!("no project {project_key:?} in settings"),
+        )));
+    };
+    at.row.project = Some(project.id.clone());
+    let project_path = expand(&project.path, &d.home);
+    let Ok(project_real) = std::fs::canonicalize(&project_path) else {
+        return Err(at.refuse(ApiError::error(
+            400,
+            "invalid_directory",
+            format!(
+                "project {} folder {} does not exist",
+                project.id,
+                project_path.display()
+            ),
+        )));
+    };
+    // 4. Directory confined to the project.
+    let directory = match input.directory.as_deref().filter(|s| !s.is_empty()) {
+        None => project_real.clone(),
+        Some(dir) => {
+            let p = expand(dir, &d.home);
+            let p = if p.is_absolute() {
+                p
+            } else {
+                project_real.join(p)
+            };
+            match std::fs::canonicalize(&p) {
+                Ok(real) if real.is_dir() => real,
+                _ => {
+                    return Err(at.refuse(ApiError::error(
+                        400,
+                        "invalid_directory",
+                        format!("directory {} is not an existing folder", p.display()),
+                    )))
+                }
+            }
+        }
+    };
+    at.row.directory = Some(directory.to_string_lossy().into_owned());
+    if !directory.starts_with(&project_real) {
+        return Err(at.refuse(ApiError::denied(
+            403,
+            "directory_outside_project",
+            format!(
+                "directory {} is outside project {} ({})",
+                directory.display(),
+                project.id,
+                project_real.display()
+            ),
+        )));
+    }
+    // 5. Template, allowed by the project.
+    let template = match kind {
+        SessionKind::Claude => {
+            if input
+                .template
+                .as_deref()
+                .is_some_and(|t| t != CLAUDE_CODE_TEMPLATE)
+            {
+                return Err(at.refuse(ApiError::denied(
+                    400,
+                    "invalid_request",
+                    "claude sessions use the claude-code template",
+                )));
+            }
+            claude_template(&settings)
+        }
+        SessionKind::Pty => {
+            let Some(tid) = input.template.as_deref().filter(|t| !t.is_empty()) else {
+                return Err(at.refuse(ApiError::denied(
+                    400,
+                    "template_required",
+                    "a template is required (--template T)",
+                )));
+            };
+            match find_template(&settings, tid) {
+                Some(t) => t.clone(),
+                None => {
+                    return Err(at.refuse(ApiError::denied(
+                        404,
+                        "unknown_template",
+                        format!("no terminal template {tid:?} in settings"),
+                    )))
+                }
+            }
+        }
+    };
+    at.row.template = Some(template.id.clone());
+    if !project.allows(&template.id) {
+        return Err(at.refuse(ApiError::denied(
+            403,
+            "template_not_allowed",
+            format!(
+                "project {} does not allow template {}",
+                project.id, template.id
+            ),
+        )));
+    }
+    // 6. Sandbox decision: Claude sessions always; a terminal unless `sandbox: false`.
+    let sandboxed = kind == SessionKind::Claude || template.sandbox;
+    let claude_launch = kind == SessionKind::Claude || template.id == CLAUDE_CODE_TEMPLATE;
+    at.row.sandboxed = Some(sandboxed);
+    // 7. The token setting: its path is denied on every sandboxed launch; a sandboxed
+    //    Claude launch reads it, before any side effect.
+    let token_path = match settings::token_file_path(&settings.claude_token_file, &d.home) {
+        Ok(p) => p,
+        Err(e) if sandboxed => return Err(at.refuse(ApiError::sandbox(e))),
+        Err(_) => None,
+    };
+    let token = match (&token_path, sandboxed && claude_launch) {
+        (Some(path), true) => match crate::token::read_token_file(path) {
+            Ok(t) => Some(t.token),
+            Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
+        },
+        _ => None,
+    };
+    at.row.token_passed = Some(token.is_some());
+
+    // The program.
+    let mut argv: Vec<String> = match kind {
+        SessionKind::Claude => {
+            let program = which(&settings.claude_path, &d.home)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|| settings.claude_path.clone());
+            let mut a = vec![program];
+            a.extend(PROVIDER_ARGS.iter().map(|s| s.to_string()));
+            if resume {
+                a.push("--continue".into());
+            }
+            a
+        }
+        SessionKind::Pty => {
+            let program = which(&template.command, &d.home)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|| template.command.clone());
+            let mut a = vec![program];
+            a.extend(template.args.iter().cloned());
+            a
+        }
+    };
+    argv.extend(input.extra_args.iter().cloned());
+
+    // The session's own temp dir.
+    let temp_dir = d.tmp.join(format!("relay-{id}"));
+    if let Err(e) = std::fs::create_dir_all(&temp_dir)
+        .and_then(|_| std::fs::set_permissions(&temp_dir, std::fs::Permissions::from_mode(0o700)))
+    {
+        return Err(at.refuse(ApiError::error(
+            500,
+            "spawn_failed",
+            format!("session temp dir {}: {e}", temp_dir.display()),
+        )));
+    }
+    let mut env = template.env.clone();
+    env.insert("TMPDIR".into(), temp_dir.to_string_lossy().into_owned());
+
+    // 8. The sandbox spec and its profile, written last.
+    let sandbox = if sandboxed {
+        let backend = match settings.session_sandbox.backend {
+            BackendChoice::Seatbelt => Backend::Seatbelt,
+            BackendChoice::Bwrap => Backend::Bwrap,
+            BackendChoice::Auto if cfg!(target_os = "macos") => Backend::Seatbelt,
+            BackendChoice::Auto => Backend::Bwrap,
+        };
+        let launcher = match backend {
+            Backend::Seatbelt => non_empty(&settings.session_sandbox.seatbelt_launcher)
+                .unwrap_or("/usr/bin/sandbox-exec"),
+            Backend::Bwrap => {
+                non_empty(&settings.session_sandbox.bwrap_launcher).unwrap_or("/usr/bin/bwrap")
+            }
+        };
+        let launcher = expand(launcher, &d.home);
+        if !launcher.is_file() {
+            return Err(at.refuse(ApiError::sandbox(format!(
+                "the {} launcher {} is not installed",
+                backend.as_str(),
+                launcher.display()
+            ))));
+        }
+        let mut read = template.read.clone();
+        if let Some(program) = argv.first().map(PathBuf::from).filter(|p| p.is_absolute()) {
+            for dir in program_dirs(&program) {
+                read.push(dir.to_string_lossy().into_owned());
+            }
+        }
+        let mut read_write = template.read_write.clone();
+        read_write.push(directory.to_string_lossy().into_owned());
+        read_write.push(temp_dir.to_string_lossy().into_owned());
+        let mut deny = template.deny.clone();
+        if let Some(p) = &token_path {
+            deny.push(p.to_string_lossy().into_owned());
+        }
+        deny.push(d.paths.config.to_string_lossy().into_owned());
+        let mut ports = settings.session_sandbox.denied_loopback_ports.clone();
+        if let Some(port) = d.api_port() {
+            ports.push(port);
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        let network = if settings.session_sandbox.network_off {
+            Network::Off
+        } else {
+            Network::Shared {
+                denied_loopback_ports: ports.clone(),
+            }
+        };
+        let spec = sandbox::build_spec(
+            &SpecInput {
+                read: &read,
+                read_write: &read_write,
+                deny: &deny,
+                network,
+                workdir: &directory,
+                interactive: kind == SessionKind::Pty,
+                file_mask: d.paths.mask(),
+                deny_unix_sockets: vec![d.paths.socket(), d.paths.bridge(), d.paths.host_socket()],
+            },
+            &d.home,
+        );
+        let spec = match spec {
+            Ok(s) => s,
+            Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
+        };
+        let (bytes, ext) = match backend {
+            Backend::Seatbelt => (sandbox::render_sbpl(&spec).into_bytes(), "sb"),
+            Backend::Bwrap => match sandbox::bwrap_profile::encode(&sandbox::render_bwrap(&spec)) {
+                Ok(b) => (b, "bwrap"),
+                Err(e) => return Err(at.refuse(ApiError::sandbox(format!("bwrap profile: {e}")))),
+            },
+        };
+        let profile = d.paths.profiles().join(format!("{id}.{ext}"));
+        let _ = std::fs::remove_file(&profile);
+        if let Err(e) = write_new_0600(&profile, &bytes) {
+            return Err(at.refuse(ApiError::sandbox(format!(
+                "write profile {}: {e}",
+                profile.display()
+            ))));
+        }
+        at.profile = Some(profile.clone());
+        let ports_for_host = if backend == Backend::Bwrap && !settings.session_sandbox.network_off {
+            ports
+        } else {
+            vec![]
+        };
+        Some(SandboxLaunch {
+            backend,
+            profile_path: profile,
+            launcher: Some(launcher),
+            denied_loopback_ports: ports_for_host,
+        })
+    } else {
+        None
+    };
+
+    // 9. Identity, then the host.
+    let secret = super::random_hex(32);
+    d.bridge.expect(&id, &secret);
+    let entry = Entry {
+        id: id.clone(),
+        kind,
+        name: input.name.clone(),
+        template_id: template.id.clone(),
+        project_id: project.id.clone(),
+        directory: directory.clone(),
+        state: EntryState::Launching,
+        root_pid: None,
+        created_ms: super::journal::now_ms(),
+        exit_status: None,
+        exit_signal: None,
+        sandboxed,
+        profile: at.profile.clone(),
+        pty: (kind == SessionKind::Pty).then(|| input.pty.unwrap_or_default()),
+        token_passed: token.is_some(),
+    };
+    if !d.begin(entry.clone(), resume) {
+        d.bridge.forget(&id);
+        return Err(at.refuse(ApiError::error(
+            409,
+            "session_exists",
+            format!("session {id} exists"),
+        )));
+    }
+    let req = LaunchRequest {
+        v: HOST_PROTOCOL_VERSION,
+        session_id: id.clone(),
+        kind,
+        resume,
+        project: ProjectRef {
+            id: project.id.clone(),
+            name: project.name.clone(),
+            path: project_real.clone(),
+        },
+        directory: directory.clone(),
+        name: input.name.clone(),
+        template_id: Some(template.id.clone()),
+        argv,
+        env,
+        pty: entry.pty,
+        sandbox,
+        identity: Some(IdentityLaunch {
+            secret: Secret::new(secret),
+        }),
+        claude_token: token,
+    };
+    let body = match serde_json::to_vec(&req) {
+        Ok(b) => b,
+        Err(e) => {
+            d.abort(&id);
+            return Err(at.refuse(ApiError::error(
+                500,
+                "spawn_failed",
+                format!("encode launch: {e}"),
+            )));
+        }
+    };
+    drop(req);
+    if resume {
+        // The dormant session's record in the host goes before the id is used again.
+        let _ = d
+            .host
+            .call("DELETE", &format!("/sessions/{id}"), None)
+            .await;
+    }
+    let answer = d.host.call("POST", "/launch", Some(body)).await;
+    d.bridge.forget(&id);
+    let (status, bytes) = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            d.abort(&id);
+            return Err(at.refuse(ApiError::error(503, "host_unavailable", e.to_string())));
+        }
+    };
+    if status != 201 {
+        d.abort(&id);
+        let hb: Option<HostErrorBody> = serde_json::from_slice(&bytes).ok();
+        let (code, message) = match hb {
+            Some(h) => (host_code(&h.error), h.message),
+            None => (
+                "spawn_failed",
+                format!("the session host answered {status}"),
+            ),
+        };
+        let status = match code {
+            "identity_refused" => 502,
+            "session_exists" => 409,
+            _ => 500,
+        };
+        return Err(at.refuse(ApiError::error(status, code, message)));
+    }
+    let launched: LaunchResponse = match serde_json::from_slice(&bytes) {
+        Ok(l) => l,
+        Err(e) => {
+            d.abort(&id);
+            return Err(at.refuse(ApiError::error(
+                500,
+                "spawn_failed",
+                format!("host answer: {e}"),
+            )));
+        }
+    };
+    let entry = d.started(&id, launched.root_pid);
+    d.audit.record(&at.row);
+    d.events.emit(&Event {
+        name: "session.launch",
+        status: Some("ok"),
+        session_id: Some(id.clone()),
+        kind: Some(kind_name(kind).into()),
+        ..Default::default()
+    });
+    Ok(entry)
+}
+
+fn host_code(code: &str) -> &'static str {
+    match code {
+        "identity_refused" => "identity_refused",
+        "session_exists" => "session_exists",
+        "invalid_spec" => "invalid_spec",
+        _ => "spawn_failed",
+    }
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// The folder of the program and, when it is a link, of its real file: a sandboxed
+/// launch can only run what it can read.
+fn program_dirs(program: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = program.parent() {
+        out.push(dir.to_path_buf());
+    }
+    if let Ok(real) = std::fs::canonicalize(program) {
+        if let Some(dir) = real.parent() {
+            if !out.iter().any(|d| d == dir) {
+                out.push(dir.to_path_buf());
+            }
+        }
+    }
+    // System folders are in the baseline already; granting `/usr/bin` again is harmless.
+    out
+}
+
+fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(bytes)
+}

@@ -1,0 +1,482 @@
+//! `relay serve`, the daemon: owns the settings, authorizes every launch, reads the
+//! token file, writes sandbox profiles, keeps the session ledger, the audit and event
+//! logs, serves the API, and supervises the session host.
+
+pub mod api;
+pub mod bridge;
+pub mod hostlink;
+pub mod journal;
+pub mod launch;
+pub mod paths;
+pub mod settings;
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::Serialize;
+
+use crate::protocol::{ExitReason, HostEvent, PtySize, SessionKind};
+use journal::{Audit, AuditRow, Event, Events};
+
+pub const INSIDE_SESSION: &str = "this command cannot be run from inside a relay session";
+
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_err()
+    {
+        // No randomness, no secrets: refuse to go on rather than mint guessable ones.
+        eprintln!("relay: cannot read /dev/urandom");
+        std::process::exit(70);
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryState {
+    Launching,
+    Running,
+    /// A Claude session that was stopped or exited: `resume` starts it again.
+    Dormant,
+    Exited,
+}
+
+/// One session in the ledger, as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Entry {
+    pub id: String,
+    pub kind: SessionKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub template_id: String,
+    pub project_id: String,
+    pub directory: PathBuf,
+    pub state: EntryState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_pid: Option<u32>,
+    pub created_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<i32>,
+    pub sandboxed: bool,
+    #[serde(skip)]
+    pub profile: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+    /// Whether this launch carried the token on fd 5 (never the token itself).
+    pub token_passed: bool,
+}
+
+pub struct Daemon {
+    pub paths: paths::Paths,
+    pub home: PathBuf,
+    pub tmp: PathBuf,
+    pub host: Arc<hostlink::HostLink>,
+    pub bridge: bridge::Pending,
+    pub audit: Audit,
+    pub events: Events,
+    pub api_token: String,
+    ledger: Mutex<HashMap<String, Entry>>,
+    api_addr: OnceLock<Option<std::net::SocketAddr>>,
+    /// The last settings problem, for `relay status`.
+    pub settings_note: Mutex<Option<String>>,
+}
+
+impl Daemon {
+    pub fn load_settings(&self) -> Result<settings::Settings, settings::SettingsError> {
+        match settings::load(&self.paths.settings()) {
+            Ok(l) => {
+                let note = (!l.unknown_keys.is_empty())
+                    .then(|| format!("unknown keys: {}", l.unknown_keys.join(", ")));
+                *self.settings_note.lock().unwrap_or_else(|p| p.into_inner()) = note;
+                Ok(l.settings)
+            }
+            Err(e) => {
+                *self.settings_note.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    pub fn api_port(&self) -> Option<u16> {
+        self.api_addr.get().copied().flatten().map(|a| a.port())
+    }
+
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.api_addr.get().copied().flatten()
+    }
+
+    fn ledger(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn entries(&self, kind: SessionKind) -> Vec<Entry> {
+        let mut v: Vec<Entry> = self
+            .ledger()
+            .values()
+            .filter(|e| e.kind == kind && e.state != EntryState::Launching)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        v
+    }
+
+    pub fn entry(&self, id: &str) -> Option<Entry> {
+        self.ledger().get(id).cloned()
+    }
+
+    /// Reserves `entry.id`; a resume may take over its own dormant entry.
+    fn begin(&self, entry: Entry, resume: bool) -> bool {
+        let mut l = self.ledger();
+        match l.get(&entry.id) {
+            Some(old) if !(resume && old.state == EntryState::Dormant) => false,
+            _ => {
+                l.insert(entry.id.clone(), entry);
+                true
+            }
+        }
+    }
+
+    fn abort(&self, id: &str) {
+        self.ledger().remove(id);
+    }
+
+    fn started(&self, id: &str, root_pid: u32) -> Entry {
+        let mut l = self.ledger();
+        let e = l.get_mut(id).expect("entry reserved by begin");
+        e.state = EntryState::Running;
+        e.root_pid = Some(root_pid);
+        e.clone()
+    }
+
+    /// Called by the bridge when a shim's Hello names this session.
+    fn bind_root(&self, id: &str, shim_pid: u32) {
+        if let Some(e) = self.ledger().get_mut(id) {
+            e.root_pid = Some(shim_pid);
+        }
+    }
+
+    fn live_roots(&self) -> Vec<u32> {
+        self.ledger()
+            .values()
+            .filter(|e| matches!(e.state, EntryState::Running | EntryState::Launching))
+            .filter_map(|e| e.root_pid)
+            .collect()
+    }
+
+    /// Whether `pid` is a live session root or one of its descendants.
+    pub fn descends_from_session(&self, pid: u32) -> bool {
+        let roots = self.live_roots();
+        if roots.is_empty() {
+            return false;
+        }
+        let mut cur = pid;
+        for _ in 0..4096 {
+            if roots.contains(&cur) {
+                return true;
+            }
+            match parent_of(cur) {
+                Some(p) if p > 1 && p != cur => cur = p,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    fn on_host_event(&self, ev: HostEvent) {
+        let HostEvent::SessionExited {
+            session_id,
+            exit_status,
+            signal,
+            reason,
+            ..
+        } = ev
+        else {
+            return;
+        };
+        let entry = {
+            let mut l = self.ledger();
+            let Some(e) = l.get_mut(&session_id) else {
+                return;
+            };
+            e.state = if e.kind == SessionKind::Claude {
+                EntryState::Dormant
+            } else {
+                EntryState::Exited
+            };
+            e.exit_status = exit_status;
+            e.exit_signal = signal;
+            e.clone()
+        };
+        self.teardown(&entry, reason_name(reason), exit_status, signal);
+    }
+
+    fn teardown(&self, e: &Entry, reason: &str, exit_status: Option<i32>, signal: Option<i32>) {
+        if let Some(p) = &e.profile {
+            let _ = std::fs::remove_file(p);
+        }
+        self.audit.record(&AuditRow {
+            action: "session_end",
+            session_id: Some(e.id.clone()),
+            kind: Some(launch::kind_name(e.kind).into()),
+            project: Some(e.project_id.clone()),
+            template: Some(e.template_id.clone()),
+            outcome: "allowed",
+            error: Some(reason.into()),
+            exit_status,
+            signal,
+            ..Default::default()
+        });
+        self.events.emit(&Event {
+            name: "session.exited",
+            status: Some("ok"),
+            reason: Some(reason.into()),
+            session_id: Some(e.id.clone()),
+            kind: Some(launch::kind_name(e.kind).into()),
+            exit_status,
+            signal,
+            ..Default::default()
+        });
+    }
+
+    /// The host died: its sessions went with it (their ptys and pipes were the host's).
+    fn on_host_death(&self) {
+        let gone: Vec<Entry> = {
+            let mut l = self.ledger();
+            l.values_mut()
+                .filter(|e| e.state == EntryState::Running)
+                .map(|e| {
+                    e.state = if e.kind == SessionKind::Claude {
+                        EntryState::Dormant
+                    } else {
+                        EntryState::Exited
+                    };
+                    e.clone()
+                })
+                .collect()
+        };
+        for e in gone {
+            if let Some(pid) = e.root_pid {
+                // Safety: kill(2) on the session's process group; no memory.
+                unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+            }
+            self.teardown(&e, "host_died", None, None);
+        }
+    }
+}
+
+fn reason_name(r: ExitReason) -> &'static str {
+    match r {
+        ExitReason::Exited => "exited",
+        ExitReason::Signaled => "signaled",
+        ExitReason::Terminated => "terminated",
+        ExitReason::ShimFailed => "shim_failed",
+    }
+}
+
+/// The parent pid from `/proc/<pid>/stat` (Linux). Elsewhere no ancestry is known.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: parse after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn ensure_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The API bearer: created 0600 at open time on first run, read afterwards.
+fn api_token(path: &Path) -> std::io::Result<String> {
+    use std::io::Write;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(mut f) => {
+            let t = random_hex(32);
+            f.write_all(t.as_bytes())?;
+            Ok(t)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok(std::fs::read_to_string(path)?.trim().to_string())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes sure `path` is an empty regular file of mode 0000 owned by us (the bwrap
+/// file mask); anything else there is replaced.
+pub fn ensure_mask(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        let ok = m.file_type().is_file()
+            && m.len() == 0
+            && m.mode() & 0o7777 == 0
+            && m.uid() == nix::unistd::geteuid().as_raw();
+        if ok {
+            return Ok(());
+        }
+        std::fs::remove_file(path)?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(path)?;
+    Ok(())
+}
+
+fn write_atomic_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+fn sibling(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Runs the daemon until SIGTERM/SIGINT.
+pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
+    let home = paths::home_dir().ok_or("HOME is not set")?;
+    let tmp = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| "/tmp".into());
+    let paths = paths::Paths { config: config_dir };
+    ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
+    ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
+    ensure_mask(&paths.mask()).map_err(|e| format!("{}: {e}", paths.mask().display()))?;
+    // Profiles of an earlier run are stale.
+    if let Ok(rd) = std::fs::read_dir(paths.profiles()) {
+        for e in rd.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    // First run: seed settings so everything works out of the box.
+    if !paths.settings().exists() {
+        write_atomic_0600(
+            &paths.settings(),
+            settings::to_pretty(&settings::seed()).as_bytes(),
+        )
+        .map_err(|e| format!("seed {}: {e}", paths.settings().display()))?;
+    }
+    let token = api_token(&paths.api_token())
+        .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
+    let host = Arc::new(hostlink::HostLink::new(
+        paths.host_state(),
+        sibling("relay-sessions"),
+        sibling("relay-shim"),
+        paths.bridge(),
+    ));
+    let daemon = Arc::new(Daemon {
+        audit: Audit::new(paths.audit()),
+        events: Events::new(paths.events()),
+        paths,
+        home,
+        tmp,
+        host: host.clone(),
+        bridge: bridge::Pending::default(),
+        api_token: token,
+        ledger: Mutex::new(HashMap::new()),
+        api_addr: OnceLock::new(),
+        settings_note: Mutex::new(None),
+    });
+    let initial = daemon.load_settings();
+    if let Err(e) = &initial {
+        eprintln!("relay: {e} (launches are refused until it is fixed)");
+    }
+    if let Some(note) = daemon
+        .settings_note
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+    {
+        eprintln!("relay: settings: {note}");
+    }
+    let listen = initial
+        .as_ref()
+        .map(|s| s.api.listen.clone())
+        .unwrap_or_default();
+
+    bridge::serve(daemon.clone(), &daemon.paths.bridge())
+        .await
+        .map_err(|e| format!("bridge socket: {e}"))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let d1 = daemon.clone();
+    let d2 = daemon.clone();
+    let supervisor = tokio::spawn(host.clone().supervise(
+        move |ev| d1.on_host_event(ev),
+        move || d2.on_host_death(),
+        stop_rx,
+    ));
+    host.wait_live(std::time::Duration::from_secs(10))
+        .await
+        .ok_or("the session host did not start")?;
+
+    let unix = api::bind_unix(&daemon.paths.socket())
+        .map_err(|e| format!("{}: {e}", daemon.paths.socket().display()))?;
+    let tcp = if listen.is_empty() {
+        None
+    } else {
+        Some(
+            tokio::net::TcpListener::bind(&listen)
+                .await
+                .map_err(|e| format!("api.listen {listen}: {e}"))?,
+        )
+    };
+    let addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+    let _ = daemon.api_addr.set(addr);
+    tokio::spawn(api::serve_unix(daemon.clone(), unix));
+    if let Some(l) = tcp {
+        tokio::spawn(api::serve_tcp(daemon.clone(), l));
+    }
+    let ready = serde_json::json!({
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "config_dir": daemon.paths.config,
+        "socket": daemon.paths.socket(),
+        "api": addr.map(|a| a.to_string()),
+    });
+    write_atomic_0600(&daemon.paths.ready(), format!("{ready}\n").as_bytes())
+        .map_err(|e| format!("ready.json: {e}"))?;
+    println!("{}", daemon.paths.ready().display());
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    // End every session: the host terminates them all when its stdin closes.
+    let _ = stop_tx.send(true);
+    host.shutdown();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), supervisor).await;
+    let _ = std::fs::remove_file(daemon.paths.ready());
+    let _ = std::fs::remove_file(daemon.paths.socket());
+    let _ = std::fs::remove_file(daemon.paths.bridge());
+    Ok(())
+}

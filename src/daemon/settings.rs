@@ -1,0 +1,451 @@
+//! `settings.json`: the shape, the defaults (in one place), parsing with unknown keys
+//! reported, and the first-run seed. Settings are read fresh for every launch and never
+//! cached across launches: a fixed file takes effect at the next launch.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const FILE_NAME: &str = "settings.json";
+pub const SETTINGS_MAX_BYTES: u64 = 1024 * 1024;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Path of the file holding the long-lived Claude token. Empty: unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub claude_token_file: String,
+    #[serde(default)]
+    pub projects: Vec<Project>,
+    #[serde(default)]
+    pub terminal_templates: Vec<Template>,
+    #[serde(default)]
+    pub session_sandbox: SessionSandbox,
+    #[serde(default)]
+    pub api: Api,
+    /// The `claude` binary for provider sessions (a name looked up in PATH, or a path).
+    #[serde(
+        default = "default_claude_path",
+        skip_serializing_if = "is_default_claude_path"
+    )]
+    pub claude_path: String,
+}
+
+fn default_claude_path() -> String {
+    "claude".into()
+}
+
+fn is_default_claude_path(s: &String) -> bool {
+    s == "claude"
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Project {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub path: String,
+    /// `[]` none, `["*"]` all.
+    #[serde(default)]
+    pub allowed_templates: Vec<String>,
+}
+
+impl Project {
+    pub fn allows(&self, template: &str) -> bool {
+        self.allowed_templates
+            .iter()
+            .any(|t| t == "*" || t == template)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Absent means sandboxed; only `false` opts out.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub sandbox: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_write: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Seatbelt,
+    Bwrap,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSandbox {
+    /// Loopback ports no sandboxed session may connect to (relay's API port is added).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_loopback_ports: Vec<u16>,
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub backend: BackendChoice,
+    /// The Seatbelt launcher (`/usr/bin/sandbox-exec` when empty); a test seam.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seatbelt_launcher: String,
+    /// The bubblewrap binary (`/usr/bin/bwrap` when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bwrap_launcher: String,
+    /// Network for sandboxed sessions: `true` cuts it off entirely.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub network_off: bool,
+}
+
+fn is_auto(b: &BackendChoice) -> bool {
+    *b == BackendChoice::Auto
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Api {
+    /// Loopback TCP address for HTTP clients (`127.0.0.1:PORT`); empty: unix socket only.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub listen: String,
+}
+
+/// A settings file that cannot be used, naming the file and the problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingsError {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+impl std::fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.problem)
+    }
+}
+
+pub struct Loaded {
+    pub settings: Settings,
+    /// Unknown keys, as dotted paths; reported, not fatal.
+    pub unknown_keys: Vec<String>,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "claude_token_file",
+    "projects",
+    "terminal_templates",
+    "session_sandbox",
+    "api",
+    "claude_path",
+];
+const PROJECT_KEYS: &[&str] = &["id", "name", "path", "allowed_templates"];
+const TEMPLATE_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "command",
+    "args",
+    "env",
+    "sandbox",
+    "read",
+    "read_write",
+    "deny",
+];
+const SANDBOX_KEYS: &[&str] = &[
+    "denied_loopback_ports",
+    "backend",
+    "seatbelt_launcher",
+    "bwrap_launcher",
+    "network_off",
+];
+const API_KEYS: &[&str] = &["listen"];
+
+fn unknown_in(v: &Value, known: &[&str], prefix: &str, out: &mut Vec<String>) {
+    if let Some(obj) = v.as_object() {
+        for k in obj.keys() {
+            if !known.contains(&k.as_str()) {
+                out.push(format!("{prefix}{k}"));
+            }
+        }
+    }
+}
+
+pub fn unknown_keys(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    unknown_in(v, TOP_KEYS, "", &mut out);
+    if let Some(ps) = v.get("projects").and_then(Value::as_array) {
+        for (i, p) in ps.iter().enumerate() {
+            unknown_in(p, PROJECT_KEYS, &format!("projects[{i}]."), &mut out);
+        }
+    }
+    if let Some(ts) = v.get("terminal_templates").and_then(Value::as_array) {
+        for (i, t) in ts.iter().enumerate() {
+            unknown_in(
+                t,
+                TEMPLATE_KEYS,
+                &format!("terminal_templates[{i}]."),
+                &mut out,
+            );
+        }
+    }
+    if let Some(s) = v.get("session_sandbox") {
+        unknown_in(s, SANDBOX_KEYS, "session_sandbox.", &mut out);
+    }
+    if let Some(a) = v.get("api") {
+        unknown_in(a, API_KEYS, "api.", &mut out);
+    }
+    out
+}
+
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, SettingsError> {
+    let err = |problem: String| SettingsError {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        err(format!(
+            "not valid JSON at line {} column {}: {}",
+            e.line(),
+            e.column(),
+            e
+        ))
+    })?;
+    if !value.is_object() {
+        return Err(err("the top level must be a JSON object".into()));
+    }
+    let unknown = unknown_keys(&value);
+    let settings: Settings = serde_json::from_value(value).map_err(|e| err(e.to_string()))?;
+    validate(&settings).map_err(err)?;
+    Ok(Loaded {
+        settings,
+        unknown_keys: unknown,
+    })
+}
+
+fn validate(s: &Settings) -> Result<(), String> {
+    let mut ids = std::collections::HashSet::new();
+    for p in &s.projects {
+        if p.id.is_empty() {
+            return Err("a project has an empty id".into());
+        }
+        if !ids.insert(&p.id) {
+            return Err(format!("project id {:?} appears twice", p.id));
+        }
+        if !(p.path.starts_with('/') || p.path == "~" || p.path.starts_with("~/")) {
+            return Err(format!(
+                "project {:?}: path {:?} must be absolute or start with ~/",
+                p.id, p.path
+            ));
+        }
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in &s.terminal_templates {
+        if t.id.is_empty() {
+            return Err("a terminal template has an empty id".into());
+        }
+        if !ids.insert(&t.id) {
+            return Err(format!("terminal template id {:?} appears twice", t.id));
+        }
+        if t.command.is_empty() {
+            return Err(format!("terminal template {:?} has an empty command", t.id));
+        }
+    }
+    if !s.api.listen.is_empty() {
+        let addr: std::net::SocketAddr = s.api.listen.parse().map_err(|_| {
+            format!(
+                "api.listen {:?} is not an address like 127.0.0.1:4850",
+                s.api.listen
+            )
+        })?;
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "api.listen {:?} must be a loopback address",
+                s.api.listen
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Reads and parses the file. A missing file is reported as such (the caller seeds it
+/// on first run).
+pub fn load(path: &Path) -> Result<Loaded, SettingsError> {
+    let err = |problem: String| SettingsError {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    if meta.len() > SETTINGS_MAX_BYTES {
+        return Err(err(format!("larger than {SETTINGS_MAX_BYTES} bytes")));
+    }
+    let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    parse(path, &bytes)
+}
+
+/// The first-run settings: a `shell` and a `claude-code` template and a project for
+/// the home folder that allows both.
+pub fn seed() -> Settings {
+    Settings {
+        claude_token_file: String::new(),
+        projects: vec![Project {
+            id: "home".into(),
+            name: "Home".into(),
+            path: "~".into(),
+            allowed_templates: vec!["*".into()],
+        }],
+        terminal_templates: vec![
+            Template {
+                id: "shell".into(),
+                name: "Shell".into(),
+                command: "/bin/sh".into(),
+                args: vec![],
+                env: BTreeMap::new(),
+                sandbox: true,
+                read: vec![],
+                read_write: vec![],
+                deny: vec![],
+            },
+            Template {
+                id: crate::protocol::CLAUDE_CODE_TEMPLATE.into(),
+                name: "Claude Code".into(),
+                command: "claude".into(),
+                args: vec![],
+                env: BTreeMap::new(),
+                sandbox: true,
+                read: vec![],
+                read_write: vec![],
+                deny: vec![],
+            },
+        ],
+        session_sandbox: SessionSandbox::default(),
+        api: Api::default(),
+        claude_path: default_claude_path(),
+    }
+}
+
+pub fn to_pretty(s: &Settings) -> String {
+    let mut text = serde_json::to_string_pretty(s).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    text
+}
+
+/// Checks the `claude_token_file` value: empty (unset), absolute or `~/`-prefixed.
+pub fn token_file_path(value: &str, home: &Path) -> Result<Option<PathBuf>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if let Some(rest) = value.strip_prefix("~/") {
+        if rest.is_empty() {
+            return Err(format!(
+                "claude_token_file {value:?} must name a file, absolute or starting with ~/"
+            ));
+        }
+        return Ok(Some(home.join(rest)));
+    }
+    if value.starts_with('/') {
+        return Ok(Some(PathBuf::from(value)));
+    }
+    Err(format!(
+        "claude_token_file {value:?} must be an absolute path or start with ~/"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_file_parses_without_unknown_keys() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("settings.example.json");
+        let loaded = load(&path).expect("settings.example.json parses");
+        assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
+        assert_eq!(
+            loaded.settings.claude_token_file,
+            "~/.config/claude-ltt/token"
+        );
+    }
+
+    #[test]
+    fn seed_round_trips_byte_identical_and_never_writes_an_unset_token_key() {
+        let text = to_pretty(&seed());
+        assert!(!text.contains("claude_token_file"), "{text}");
+        let loaded = parse(Path::new("/x/settings.json"), text.as_bytes()).unwrap();
+        assert_eq!(to_pretty(&loaded.settings), text);
+        // A user's file without the key stays byte-identical when written back.
+        let fixture = include_str!("testdata/settings-no-token.json");
+        let loaded = parse(Path::new("/x/settings.json"), fixture.as_bytes()).unwrap();
+        assert_eq!(to_pretty(&loaded.settings), fixture);
+    }
+
+    #[test]
+    fn malformed_and_unknown_keys() {
+        let p = Path::new("/cfg/settings.json");
+        let e = parse(p, b"{\"projects\": [").err().unwrap();
+        assert!(
+            e.to_string()
+                .starts_with("/cfg/settings.json: not valid JSON"),
+            "{e}"
+        );
+        let e = parse(p, br#"{"projects":[{"id":"a","path":"rel"}]}"#)
+            .err()
+            .unwrap();
+        assert!(e.problem.contains("must be absolute"), "{e}");
+        let l = parse(
+            p,
+            br#"{"colour":"red","api":{"listen":"127.0.0.1:0","tls":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            l.unknown_keys,
+            vec!["colour".to_string(), "api.tls".to_string()]
+        );
+        let e = parse(p, br#"{"api":{"listen":"0.0.0.0:80"}}"#)
+            .err()
+            .unwrap();
+        assert!(e.problem.contains("loopback"), "{e}");
+    }
+
+    #[test]
+    fn token_setting_values() {
+        let home = Path::new("/home/ada");
+        assert_eq!(token_file_path("", home), Ok(None));
+        assert_eq!(
+            token_file_path("~/.config/t", home),
+            Ok(Some(PathBuf::from("/home/ada/.config/t")))
+        );
+        assert_eq!(
+            token_file_path("/etc/t", home),
+            Ok(Some(PathBuf::from("/etc/t")))
+        );
+        for bad in ["token", "./t", "~", "~/", "~bob/t"] {
+            let e = token_file_path(bad, home).unwrap_err();
+            assert!(e.contains("claude_token_file") && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn sandbox_false_is_the_only_opt_out() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(p, br#"{"terminal_templates":[{"id":"a","command":"x"},{"id":"b","command":"x","sandbox":false}]}"#).unwrap();
+        assert!(l.settings.terminal_templates[0].sandbox);
+        assert!(!l.settings.terminal_templates[1].sandbox);
+    }
+}
