@@ -3,6 +3,7 @@
 //! host's `ready` line, its events and exits, never sleeps. An instance stops on drop
 //! and keeps its folder when the test failed.
 
+pub mod daemon;
 pub mod wait;
 
 use std::collections::HashMap;
@@ -100,6 +101,11 @@ pub fn http(
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
     parse_response(&raw)
+}
+
+/// Status and body of a raw HTTP/1.1 answer.
+pub fn parse_response_pub(raw: &[u8]) -> (u16, Vec<u8>) {
+    parse_response(raw)
 }
 
 fn parse_response(raw: &[u8]) -> (u16, Vec<u8>) {
@@ -533,6 +539,11 @@ impl Drop for Instance {
             }
         }
     }
+}
+
+/// Calls `f` for every regular file under `dir`.
+pub fn walk_files(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    walk(dir, f)
 }
 
 fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {

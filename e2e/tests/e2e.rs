@@ -2,6 +2,9 @@
 //! Seatbelt code path through the fake `sandbox-exec`). Run as root, as CI does.
 //! Every test that handles a token asserts that its bytes appear nowhere it captured.
 
+#[path = "e2e/token_contract.rs"]
+mod token_contract;
+
 use std::path::{Path, PathBuf};
 
 use relay::protocol::{Backend, LaunchRequest, PtySize, Secret, SessionKind};

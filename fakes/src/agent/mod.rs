@@ -3,7 +3,9 @@
 //! Every launch first appends one start line to `$TMPDIR/fakeagent-calls.jsonl`
 //! ([`start`]), then answers turns: headless stream-json when argv holds
 //! `--input-format stream-json` ([`stream_json`]), otherwise line by line on a terminal
-//! ([`interactive`]). What a turn answers is in [`reply`].
+//! ([`interactive`]). What a turn answers is in [`reply`]. `fakeagent auth status`
+//! prints `{"loggedIn": …, "authMethod": …}` as Claude Code does, true when a token was
+//! read from the descriptor, and exits.
 
 pub mod interactive;
 pub mod reply;
@@ -25,7 +27,10 @@ pub fn run() -> ! {
     let argv: Vec<String> = std::env::args_os()
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
-    let line = start::StartLine::capture(fds, argv.clone()).to_json();
+    let captured = start::StartLine::capture(fds, argv.clone());
+    let logged_in =
+        matches!(captured.token, Some(start::TokenRead::Read { bytes, .. }) if bytes > 0);
+    let line = captured.to_json();
     let log = crate::call_log::tmp_dir().join(start::CALL_LOG);
     if let Err(err) = crate::call_log::append_line(&log, &line) {
         let _ = writeln!(io::stderr(), "fakeagent: call log {}: {err}", log.display());
@@ -38,6 +43,16 @@ pub fn run() -> ! {
         writeln!(out, "{VERSION_LINE}")
             .and_then(|()| out.flush())
             .map(|()| 0)
+    } else if args.len() >= 2 && args[0] == "auth" && args[1] == "status" {
+        // Like `claude auth status`: the login state, from the descriptor alone.
+        let mut out = io::stdout().lock();
+        let method = if logged_in { "oauth_token" } else { "none" };
+        writeln!(
+            out,
+            "{{\"loggedIn\": {logged_in}, \"authMethod\": \"{method}\"}}"
+        )
+        .and_then(|()| out.flush())
+        .map(|()| if logged_in { 0 } else { 1 })
     } else if is_stream_json(args) {
         let session = stream_json::Session::for_this_process();
         stream_json::run(io::stdin().lock(), &mut io::stdout().lock(), &session)

@@ -1,0 +1,445 @@
+//! A whole relay instance for the daemon tests: `relay serve` from `target/` with its
+//! own config dir, HOME, TMPDIR and a `127.0.0.1:0` API port, waited on through the
+//! ready.json path it prints first and through its events, stopped on drop (SIGTERM),
+//! its folder kept when the test failed. The fake agent is installed as `claude` in
+//! the instance's `~/.local/bin`.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::{bin, http, wait, WAIT};
+
+/// The token setting the suite uses (proving `~/` expansion).
+pub const TOKEN_SETTING: &str = "~/.config/acme-ltt/token";
+
+pub struct RelayOptions {
+    pub settings: Value,
+    /// Run the daemon (and every CLI call) as this unprivileged uid/gid.
+    pub uid: Option<u32>,
+}
+
+pub struct Relay {
+    dir: Option<tempfile::TempDir>,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub config: PathBuf,
+    pub tmp: PathBuf,
+    pub project: PathBuf,
+    bin_dir: PathBuf,
+    uid: Option<u32>,
+    child: Option<Child>,
+    pub ready: Value,
+    output: Arc<Mutex<Vec<u8>>>,
+    cursor: Mutex<u64>,
+    seen: Mutex<Vec<Value>>,
+}
+
+/// The settings the suite starts from: one project at `~/project` allowing every
+/// template, a `claude-code` template (the fake agent, also reading `~/.config`), a
+/// `shell` and a `tool` template.
+pub fn base_settings(token_setting: Option<&str>) -> Value {
+    let mut v = json!({
+        "projects": [{"id": "p1", "name": "Project One", "path": "~/project", "allowed_templates": ["*"]}],
+        "terminal_templates": [
+            {"id": "claude-code", "name": "Claude Code", "command": "claude", "read": ["~/.config"]},
+            {"id": "shell", "name": "Shell", "command": "/bin/sh"},
+        ],
+        "api": {"listen": "127.0.0.1:0"},
+    });
+    if let Some(t) = token_setting {
+        v["claude_token_file"] = json!(t);
+    }
+    v
+}
+
+pub struct Cli {
+    pub status: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Relay {
+    pub fn start(settings: Value) -> Relay {
+        Self::start_with(RelayOptions {
+            settings,
+            uid: None,
+        })
+    }
+
+    pub fn start_with(opts: RelayOptions) -> Relay {
+        let mut r = Self::prepare(opts.uid);
+        if !opts.settings.is_null() {
+            r.write_settings(&opts.settings);
+        }
+        r.launch_daemon();
+        r
+    }
+
+    /// The folders and binaries, without starting anything.
+    pub fn prepare(uid: Option<u32>) -> Relay {
+        let base = std::env::var_os("RELAY_E2E_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&base).ok();
+        let dir = tempfile::Builder::new()
+            .prefix("relay-e2e-d-")
+            .tempdir_in(&base)
+            .expect("instance dir");
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        let config = root.join("config");
+        let tmp = root.join("tmp");
+        let project = home.join("project");
+        let local_bin = home.join(".local/bin");
+        for d in [&home, &config, &tmp, &project, &local_bin] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // The fake agent is the instance's `claude`.
+        std::fs::copy(bin("fakeagent"), local_bin.join("claude")).unwrap();
+        // The binaries, copied so that an unprivileged instance can run them too.
+        let bin_dir = root.join("bin");
+        std::fs::create_dir_all(&bin_dir).unwrap();
+        for b in ["relay", "relay-sessions", "relay-shim"] {
+            std::fs::copy(bin(b), bin_dir.join(b)).unwrap();
+        }
+        if let Some(uid) = uid {
+            chown_tree(&root, uid);
+        }
+        Relay {
+            dir: Some(dir),
+            root,
+            home,
+            config,
+            tmp,
+            project,
+            bin_dir,
+            uid,
+            child: None,
+            ready: Value::Null,
+            output: Arc::default(),
+            cursor: Mutex::new(0),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            self.home.join(".local/bin").display()
+        );
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("TMPDIR", &self.tmp)
+            .env("PATH", path)
+            .env("LANG", "C.UTF-8")
+            .current_dir(&self.project);
+        if let Some(uid) = self.uid {
+            // std drops the supplementary groups itself when root sets a uid.
+            cmd.uid(uid).gid(uid);
+        }
+    }
+
+    pub fn launch_daemon(&mut self) {
+        let mut cmd = Command::new(self.bin_dir.join("relay"));
+        cmd.arg("--config-dir").arg(&self.config).arg("serve");
+        self.env(&mut cmd);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn relay serve");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let out = self.output.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut first = true;
+            loop {
+                let mut line = String::new();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        out.lock().unwrap().extend_from_slice(line.as_bytes());
+                        if first {
+                            let _ = tx.send(line.trim().to_string());
+                            first = false;
+                        }
+                    }
+                }
+            }
+        });
+        let out = self.output.clone();
+        std::thread::spawn(move || {
+            let mut r = stderr;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = r.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                out.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let ready_path = match rx.recv_timeout(WAIT) {
+            Ok(p) => p,
+            Err(_) => panic!(
+                "relay serve printed no ready path; output:\n{}",
+                self.output_text()
+            ),
+        };
+        assert_eq!(PathBuf::from(&ready_path), self.config.join("ready.json"));
+        self.ready = serde_json::from_slice(&std::fs::read(&ready_path).expect("ready.json"))
+            .expect("ready.json parses");
+        self.child = Some(child);
+    }
+
+    pub fn output_text(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap()).into_owned()
+    }
+
+    pub fn output(&self) -> Vec<u8> {
+        self.output.lock().unwrap().clone()
+    }
+
+    pub fn write_settings(&self, v: &Value) {
+        let p = self.config.join("settings.json");
+        std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+        if let Some(uid) = self.uid {
+            std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+        }
+    }
+
+    /// `<home>/.config/acme-ltt/token`, 0600, with a trailing newline.
+    pub fn write_token(&self, token: &str) -> PathBuf {
+        let dir = self.home.join(".config/acme-ltt");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        let tmp = dir.join(".token.new");
+        std::fs::write(&tmp, format!("{token}\n")).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if let Some(uid) = self.uid {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+            std::os::unix::fs::chown(&tmp, Some(uid), Some(uid)).unwrap();
+        }
+        std::fs::rename(&tmp, &path).unwrap();
+        path
+    }
+
+    pub fn token_path(&self) -> PathBuf {
+        self.home.join(".config/acme-ltt/token")
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Cli {
+        let mut cmd = Command::new(self.bin_dir.join("relay"));
+        cmd.arg("--config-dir").arg(&self.config).args(args);
+        self.env(&mut cmd);
+        cmd.stdin(Stdio::null());
+        let out: Output = cmd.output().expect("run relay");
+        Cli {
+            status: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// A CLI call that must succeed with `--json`: its one line, parsed.
+    pub fn cli_json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let out = self.cli(&a);
+        assert_eq!(out.status, 0, "relay {args:?} failed: {}", out.stderr);
+        assert_eq!(
+            out.stdout.lines().count(),
+            1,
+            "--json prints one line: {:?}",
+            out.stdout
+        );
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("relay {args:?}: {e}: {}", out.stdout))
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.config.join("relay.sock")
+    }
+
+    /// One API request over the unix socket (as the instance's uid).
+    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, Vec<u8>) {
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+        let (status, raw) = match self.uid {
+            None => http(&self.socket(), method, path, None, bytes.as_deref()),
+            Some(_) => self.http_as_uid(method, path, bytes.as_deref()),
+        };
+        (
+            status,
+            serde_json::from_slice(&raw).unwrap_or(Value::Null),
+            raw,
+        )
+    }
+
+    fn http_as_uid(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Vec<u8>) {
+        let body = body.unwrap_or(b"");
+        let script = r#"
+import socket, sys
+sock, method, path = sys.argv[1], sys.argv[2], sys.argv[3]
+body = sys.stdin.buffer.read()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sock)
+head = f"{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+s.sendall(head.encode() + body)
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    data += c
+sys.stdout.buffer.write(data)
+"#;
+        let mut cmd = Command::new("python3");
+        cmd.arg("-c")
+            .arg(script)
+            .arg(self.socket())
+            .arg(method)
+            .arg(path);
+        self.env(&mut cmd);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        let mut child = cmd.spawn().expect("python3");
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(body).unwrap();
+        let out = child.wait_with_output().unwrap();
+        crate::parse_response_pub(&out.stdout)
+    }
+
+    /// Waits for the first event (after those already consumed) matching `pred`.
+    pub fn wait_event(&self, pred: impl Fn(&Value) -> bool) -> Value {
+        {
+            let mut seen = self.seen.lock().unwrap();
+            if let Some(i) = seen.iter().position(&pred) {
+                return seen.remove(i);
+            }
+        }
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no matching event within {WAIT:?}; output:\n{}",
+                self.output_text()
+            );
+            let after = *self.cursor.lock().unwrap();
+            let wait_ms = left.as_millis().min(5_000);
+            let (status, v, _) = self.api(
+                "GET",
+                &format!("/api/events?after={after}&wait_ms={wait_ms}"),
+                None,
+            );
+            assert_eq!(status, 200, "events: {v}");
+            let mut found = None;
+            for ev in v["events"].as_array().cloned().unwrap_or_default() {
+                *self.cursor.lock().unwrap() = ev["seq"].as_u64().unwrap_or(after);
+                if found.is_none() && pred(&ev) {
+                    found = Some(ev);
+                } else {
+                    self.seen.lock().unwrap().push(ev);
+                }
+            }
+            if let Some(ev) = found {
+                return ev;
+            }
+        }
+    }
+
+    pub fn wait_exited(&self, id: &str) -> Value {
+        self.wait_event(|e| e["name"] == "session.exited" && e["session_id"] == id)
+    }
+
+    /// All events so far, as the API has them.
+    pub fn all_events(&self) -> Vec<Value> {
+        let (_, v, _) = self.api("GET", "/api/events?after=0", None);
+        v["events"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Every fakeagent start line of this instance (each session has its own TMPDIR).
+    pub fn start_lines(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(&self.tmp) {
+            for e in rd.flatten() {
+                out.extend(crate::read_jsonl(&e.path().join("fakeagent-calls.jsonl")));
+            }
+        }
+        out
+    }
+
+    pub fn start_line(&self, id: &str) -> Value {
+        let lines = self.start_lines();
+        lines
+            .iter()
+            .find(|l| l["env"]["RELAY_SESSION_ID"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no start line for {id} in {lines:?}"))
+    }
+
+    pub fn audit_rows(&self) -> Vec<Value> {
+        crate::read_jsonl(&self.config.join("audit.jsonl"))
+    }
+
+    /// SIGTERM, then wait for the exit.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        // Safety: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        match wait::child_within(&mut child, Duration::from_secs(20)) {
+            Some(st) => Some(st),
+            None => {
+                let _ = child.kill();
+                child.wait().ok()
+            }
+        }
+    }
+
+    pub fn all_files(&self, skip: &[&Path]) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        crate::walk_files(&self.root, &mut |p| {
+            if !skip.contains(&p) {
+                if let Ok(b) = std::fs::read(p) {
+                    out.push((p.to_path_buf(), b));
+                }
+            }
+        });
+        out
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("e2e: instance kept at {}", dir.keep().display());
+            }
+        } else if let Some(uid) = self.uid {
+            // Files the unprivileged daemon made are removed by root either way.
+            let _ = uid;
+        }
+    }
+}
+
+fn chown_tree(root: &Path, uid: u32) {
+    std::os::unix::fs::chown(root, Some(uid), Some(uid)).unwrap();
+    if let Ok(rd) = std::fs::read_dir(root) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                chown_tree(&p, uid);
+            } else {
+                std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+            }
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! The token contract suite: `claude_token_file` through the real daemon, host, shim
+//! and bwrap, from the CLI and the API. Each test has its own instance and its own
+//! fake token; every test checks that the token's bytes appear nowhere they must not.
+
+use std::path::{Path, PathBuf};
+
+use relay_e2e::daemon::{base_settings, Relay, RelayOptions, TOKEN_SETTING};
+use relay_e2e::{assert_absent, fake_token, sha256_hex};
+use serde_json::{json, Value};
+
+const FD_VAR: &str = "CLAUDE_CODE_OAUTH_TOKEN_FILE_DESCRIPTOR";
+
+fn start_session(r: &Relay) -> (String, Vec<u8>) {
+    let (status, v, raw) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    assert_eq!(status, 201, "session start: {v}");
+    (v["id"].as_str().unwrap().to_string(), raw)
+}
+
+fn turn(r: &Relay, id: &str, text: &str) -> String {
+    let (status, v, _) = r.api(
+        "POST",
+        &format!("/api/sessions/{id}/message"),
+        Some(&json!({"text": text})),
+    );
+    assert_eq!(status, 200, "message: {v}");
+    v["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// `relay terminal start … --extra-arg auth --extra-arg status --json`: the fake agent
+/// writes its start line, prints its login state and exits.
+fn auth_status_terminal(r: &Relay, template: &str) -> Value {
+    let v = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        template,
+        "--extra-arg",
+        "auth",
+        "--extra-arg",
+        "status",
+    ]);
+    let id = v["id"].as_str().unwrap().to_string();
+    r.wait_exited(&id);
+    v
+}
+
+fn with_template_env(mut s: Value, template: &str, env: Value) -> Value {
+    for t in s["terminal_templates"].as_array_mut().unwrap() {
+        if t["id"] == template {
+            t["env"] = env.clone();
+        }
+    }
+    s
+}
+
+fn assert_token_nowhere(r: &Relay, token: &str, token_path: &Path, extra: &[(&str, &[u8])]) {
+    assert_absent(&r.output(), token, "the daemon's stdout/stderr");
+    for (path, bytes) in r.all_files(&[token_path]) {
+        assert_absent(&bytes, token, &path.display().to_string());
+    }
+    for (place, bytes) in extra {
+        assert_absent(bytes, token, place);
+    }
+}
+
+#[test]
+fn t01_setting_empty_session_has_no_token_terminal_keeps_template_value() {
+    let s = with_template_env(base_settings(None), "shell", json!({}));
+    let mut s = s;
+    s["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "tool", "command": "claude", "env": {FD_VAR: "9"}}));
+    let r = Relay::start(s);
+    let (id, _) = start_session(&r);
+    assert_eq!(turn(&r, &id, "hi"), "echo: hi");
+    let line = r.start_line(&id);
+    assert!(line["env"].get(FD_VAR).is_none(), "{line}");
+    assert!(line.get("token_sha256").is_none(), "{line}");
+    let t = auth_status_terminal(&r, "tool");
+    let line = r.start_line(t["id"].as_str().unwrap());
+    assert_eq!(line["env"][FD_VAR], "9", "{line}");
+}
+
+#[test]
+fn t02_sandboxed_session_gets_the_token_on_fd5_after_its_hello() {
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.write_token(&token);
+    let (id, raw) = start_session(&r);
+    assert_eq!(turn(&r, &id, "hello"), "echo: hello");
+    let line = r.start_line(&id);
+    assert_eq!(line["env"][FD_VAR], "5", "{line}");
+    assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()), "{line}");
+    assert_eq!(line["fds"], json!([0, 1, 2, 5]), "{line}");
+    let list = r.cli_json(&["session", "list"]);
+    assert_eq!(list["sessions"][0]["token_passed"], true);
+    assert_token_nowhere(&r, &token, &path, &[("the 201 body", &raw)]);
+}
+
+#[test]
+fn t03_claude_code_terminal_gets_the_token_on_fd5() {
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.write_token(&token);
+    let v = auth_status_terminal(&r, "claude-code");
+    let id = v["id"].as_str().unwrap();
+    let line = r.start_line(id);
+    assert_eq!(line["env"][FD_VAR], "5", "{line}");
+    assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()), "{line}");
+    let log = r.cli_json(&["terminal", "log", "--id", id]);
+    assert!(
+        log["log"].as_str().unwrap().contains("\"loggedIn\": true"),
+        "{log}"
+    );
+    assert_token_nowhere(
+        &r,
+        &token,
+        &path,
+        &[("the log", log.to_string().as_bytes())],
+    );
+}
+
+#[test]
+fn t04_a_rewritten_token_file_reaches_the_next_launch_without_restart() {
+    let first = fake_token();
+    let second = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.write_token(&first);
+    let (a, _) = start_session(&r);
+    turn(&r, &a, "one");
+    r.write_token(&second);
+    let (b, _) = start_session(&r);
+    turn(&r, &b, "two");
+    assert_eq!(
+        r.start_line(&a)["token_sha256"],
+        sha256_hex(first.as_bytes())
+    );
+    assert_eq!(
+        r.start_line(&b)["token_sha256"],
+        sha256_hex(second.as_bytes())
+    );
+    // A resume reads the file again too.
+    let third = fake_token();
+    assert_eq!(r.cli(&["session", "stop", "--id", &a]).status, 0);
+    r.write_token(&third);
+    let resumed = r.cli_json(&["session", "resume", "--id", &a]);
+    assert_eq!(resumed["state"], "running", "{resumed}");
+    turn(&r, &a, "three");
+    let shas: Vec<Value> = r
+        .start_lines()
+        .into_iter()
+        .filter(|l| l["env"]["RELAY_SESSION_ID"] == a.as_str())
+        .map(|l| l["token_sha256"].clone())
+        .collect();
+    assert_eq!(
+        shas,
+        vec![
+            json!(sha256_hex(first.as_bytes())),
+            json!(sha256_hex(third.as_bytes()))
+        ]
+    );
+    assert!(r
+        .audit_rows()
+        .iter()
+        .any(|row| row["action"] == "session_resume" && row["outcome"] == "allowed"));
+    for t in [&first, &second, &third] {
+        assert_token_nowhere(&r, t, &path, &[]);
+    }
+}
+
+#[test]
+fn t05_the_token_is_in_no_answer_listing_audit_event_or_file() {
+    let token = fake_token();
+    let mut r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.write_token(&token);
+    let (id, session_body) = start_session(&r);
+    let reply = turn(&r, &id, "a turn");
+    let term = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "claude-code",
+        "--extra-arg",
+        "auth",
+        "--extra-arg",
+        "status",
+    ]);
+    r.wait_exited(term["id"].as_str().unwrap());
+    let (_, _, sessions) = r.api("GET", "/api/sessions", None);
+    let terminals = r.cli_json(&["terminal", "list"]);
+    let audit = r.cli_json(&["audit"]);
+    let status = r.cli_json(&["status"]);
+    let (_, _, api_status) = r.api("GET", "/api/status", None);
+    let events: Vec<u8> = serde_json::to_vec(&r.all_events()).unwrap();
+    assert_eq!(status["paths"]["claude_token_file"], TOKEN_SETTING);
+    let lines = r.start_lines();
+    assert!(lines.len() >= 2);
+    for l in &lines {
+        assert_absent(
+            l["argv"].to_string().as_bytes(),
+            &token,
+            "a start line's argv",
+        );
+        assert_absent(
+            l["env"].to_string().as_bytes(),
+            &token,
+            "a start line's environ",
+        );
+    }
+    let stopped = r.stop().expect("daemon ran");
+    assert!(stopped.success(), "relay serve exit: {stopped:?}");
+    assert_token_nowhere(
+        &r,
+        &token,
+        &path,
+        &[
+            ("the session 201", &session_body),
+            ("the turn", reply.as_bytes()),
+            ("the terminal 201", term.to_string().as_bytes()),
+            ("GET /api/sessions", &sessions),
+            (
+                "relay terminal list --json",
+                terminals.to_string().as_bytes(),
+            ),
+            ("relay audit --json", audit.to_string().as_bytes()),
+            ("relay status --json", status.to_string().as_bytes()),
+            ("GET /api/status", &api_status),
+            ("events", &events),
+        ],
+    );
+}
+
+#[test]
+fn t06_a_session_cannot_cat_the_token_although_config_is_granted_read() {
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.write_token(&token);
+    let (id, _) = start_session(&r);
+    let reply = turn(&r, &id, &format!("!sh cat {}", path.display()));
+    assert!(!reply.starts_with("exit: 0"), "{reply}");
+    assert_absent(reply.as_bytes(), &token, "the reply");
+    // The folder itself is readable: the grant works, only the token is denied.
+    let ls = turn(
+        &r,
+        &id,
+        &format!("!sh ls {}", path.parent().unwrap().display()),
+    );
+    assert!(ls.starts_with("exit: 0"), "{ls}");
+    assert_token_nowhere(&r, &token, &path, &[]);
+}
+
+#[test]
+fn t07_another_template_with_home_read_write_cannot_read_the_token() {
+    let token = fake_token();
+    let mut s = base_settings(Some(TOKEN_SETTING));
+    let tp = "$HOME/.config/acme-ltt/token";
+    s["terminal_templates"].as_array_mut().unwrap().push(json!({
+        "id": "home-rw", "command": "/bin/sh", "read_write": ["~"],
+        "args": ["-c", format!("cat \"{tp}\" > \"$TMPDIR/out\"; echo $? > \"$TMPDIR/rc\"")],
+    }));
+    let r = Relay::start(s);
+    let path = r.write_token(&token);
+    let v = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "home-rw",
+    ]);
+    let id = v["id"].as_str().unwrap();
+    r.wait_exited(id);
+    let tmp = r.tmp.join(format!("relay-{id}"));
+    let rc = std::fs::read_to_string(tmp.join("rc")).expect("rc written");
+    assert_ne!(rc.trim(), "0", "cat of the token succeeded");
+    let out = std::fs::read(tmp.join("out")).unwrap_or_default();
+    assert_absent(&out, &token, "out");
+    let log = r.cli(&["terminal", "log", "--id", id]);
+    assert_eq!(log.status, 0);
+    assert_absent(log.stdout.as_bytes(), &token, "relay terminal log");
+    assert_token_nowhere(&r, &token, &path, &[]);
+}
+
+fn assert_refused_with_path(r: &Relay, status: u16, v: &Value, path: &Path) {
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some("sandbox_unavailable")),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains(&path.display().to_string()),
+        "message names the path: {msg}"
+    );
+    let row = r
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|row| row["action"] == "session_launch")
+        .expect("audit row");
+    assert_eq!(row["outcome"], "error", "{row}");
+    assert_eq!(row["code"], "sandbox_unavailable", "{row}");
+    assert!(
+        row["error"]
+            .as_str()
+            .unwrap()
+            .contains(&path.display().to_string()),
+        "{row}"
+    );
+    let ev = r.wait_event(|e| e["name"] == "session.launch" && e["status"] == "error");
+    assert_eq!(ev["code"], "sandbox_unavailable");
+}
+
+#[test]
+fn t08_a_missing_token_file_refuses_the_session_naming_the_path() {
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let (status, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    assert_refused_with_path(&r, status, &v, &r.token_path());
+    assert!(
+        v["error"].as_str().unwrap().contains("does not exist"),
+        "{v}"
+    );
+    assert!(r.start_lines().is_empty(), "a start line was written");
+    // Nothing left behind: no profile.
+    assert_eq!(
+        std::fs::read_dir(r.config.join("profiles"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn t09_an_unreadable_token_file_refuses_the_terminal_naming_the_path() {
+    // As root a mode-000 file is still readable, so this instance runs as `nobody`
+    // and the token file belongs to root with mode 0600.
+    const NOBODY: u32 = 65534;
+    let token = fake_token();
+    let r = Relay::start_with(RelayOptions {
+        settings: base_settings(Some(TOKEN_SETTING)),
+        uid: Some(NOBODY),
+    });
+    let path = r.write_token(&token);
+    std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
+    let probe = std::process::Command::new("python3")
+        .args(["-c", &format!("import os; os.setgid({NOBODY}); os.setgroups([]); os.setuid({NOBODY}); open({:?}).read()", path.display().to_string())])
+        .output()
+        .unwrap();
+    assert!(
+        !probe.status.success(),
+        "the token file is readable by the instance's user"
+    );
+    let (status, v, raw) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "claude-code"})),
+    );
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some("sandbox_unavailable")),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains(&path.display().to_string()) && msg.contains("permission denied"),
+        "{msg}"
+    );
+    let row = r
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|row| row["action"] == "session_launch")
+        .unwrap();
+    assert_eq!(row["outcome"], "error");
+    assert!(row["error"]
+        .as_str()
+        .unwrap()
+        .contains(&path.display().to_string()));
+    assert_token_nowhere(&r, &token, &path, &[("the refusal", &raw)]);
+}
+
+#[test]
+fn t10_a_token_launch_overrides_the_template_value_of_the_variable() {
+    let token = fake_token();
+    let s = with_template_env(
+        base_settings(Some(TOKEN_SETTING)),
+        "claude-code",
+        json!({FD_VAR: "9", "ANTHROPIC_API_KEY": "sk-template"}),
+    );
+    let r = Relay::start(s);
+    let path = r.write_token(&token);
+    let v = auth_status_terminal(&r, "claude-code");
+    let line = r.start_line(v["id"].as_str().unwrap());
+    assert_eq!(line["env"][FD_VAR], "5", "{line}");
+    assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()));
+    assert!(
+        line["env"].get("ANTHROPIC_API_KEY").is_none(),
+        "another sign-in survived: {line}"
+    );
+    assert_token_nowhere(&r, &token, &path, &[]);
+}
+
+#[test]
+fn t11_unsandboxed_claude_code_gets_no_token() {
+    let token = fake_token();
+    let mut s = base_settings(Some(TOKEN_SETTING));
+    s["terminal_templates"][0]["sandbox"] = json!(false);
+    let r = Relay::start(s);
+    let path = r.write_token(&token);
+    let v = auth_status_terminal(&r, "claude-code");
+    let line = r.start_line(v["id"].as_str().unwrap());
+    assert!(line["env"].get(FD_VAR).is_none(), "{line}");
+    assert!(line.get("token_sha256").is_none(), "{line}");
+    assert_token_nowhere(&r, &token, &path, &[]);
+}
+
+#[test]
+fn t12_bad_token_files_refuse_the_launch_and_a_fifo_never_blocks() {
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.token_path();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let real = r.home.join("real-token");
+    type Make<'a> = Box<dyn Fn() + 'a>;
+    let cases: Vec<(&str, Make)> = vec![
+        ("empty", Box::new(|| std::fs::write(&path, "\n").unwrap())),
+        (
+            "larger than 4096",
+            Box::new(|| std::fs::write(&path, "x".repeat(5000)).unwrap()),
+        ),
+        ("not a regular file", Box::new(|| nix_mkfifo(&path))),
+        (
+            "not a regular file",
+            Box::new(|| std::fs::create_dir(&path).unwrap()),
+        ),
+        (
+            "symlink",
+            Box::new(|| {
+                std::fs::write(&real, &token).unwrap();
+                std::os::unix::fs::symlink(&real, &path).unwrap();
+            }),
+        ),
+        (
+            "hard links",
+            Box::new(|| {
+                std::fs::write(&path, &token).unwrap();
+                std::fs::hard_link(&path, r.home.join("second-name")).unwrap();
+            }),
+        ),
+    ];
+    for (reason, make) in cases {
+        clear(&path);
+        let _ = std::fs::remove_file(r.home.join("second-name"));
+        make();
+        let (status, v, raw) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+        assert_refused_with_path(&r, status, &v, &path);
+        assert!(
+            v["error"].as_str().unwrap().contains(reason),
+            "{reason}: {v}"
+        );
+        assert_absent(&raw, &token, "the refusal");
+    }
+    assert!(r.start_lines().is_empty());
+    clear(&path);
+    let _ = std::fs::remove_file(&real);
+    let _ = std::fs::remove_file(r.home.join("second-name"));
+    assert_token_nowhere(&r, &token, &path, &[]);
+}
+
+fn clear(path: &PathBuf) {
+    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_dir(path);
+}
+
+fn nix_mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // Safety: mkfifo with a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
