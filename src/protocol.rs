@@ -273,3 +273,71 @@ mod tests {
         );
     }
 }
+
+/// Framing of an attached terminal stream (after an HTTP upgrade to [`ATTACH_PROTOCOL`]),
+/// the same end to end: CLI ↔ daemon (which only copies bytes) ↔ host.
+/// A frame is one kind byte, a big-endian u32 length, then the payload.
+pub mod attach {
+    pub const ATTACH_PROTOCOL: &str = "relay-attach";
+    /// Host → client: terminal output bytes.
+    pub const OUTPUT: u8 = 1;
+    /// Host → client: the session ended; payload `{"exit_status":…,"signal":…}`.
+    pub const EXIT: u8 = 2;
+    /// Client → host: keystrokes.
+    pub const INPUT: u8 = 1;
+    /// Client → host: the window size, cols then rows, two big-endian u16.
+    pub const RESIZE: u8 = 2;
+    /// Largest payload either side accepts.
+    pub const FRAME_MAX: usize = 1024 * 1024;
+
+    pub fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(5 + payload.len());
+        v.push(kind);
+        v.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    /// Splits complete frames off the front of `buf`.
+    pub fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<(u8, Vec<u8>)>, String> {
+        let mut out = Vec::new();
+        loop {
+            if buf.len() < 5 {
+                return Ok(out);
+            }
+            let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+            if len > FRAME_MAX {
+                return Err(format!("frame of {len} bytes is larger than {FRAME_MAX}"));
+            }
+            if buf.len() < 5 + len {
+                return Ok(out);
+            }
+            let kind = buf[0];
+            let payload = buf[5..5 + len].to_vec();
+            buf.drain(..5 + len);
+            out.push((kind, payload));
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn frames_round_trip_in_pieces() {
+            let mut wire = frame(INPUT, b"ls\r");
+            wire.extend(frame(RESIZE, &[0, 80, 0, 24]));
+            let mut buf = wire[..3].to_vec();
+            assert!(take_frames(&mut buf).unwrap().is_empty());
+            buf.extend_from_slice(&wire[3..]);
+            let got = take_frames(&mut buf).unwrap();
+            assert_eq!(
+                got,
+                vec![(INPUT, b"ls\r".to_vec()), (RESIZE, vec![0, 80, 0, 24])]
+            );
+            assert!(buf.is_empty());
+            let mut huge = vec![1, 0xff, 0xff, 0xff, 0xff];
+            assert!(take_frames(&mut huge).is_err());
+        }
+    }
+}

@@ -22,6 +22,9 @@ pub(crate) const IDENTITY_FD: RawFd = 3;
 pub(crate) enum Command {
     Version,
     Exec(ExecArgs),
+    /// `pty-init -- ARGV`: run inside a bwrap sandbox for a pty session (see
+    /// `crate::ptyinit`).
+    PtyInit(Vec<OsString>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +83,10 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Command, UsageError> {
         None => Err(usage("missing subcommand (expected exec)")),
         Some(Some("--version")) if args.len() == 1 => Ok(Command::Version),
         Some(Some("exec")) => parse_exec(&args[1..]).map(Command::Exec),
+        Some(Some("pty-init")) => match args.get(1).and_then(|a| a.to_str()) {
+            Some("--") if args.len() > 2 => Ok(Command::PtyInit(args[2..].to_vec())),
+            _ => Err(usage("pty-init needs -- ARGV")),
+        },
         Some(other) => Err(usage(format!(
             "unknown subcommand {} (expected exec)",
             other.unwrap_or("<non-UTF-8>")
@@ -263,7 +270,7 @@ mod tests {
         full.extend_from_slice(args);
         match parse(&os(&full))? {
             Command::Exec(e) => Ok(e),
-            Command::Version => panic!("parsed as --version"),
+            Command::Version | Command::PtyInit(_) => panic!("not exec"),
         }
     }
 
@@ -587,7 +594,7 @@ mod tests {
         args.push(raw.clone());
         match parse(&args).unwrap() {
             Command::Exec(e) => assert_eq!(e.argv[1], raw),
-            Command::Version => unreachable!(),
+            Command::Version | Command::PtyInit(_) => unreachable!(),
         }
     }
 }

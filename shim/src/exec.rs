@@ -104,6 +104,7 @@ pub(crate) fn run() -> ! {
             std::process::exit(0)
         }
         Ok(cli::Command::Exec(e)) => e,
+        Ok(cli::Command::PtyInit(argv)) => crate::ptyinit::run(&argv),
         Err(e) => die(format_args!("usage: {e}"), exit_codes::USAGE),
     };
 
@@ -203,6 +204,9 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
 
     // 7. The sandbox launcher.
     let bwrap_args;
+    // A pty session under bwrap starts the target through `relay-shim pty-init`, which
+    // the daemon grants read-only inside the sandbox.
+    let self_exe = std::env::current_exe().and_then(std::fs::canonicalize).ok();
     let wrap = match &args.sandbox {
         None => Wrap::None,
         Some(s) if s.backend == Backend::Seatbelt => Wrap::Seatbelt {
@@ -221,6 +225,7 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
             Wrap::Bwrap {
                 launcher: &s.launcher,
                 args: &bwrap_args,
+                pty_init: if args.pty { self_exe.as_deref() } else { None },
             }
         }
     };

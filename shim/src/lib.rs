@@ -20,6 +20,7 @@ mod exec;
 mod fds;
 mod identity;
 mod json;
+mod ptyinit;
 mod resolve;
 mod spawn;
 mod wrap;

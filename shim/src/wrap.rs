@@ -21,6 +21,8 @@ pub(crate) enum Wrap<'a> {
     Bwrap {
         launcher: &'a Path,
         args: &'a [String],
+        /// With a pty: this shim's own path, run inside as `pty-init -- target…`.
+        pty_init: Option<&'a Path>,
     },
 }
 
@@ -49,11 +51,20 @@ pub(crate) fn command_line(
             full.extend(rest);
             (launcher.to_path_buf(), full)
         }
-        Wrap::Bwrap { launcher, args } => {
-            let mut full: Vec<OsString> = Vec::with_capacity(args.len() + argv.len() + 2);
+        Wrap::Bwrap {
+            launcher,
+            args,
+            pty_init,
+        } => {
+            let mut full: Vec<OsString> = Vec::with_capacity(args.len() + argv.len() + 5);
             full.push(launcher.into());
             full.extend(args.iter().map(OsString::from));
             full.push("--".into());
+            if let Some(init) = pty_init {
+                full.push(init.into());
+                full.push("pty-init".into());
+                full.push("--".into());
+            }
             full.push(resolved.into());
             full.extend(rest);
             (launcher.to_path_buf(), full)
@@ -135,6 +146,7 @@ mod tests {
         let wrap = Wrap::Bwrap {
             launcher: Path::new("/usr/bin/bwrap"),
             args: &args,
+            pty_init: None,
         };
         let (prog, argv) = command_line(wrap, Path::new("/bin/sh"), &os(&["sh", "-c", "id"]));
         assert_eq!(prog, PathBuf::from("/usr/bin/bwrap"));

@@ -1,10 +1,261 @@
 //! `relay sandbox <template>`: start a sandboxed terminal of that template for the
-//! project holding the current directory, and attach this terminal to it.
+//! project holding the current directory, and attach this terminal to it — raw mode,
+//! window size, the tool's exit status. Closing this terminal (SIGHUP) ends the
+//! session. With `--json` the session's output goes to stderr and stdout gets one line
+//! at the end.
 
+use std::io::{IsTerminal, Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
-pub fn run(_config: &Path, _template: &str, _args: &[String], _json: bool) -> ExitCode {
-    eprintln!("error: relay sandbox is not available yet");
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::termios::{self, SetArg, Termios};
+use serde_json::{json, Value};
+
+use super::client::Client;
+use crate::protocol::attach::{self, frame};
+
+fn winsize() -> Option<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // Safety: TIOCGWINSZ fills the winsize we own.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col, ws.ws_row))
+}
+
+fn resize_frame() -> Option<Vec<u8>> {
+    let (c, r) = winsize()?;
+    let mut p = c.to_be_bytes().to_vec();
+    p.extend_from_slice(&r.to_be_bytes());
+    Some(frame(attach::RESIZE, &p))
+}
+
+/// Puts the terminal back as it was when dropped.
+struct RawMode(Option<Termios>);
+
+impl RawMode {
+    fn enter() -> RawMode {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return RawMode(None);
+        }
+        let Ok(saved) = termios::tcgetattr(&stdin) else {
+            return RawMode(None);
+        };
+        let mut raw = saved.clone();
+        termios::cfmakeraw(&mut raw);
+        let _ = termios::tcsetattr(&stdin, SetArg::TCSANOW, &raw);
+        RawMode(Some(saved))
+    }
+    fn restore(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = termios::tcsetattr(std::io::stdin(), SetArg::TCSANOW, &t);
+        }
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
     ExitCode::from(1)
+}
+
+fn exit_code(v: &Value) -> u8 {
+    if let Some(code) = v["exit_status"].as_i64() {
+        return (code & 0xff) as u8;
+    }
+    if let Some(sig) = v["signal"].as_i64().or_else(|| v["exit_signal"].as_i64()) {
+        return (128 + sig).clamp(0, 255) as u8;
+    }
+    1
+}
+
+pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> ExitCode {
+    let client = Client::new(config);
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => return fail(format!("current directory: {e}")),
+    };
+    let size = winsize();
+    let body = json!({
+        "template": template,
+        "directory": cwd,
+        "project_from_directory": true,
+        "extra_args": args,
+        "cols": size.map(|s| s.0),
+        "rows": size.map(|s| s.1),
+    });
+    let started = match client.call("POST", "/api/terminals", Some(&body)) {
+        Ok(a) if a.status == 201 => a.json(),
+        Ok(a) => return fail(a.error_text()),
+        Err(e) => return fail(e),
+    };
+    let Some(id) = started["id"].as_str().map(str::to_string) else {
+        return fail("relay answered without a terminal id");
+    };
+
+    let mut stream = match UnixStream::connect(&client.socket) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("connect {}: {e}", client.socket.display())),
+    };
+    let head = format!(
+        "GET /api/terminals/{id}/attach HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: {}\r\n\r\n",
+        attach::ATTACH_PROTOCOL
+    );
+    if let Err(e) = stream.write_all(head.as_bytes()) {
+        return fail(format!("attach: {e}"));
+    }
+    // Read the answer head byte by byte: what follows it is already the stream.
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => answer.push(byte[0]),
+            _ => return fail("attach: relay closed the connection"),
+        }
+        if answer.len() > 16 * 1024 {
+            return fail("attach: oversized answer");
+        }
+    }
+    let text = String::from_utf8_lossy(&answer).to_string();
+    if !text.starts_with("HTTP/1.1 101") {
+        let body_start = text.find("\r\n\r\n").map(|i| i + 4).unwrap_or(text.len());
+        return fail(format!(
+            "attach refused: {}",
+            text[..body_start].lines().next().unwrap_or("")
+        ));
+    }
+
+    // Signals are taken by one thread: window changes, and the terminal going away.
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGWINCH, Signal::SIGHUP, Signal::SIGTERM] {
+        set.add(s);
+    }
+    let _ = set.thread_block();
+    let mut raw = RawMode::enter();
+
+    let writer = match stream.try_clone() {
+        Ok(w) => Arc::new(Mutex::new(w)),
+        Err(e) => return fail(format!("attach: {e}")),
+    };
+    let send = {
+        let writer = writer.clone();
+        move |bytes: &[u8]| {
+            writer
+                .lock()
+                .map(|mut w| w.write_all(bytes).is_ok())
+                .unwrap_or(false)
+        }
+    };
+    if let Some(f) = resize_frame() {
+        send(&f);
+    }
+    {
+        let send = send.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut stdin = std::io::stdin();
+            loop {
+                match stdin.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if !send(&frame(attach::INPUT, &buf[..n])) {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    {
+        let send = send.clone();
+        let config = config.to_path_buf();
+        let id = id.clone();
+        let saved = raw.0.clone();
+        std::thread::spawn(move || loop {
+            match set.wait() {
+                Ok(Signal::SIGWINCH) => {
+                    if let Some(f) = resize_frame() {
+                        send(&f);
+                    }
+                }
+                Ok(sig) => {
+                    // The terminal is gone (or we were told to stop): end the session.
+                    let _ =
+                        Client::new(&config).call("DELETE", &format!("/api/terminals/{id}"), None);
+                    if let Some(t) = &saved {
+                        let _ = termios::tcsetattr(std::io::stdin(), SetArg::TCSANOW, t);
+                    }
+                    std::process::exit(128 + sig as i32);
+                }
+                Err(_) => return,
+            }
+        });
+    }
+
+    let mut out: Box<dyn Write> = if json_out {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut result: Option<Value> = None;
+    'read: loop {
+        let n = match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let frames = match attach::take_frames(&mut buf) {
+            Ok(f) => f,
+            Err(e) => {
+                raw.restore();
+                return fail(format!("attach: {e}"));
+            }
+        };
+        for (kind, payload) in frames {
+            match kind {
+                attach::OUTPUT => {
+                    let _ = out.write_all(&payload);
+                    let _ = out.flush();
+                }
+                attach::EXIT => {
+                    result = serde_json::from_slice(&payload).ok();
+                    break 'read;
+                }
+                _ => {}
+            }
+        }
+    }
+    raw.restore();
+    let result = match result {
+        Some(r) => r,
+        // The stream ended without an exit frame: ask for the terminal's state.
+        None => match client.call("GET", "/api/terminals", None) {
+            Ok(a) => a.json()["terminals"]
+                .as_array()
+                .and_then(|t| t.iter().find(|e| e["id"] == id.as_str()).cloned())
+                .unwrap_or(Value::Null),
+            Err(e) => return fail(e),
+        },
+    };
+    if json_out {
+        println!(
+            "{}",
+            json!({"id": id, "exit_status": result["exit_status"], "signal": result["signal"]})
+        );
+    }
+    ExitCode::from(exit_code(&result))
 }

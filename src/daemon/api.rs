@@ -109,6 +109,9 @@ struct TerminalStart {
     rows: Option<u16>,
     #[serde(default)]
     extra_args: Vec<String>,
+    /// Take the project holding `directory` when `project` is absent.
+    #[serde(default)]
+    project_from_directory: bool,
 }
 
 #[derive(Deserialize)]
@@ -198,12 +201,65 @@ fn host_error(status: u16, bytes: &Bytes) -> Resp {
     )
 }
 
+/// `GET /api/terminals/{id}/attach` with `Upgrade: relay-attach`: the daemon joins the
+/// caller's upgraded connection to the host's and only copies bytes.
+async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
+    match d.entry(id) {
+        Some(e) if e.kind == SessionKind::Pty && e.state == EntryState::Running => {}
+        Some(e) if e.kind == SessionKind::Pty => {
+            return refuse(
+                409,
+                "session_not_running",
+                format!("terminal {id} has exited"),
+            )
+        }
+        _ => return refuse(404, "not_found", format!("no terminal {id}")),
+    }
+    let wants = req
+        .headers()
+        .get(hyper::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case(crate::protocol::attach::ATTACH_PROTOCOL));
+    if !wants {
+        return refuse(400, "invalid_request", "attach needs Upgrade: relay-attach");
+    }
+    let host_side = match d.host.attach(id).await {
+        Ok(Ok(u)) => u,
+        Ok(Err((status, bytes))) => return host_error(status, &bytes),
+        Err(e) => return refuse(503, "host_unavailable", e.to_string()),
+    };
+    let client_side = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        if let Ok(client) = client_side.await {
+            let mut a = TokioIo::new(client);
+            let mut b = TokioIo::new(host_side);
+            let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+        }
+    });
+    Response::builder()
+        .status(101)
+        .header(hyper::header::CONNECTION, "upgrade")
+        .header(
+            hyper::header::UPGRADE,
+            crate::protocol::attach::ATTACH_PROTOCOL,
+        )
+        .body(Full::new(Bytes::new()))
+        .unwrap_or_else(|_| empty(500))
+}
+
 async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
     if !peer.authorized {
         return empty(401);
     }
     let path = req.uri().path().to_string();
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if let (&Method::GET, ["api", "terminals", id, "attach"]) = (req.method(), parts.as_slice()) {
+        if let Some(r) = inside(&d, peer) {
+            return r;
+        }
+        let id = id.to_string();
+        return attach(d, &id, req).await;
+    }
     let method = req.method().clone();
     let driving = method != Method::GET;
     let launch_verb = matches!(
@@ -330,6 +386,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 pty,
                 extra_args: b.extra_args,
                 caller_pid: peer.pid,
+                project_from_directory: b.project_from_directory,
                 ..Default::default()
             };
             match launch::launch(&d, input).await {
@@ -445,6 +502,7 @@ where
             .timer(TokioTimer::new())
             .header_read_timeout(Duration::from_secs(10))
             .serve_connection(TokioIo::new(io), svc)
+            .with_upgrades()
             .await;
     });
 }
@@ -497,6 +555,7 @@ pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener) {
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10))
                 .serve_connection(TokioIo::new(stream), svc)
+                .with_upgrades()
                 .await;
         });
     }

@@ -188,6 +188,50 @@ impl HostLink {
         }
     }
 
+    /// An upgraded attach stream to a host terminal, or the host's refusal.
+    pub async fn attach(
+        &self,
+        session_id: &str,
+    ) -> Result<Result<hyper::upgrade::Upgraded, (u16, Bytes)>, HostCallError> {
+        let live = self
+            .live()
+            .ok_or_else(|| HostCallError::Unavailable("not running".into()))?;
+        let stream = UnixStream::connect(&live.socket)
+            .await
+            .map_err(|e| HostCallError::Unavailable(e.to_string()))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        tokio::spawn(conn.with_upgrades());
+        let req = Request::builder()
+            .method("GET")
+            .uri(format!("/sessions/{session_id}/attach"))
+            .header("host", "relay-sessions")
+            .header("authorization", format!("Bearer {}", self.secret))
+            .header("connection", "upgrade")
+            .header("upgrade", crate::protocol::attach::ATTACH_PROTOCOL)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        if resp.status().as_u16() != 101 {
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            return Ok(Err((status, body)));
+        }
+        hyper::upgrade::on(resp)
+            .await
+            .map(Ok)
+            .map_err(|e| HostCallError::Io(e.to_string()))
+    }
+
     /// One request to the host; returns status and body.
     pub async fn call(
         &self,

@@ -71,6 +71,9 @@ pub struct LaunchInput {
     pub resume_id: Option<String>,
     /// The connecting process, when known (unix socket peers).
     pub caller_pid: Option<u32>,
+    /// No project named: take the project whose folder holds `directory` (the deepest
+    /// one), as `relay sandbox` does.
+    pub project_from_directory: bool,
 }
 
 pub const PROVIDER_ARGS: &[&str] = &[
@@ -221,7 +224,26 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         Err(e) => return Err(at.refuse(ApiError::error(500, "settings_invalid", e.to_string()))),
     };
     // 3. Project.
-    let Some(project_key) = input.project.as_deref().filter(|p| !p.is_empty()) else {
+    let found;
+    let mut project_key = input.project.as_deref().filter(|p| !p.is_empty());
+    if project_key.is_none() && input.project_from_directory {
+        found = input
+            .directory
+            .as_deref()
+            .and_then(|dir| project_holding(&settings, &expand(dir, &d.home), &d.home));
+        match &found {
+            Some(id) => project_key = Some(id.as_str()),
+            None => {
+                let dir = input.directory.clone().unwrap_or_default();
+                return Err(at.refuse(ApiError::denied(
+                    404,
+                    "unknown_project",
+                    format!("no project in settings holds {dir}"),
+                )));
+            }
+        }
+    }
+    let Some(project_key) = project_key else {
         return Err(at.refuse(ApiError::denied(
             400,
             "project_required",
@@ -422,6 +444,12 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 read.push(dir.to_string_lossy().into_owned());
             }
         }
+        if kind == SessionKind::Pty && backend == Backend::Bwrap {
+            // The shim starts a pty target through `relay-shim pty-init` inside bwrap.
+            if let Ok(shim) = std::fs::canonicalize(&d.host.shim_bin) {
+                read.push(shim.to_string_lossy().into_owned());
+            }
+        }
         let mut read_write = template.read_write.clone();
         read_write.push(directory.to_string_lossy().into_owned());
         read_write.push(temp_dir.to_string_lossy().into_owned());
@@ -607,6 +635,21 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         ..Default::default()
     });
     Ok(entry)
+}
+
+/// The id of the project whose folder holds `dir`, the deepest when several do.
+fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    s.projects
+        .iter()
+        .filter_map(|p| {
+            std::fs::canonicalize(expand(&p.path, home))
+                .ok()
+                .map(|real| (p, real))
+        })
+        .filter(|(_, real)| dir.starts_with(real))
+        .max_by_key(|(_, real)| real.components().count())
+        .map(|(p, _)| p.id.clone())
 }
 
 fn host_code(code: &str) -> &'static str {

@@ -6,6 +6,7 @@
 //! [--bridge-socket PATH]`. The bearer secret arrives on descriptor N (read to EOF).
 //! The host listens on `DIR/host.sock` (0600) and prints a `ready` line.
 
+mod attach;
 mod env;
 mod fds;
 mod launch;

@@ -117,6 +117,43 @@ impl Classify for serde_json::Error {
     }
 }
 
+/// `GET /sessions/{id}/attach` with `Upgrade: relay-attach`: 101, then frames.
+fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
+    let Some(session) = host.live(id) else {
+        return error(404, "not_found", format!("no session {id}"));
+    };
+    let SessionIo::Terminal(term) = &session.io else {
+        return error(400, "invalid_spec", "not a terminal");
+    };
+    if *session.exited.borrow() {
+        return error(409, "session_exited", format!("session {id} has exited"));
+    }
+    let wants = req
+        .headers()
+        .get(hyper::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case(crate::protocol::attach::ATTACH_PROTOCOL));
+    if !wants {
+        return error(400, "invalid_spec", "attach needs Upgrade: relay-attach");
+    }
+    let term = term.clone();
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        if let Ok(upgraded) = on_upgrade.await {
+            super::attach::run(session, term, upgraded).await;
+        }
+    });
+    Response::builder()
+        .status(101)
+        .header(hyper::header::CONNECTION, "upgrade")
+        .header(
+            hyper::header::UPGRADE,
+            crate::protocol::attach::ATTACH_PROTOCOL,
+        )
+        .body(Full::new(Bytes::new()))
+        .unwrap_or_else(|_| error(500, "internal", "response"))
+}
+
 async fn handle(
     host: Arc<Host>,
     peer_ok: bool,
@@ -127,6 +164,10 @@ async fn handle(
     }
     let path = req.uri().path().to_string();
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if let (&Method::GET, ["sessions", id, "attach"]) = (req.method(), parts.as_slice()) {
+        let id = id.to_string();
+        return Ok(attach(&host, &id, req));
+    }
     let resp = match (req.method().clone(), parts.as_slice()) {
         (Method::POST, ["launch"]) => match read_json::<LaunchRequest>(req).await {
             Ok(lr) => match launch::launch(&host, lr).await {
@@ -316,6 +357,7 @@ pub async fn serve(host: Arc<Host>) -> std::io::Result<()> {
                         .timer(TokioTimer::new())
                         .header_read_timeout(Duration::from_secs(10))
                         .serve_connection(TokioIo::new(stream), svc)
+                        .with_upgrades()
                         .await;
                 });
             }

@@ -46,7 +46,10 @@ pub fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
 
 pub struct Terminal {
     master: AsyncFd<OwnedFd>,
+    /// The ring and the live feed change together under this lock, so an attach sees
+    /// every byte exactly once: the snapshot, then what follows it.
     ring: Mutex<Ring>,
+    live: tokio::sync::broadcast::Sender<Vec<u8>>,
     pub log: Arc<Mutex<DiskLog>>,
 }
 
@@ -58,6 +61,7 @@ impl Terminal {
         Ok(Terminal {
             master,
             ring: Mutex::new(Ring::new(SCROLLBACK_BYTES)),
+            live: tokio::sync::broadcast::channel(1024).0,
             log,
         })
     }
@@ -88,10 +92,12 @@ impl Terminal {
             match res {
                 Ok(Ok(0)) => return,
                 Ok(Ok(n)) => {
-                    self.ring
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(&buf[..n]);
+                    {
+                        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+                        ring.push(&buf[..n]);
+                        // No subscriber is fine: nobody is attached.
+                        let _ = self.live.send(buf[..n].to_vec());
+                    }
                     // A full disk must not stop the session; the ring still has it.
                     let _ = self
                         .log
@@ -111,6 +117,12 @@ impl Terminal {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .contents()
+    }
+
+    /// The scrollback so far and a feed of everything after it.
+    pub fn subscribe(&self) -> (Vec<u8>, tokio::sync::broadcast::Receiver<Vec<u8>>) {
+        let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        (ring.contents(), self.live.subscribe())
     }
 
     pub fn log_bytes(&self) -> io::Result<Vec<u8>> {
