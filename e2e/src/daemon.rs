@@ -236,6 +236,18 @@ impl Relay {
         self.home.join(".config/acme-ltt/token")
     }
 
+    /// The `relay` command line for this instance, to run some other way (on a pty).
+    pub fn cli_command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(self.bin_dir.join("relay"));
+        cmd.arg("--config-dir").arg(&self.config).args(args);
+        self.env(&mut cmd);
+        cmd
+    }
+
+    pub fn relay_bin(&self) -> PathBuf {
+        self.bin_dir.join("relay")
+    }
+
     pub fn cli(&self, args: &[&str]) -> Cli {
         let mut cmd = Command::new(self.bin_dir.join("relay"));
         cmd.arg("--config-dir").arg(&self.config).args(args);

@@ -4,6 +4,7 @@
 //! and keeps its folder when the test failed.
 
 pub mod daemon;
+pub mod pty;
 pub mod wait;
 
 use std::collections::HashMap;

@@ -175,7 +175,11 @@ impl HostLink {
                         return Err(format!("host speaks protocol {v}, this daemon {HOST_PROTOCOL_VERSION}; restarting"));
                     }
                     ready = true;
-                    self.live.send_replace(Some(Live { pid, socket }));
+                    self.live.send_replace(Some(Live {
+                        pid,
+                        socket: socket.clone(),
+                    }));
+                    on_event(HostEvent::Ready { v, pid, socket });
                 }
                 other => on_event(other),
             }

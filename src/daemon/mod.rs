@@ -190,15 +190,23 @@ impl Daemon {
     }
 
     fn on_host_event(&self, ev: HostEvent) {
-        let HostEvent::SessionExited {
-            session_id,
-            exit_status,
-            signal,
-            reason,
-            ..
-        } = ev
-        else {
-            return;
+        let (session_id, exit_status, signal, reason) = match ev {
+            HostEvent::Ready { pid, .. } => {
+                self.events.emit(&Event {
+                    name: "host.started",
+                    status: Some("ok"),
+                    pid: Some(pid),
+                    ..Default::default()
+                });
+                return;
+            }
+            HostEvent::SessionExited {
+                session_id,
+                exit_status,
+                signal,
+                reason,
+                ..
+            } => (session_id, exit_status, signal, reason),
         };
         let entry = {
             let mut l = self.ledger();

@@ -86,7 +86,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Re
         Err(_) => {
             return Err(error(
                 413,
-                "invalid_spec",
+                "payload_too_large",
                 format!("request body larger than {BODY_MAX} bytes or unreadable"),
             ))
         }
@@ -278,9 +278,14 @@ async fn handle(
             }
             None => error(404, "not_found", format!("no session {id}")),
         },
-        (_, ["launch"] | ["terminate"] | ["sessions"] | ["sessions", _] | ["sessions", _, _]) => {
-            error(405, "method_not_allowed", "method not allowed")
-        }
+        (
+            _,
+            ["launch"]
+            | ["terminate"]
+            | ["sessions"]
+            | ["sessions", _]
+            | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
+        ) => error(405, "method_not_allowed", "method not allowed"),
         _ => error(404, "not_found", "no such route"),
     };
     Ok(resp)

@@ -72,6 +72,15 @@ impl DiskLog {
     pub fn with_caps(dir: &Path, id: &str, head_cap: u64, tail_cap: u64) -> io::Result<Self> {
         let head_path = dir.join(format!("{id}.head"));
         let tail_path = dir.join(format!("{id}.tail"));
+        // Files of the same id are an earlier session's (a host that died, a resume):
+        // the new session starts its own log.
+        for p in [&head_path, &tail_path] {
+            match std::fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(DiskLog {
             head: create_0600(&head_path)?,
             tail: create_0600(&tail_path)?,
