@@ -107,7 +107,27 @@ pub(crate) fn say_hello(socket: &Path, session_id: &str, secret: &str) -> Result
         .write_all(hello_line(session_id, secret).as_bytes())
         .map_err(|e| refuse(format!("send: {e}")))?;
     let line = read_answer(&mut stream, deadline)?;
-    check_answer(&line, session_id).map(drop)
+    let pid = check_answer(&line, session_id)?;
+    // The answer must name the process that holds the bridge socket: the daemon.
+    let peer = peer_pid(&stream).map_err(|e| refuse(format!("bridge peer: {e}")))?;
+    if peer != pid {
+        return Err(refuse("answer pid is not the bridge's process"));
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn peer_pid(stream: &UnixStream) -> io::Result<u32> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let cred = getsockopt(stream, PeerCredentials)?;
+    u32::try_from(cred.pid()).map_err(|_| io::Error::other("no peer pid"))
+}
+
+#[cfg(target_os = "macos")]
+fn peer_pid(stream: &UnixStream) -> io::Result<u32> {
+    use nix::sys::socket::{getsockopt, sockopt::LocalPeerPid};
+    let pid = getsockopt(stream, LocalPeerPid)?;
+    u32::try_from(pid).map_err(|_| io::Error::other("no peer pid"))
 }
 
 /// Connects without blocking: a bridge whose backlog is full refuses at once instead of
@@ -319,10 +339,22 @@ mod tests {
             let members = json::parse_flat_object(&hello).unwrap();
             assert_eq!(members[0], ("type".into(), Value::Str("Hello".into())));
             assert_eq!(members[3], ("token".into(), Value::Str(SECRET.into())));
-            s.write_all(b"{\"type\":\"OK\",\"name\":\"sess\",\"pid\":1}\n")
+            let me = std::process::id();
+            s.write_all(format!("{{\"type\":\"OK\",\"name\":\"sess\",\"pid\":{me}}}\n").as_bytes())
                 .unwrap();
         });
         say_hello(&dir.path().join("bridge.sock"), "sess", SECRET).unwrap();
+        handle.join().unwrap();
+    }
+
+    #[test]
+    fn hello_refused_when_the_answer_names_another_pid() {
+        let (dir, handle) = bridge(|mut s, _| {
+            s.write_all(b"{\"type\":\"OK\",\"name\":\"sess\",\"pid\":1}\n")
+                .unwrap();
+        });
+        let err = say_hello(&dir.path().join("bridge.sock"), "sess", SECRET).unwrap_err();
+        assert!(err.0.contains("not the bridge's process"), "{err:?}");
         handle.join().unwrap();
     }
 

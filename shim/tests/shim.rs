@@ -572,8 +572,12 @@ fn identity_run(
 #[test]
 fn hello_ok_then_target_runs() {
     let scratch = Scratch::new("hello-ok");
+    // The answer must name the bridge's own process (this test process).
     let bridge = bridge(&scratch, |_| {
-        "{\"type\":\"OK\",\"name\":\"sess-1\",\"pid\":1}\n".into()
+        format!(
+            "{{\"type\":\"OK\",\"name\":\"sess-1\",\"pid\":{}}}\n",
+            std::process::id()
+        )
     });
     let out = identity_run(
         &scratch,
