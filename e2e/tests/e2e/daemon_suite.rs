@@ -198,6 +198,31 @@ fn every_authorization_refusal_has_a_code_an_event_and_an_audit_row() {
             "{code}: {rows:?}"
         );
     }
+    // Request-supplied strings are capped in the audit log and in events.
+    let long = "p".repeat(1000);
+    let (st, _, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": long, "template": "shell"})),
+    );
+    assert_eq!(st, 404);
+    let row = r.audit_rows().into_iter().last().unwrap();
+    assert!(
+        row["project"].as_str().unwrap().chars().count() <= 257,
+        "{row}"
+    );
+    let ev = r.wait_event(|e| {
+        e["name"] == "session.launch"
+            && e["code"] == "unknown_project"
+            && e["reason"].as_str().is_some_and(|m| m.len() > 300)
+            || e["name"] == "session.launch"
+                && e["code"] == "unknown_project"
+                && e["reason"].as_str().is_some_and(|m| m.ends_with('…'))
+    });
+    assert!(
+        ev["reason"].as_str().unwrap().chars().count() <= 257,
+        "{ev}"
+    );
     // Oversized and malformed bodies.
     let big = json!({"project": "x".repeat(70 * 1024)});
     assert_eq!(r.api("POST", "/api/terminals", Some(&big)).0, 413);

@@ -97,6 +97,26 @@ fn t02_sandboxed_session_gets_the_token_on_fd5_after_its_hello() {
     assert_eq!(line["fds"], json!([0, 1, 2, 5]), "{line}");
     let list = r.cli_json(&["session", "list"]);
     assert_eq!(list["sessions"][0]["token_passed"], true);
+    // The profile of the running session: 0600, in the config dir, removed at teardown.
+    use std::os::unix::fs::PermissionsExt;
+    let profiles: Vec<_> = std::fs::read_dir(r.config.join("profiles"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(profiles.len(), 1);
+    assert_eq!(
+        profiles[0].metadata().unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
+    r.wait_exited(&id);
+    assert_eq!(
+        std::fs::read_dir(r.config.join("profiles"))
+            .unwrap()
+            .count(),
+        0,
+        "profile left after teardown"
+    );
     assert_token_nowhere(&r, &token, &path, &[("the 201 body", &raw)]);
 }
 
@@ -481,4 +501,38 @@ fn nix_mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // Safety: mkfifo with a NUL-terminated path we own.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn t13_a_token_path_through_a_planted_folder_link_refuses_every_sandboxed_launch() {
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    // `~/.config/acme-ltt` is a link in a folder the user (and a session) can write.
+    let real = r.home.join("real-dir");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::create_dir_all(r.home.join(".config")).unwrap();
+    std::os::unix::fs::symlink(&real, r.home.join(".config/acme-ltt")).unwrap();
+    std::fs::write(real.join("token"), &token).unwrap();
+    // Not a Claude launch: the token is not read, but its deny must hold.
+    let (status, v, raw) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell"})),
+    );
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some("sandbox_unavailable")),
+        "{v}"
+    );
+    assert!(
+        v["error"].as_str().unwrap().contains(".config/acme-ltt"),
+        "{v}"
+    );
+    assert_absent(&raw, &token, "the refusal");
+    assert_eq!(
+        std::fs::read_dir(r.config.join("profiles"))
+            .unwrap()
+            .count(),
+        0
+    );
 }
