@@ -50,6 +50,14 @@ enum Verb {
         #[arg(long)]
         json: bool,
     },
+    /// A one-time link into the Settings page (needs `api.listen`).
+    Settings {
+        /// Open the link in the default browser.
+        #[arg(long)]
+        open: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// The daemon's state and paths.
     Status {
         #[arg(long)]
@@ -208,6 +216,7 @@ pub fn run() -> ExitCode {
             }),
         ),
         Verb::Status { json } => (json, status(&Client::new(&config))),
+        Verb::Settings { open, json } => (json, settings_link(&Client::new(&config), open)),
         Verb::Audit { json } => (json, audit(&Client::new(&config))),
         Verb::Terminal(v) => terminal(&Client::new(&config), v),
         Verb::Session(v) => session(&Client::new(&config), v),
@@ -422,6 +431,32 @@ fn audit(c: &Client) -> Result<Out, String> {
         })
         .unwrap_or_default();
     Ok(Out { json: v, text })
+}
+
+fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
+    let v = ok_json(c, "POST", "/api/login-code", None)?;
+    let url = v["url"]
+        .as_str()
+        .ok_or("relay answered without a link")?
+        .to_string();
+    if open {
+        let opener = if cfg!(target_os = "macos") {
+            "open"
+        } else {
+            "xdg-open"
+        };
+        std::process::Command::new(opener)
+            .arg(&url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{opener} {url}: {e}"))?;
+    }
+    Ok(Out {
+        text: format!("{url}\n(one-time link, valid for 60 s)"),
+        json: v,
+    })
 }
 
 fn status(c: &Client) -> Result<Out, String> {

@@ -32,7 +32,11 @@ type Resp = Response<Full<Bytes>>;
 pub struct Peer {
     /// Known for unix-socket peers.
     pub pid: Option<u32>,
+    /// Same uid on the unix socket, or the bearer on TCP.
     pub authorized: bool,
+    /// TCP only: a Settings-page session cookie (reads only).
+    pub cookie: bool,
+    pub tcp: bool,
 }
 
 fn json_resp<T: Serialize>(status: u16, body: &T) -> Resp {
@@ -247,9 +251,73 @@ async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
         .unwrap_or_else(|_| empty(500))
 }
 
+fn login(d: &Daemon, req: &Request<Incoming>) -> Resp {
+    let sid = query(req, "code").and_then(|c| d.web.redeem(&c));
+    match sid {
+        Some(sid) => Response::builder()
+            .status(303)
+            .header("location", "/")
+            .header(
+                "set-cookie",
+                format!(
+                    "{}={sid}; HttpOnly; SameSite=Strict; Path=/",
+                    super::web::COOKIE
+                ),
+            )
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_else(|_| empty(500)),
+        None => Response::builder()
+            .status(403)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(Full::new(Bytes::from_static(
+                b"This login link is used up or expired. Run `relay settings` for a new one.\n",
+            )))
+            .unwrap_or_else(|_| empty(403)),
+    }
+}
+
+fn page(path: &str) -> Option<Resp> {
+    let (kind, body) = super::web::asset(path)?;
+    Response::builder()
+        .status(200)
+        .header("content-type", kind)
+        .header("cache-control", "no-store")
+        .header("x-content-type-options", "nosniff")
+        .header(
+            "content-security-policy",
+            "default-src 'self'; frame-ancestors 'none'",
+        )
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .ok()
+}
+
 async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
-    if !peer.authorized {
+    if peer.tcp && req.method() == Method::GET && req.uri().path() == "/login" {
+        return login(&d, &req);
+    }
+    let reads_with_cookie = peer.cookie && req.method() == Method::GET;
+    if !peer.authorized && !reads_with_cookie {
         return empty(401);
+    }
+    if req.method() == Method::GET {
+        if let Some(r) = page(req.uri().path()) {
+            return r;
+        }
+    }
+    if !peer.tcp && req.method() == Method::POST && req.uri().path() == "/api/login-code" {
+        let Some(addr) = d.api_addr() else {
+            return refuse(
+                409,
+                "no_listener",
+                "set api.listen in settings.json to serve the Settings page",
+            );
+        };
+        let code = d.web.new_code();
+        return json_resp(
+            201,
+            &json!({"url": format!("http://{addr}/login?code={code}"), "expires_in_s": 60}),
+        );
     }
     let path = req.uri().path().to_string();
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -517,6 +585,8 @@ pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener) {
         let peer = Peer {
             pid: cred.and_then(|c| c.pid()).map(|p| p as u32),
             authorized: cred.map(|c| c.uid()) == Some(me),
+            cookie: false,
+            tcp: false,
         };
         serve_conn(d.clone(), peer, stream);
     }
@@ -538,17 +608,18 @@ pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener) {
                         .get(hyper::header::AUTHORIZATION)
                         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
                         .is_some_and(|t| crate::host::same_secret(t, d.api_token.as_bytes()));
-                    Ok::<_, Infallible>(
-                        route(
-                            d,
-                            Peer {
-                                pid: None,
-                                authorized: ok,
-                            },
-                            req,
-                        )
-                        .await,
-                    )
+                    let cookie = d.web.cookie_ok(
+                        req.headers()
+                            .get(hyper::header::COOKIE)
+                            .and_then(|v| v.to_str().ok()),
+                    );
+                    let peer = Peer {
+                        pid: None,
+                        authorized: ok,
+                        cookie,
+                        tcp: true,
+                    };
+                    Ok::<_, Infallible>(route(d, peer, req).await)
                 }
             });
             let _ = http1::Builder::new()

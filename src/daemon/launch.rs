@@ -414,6 +414,22 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     }
     let mut env = template.env.clone();
     env.insert("TMPDIR".into(), temp_dir.to_string_lossy().into_owned());
+    // A sandboxed Claude gets a relay-owned config folder of its own, seeded so it starts
+    // straight into work (no theme, login or trust screens), kept across resume.
+    if sandboxed && claude_launch {
+        let claude_dir = temp_dir.join("claude-config");
+        if let Err(e) = seed_claude_config(&claude_dir, &directory) {
+            return Err(at.refuse(ApiError::error(
+                500,
+                "spawn_failed",
+                format!("claude config {}: {e}", claude_dir.display()),
+            )));
+        }
+        env.insert(
+            "CLAUDE_CONFIG_DIR".into(),
+            claude_dir.to_string_lossy().into_owned(),
+        );
+    }
 
     // 8. The sandbox spec and its profile, written last.
     let sandbox = if sandboxed {
@@ -681,6 +697,42 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
     }
     // System folders are in the baseline already; granting `/usr/bin` again is harmless.
     out
+}
+
+/// The first-run answers Claude Code would otherwise ask for: onboarding done, a
+/// theme, and trust for the session's folder. An existing file (a resumed session)
+/// only gets the trust entry added.
+pub fn seed_claude_config(dir: &Path, directory: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let file = dir.join(".claude.json");
+    let mut v: serde_json::Value = match std::fs::read(&file) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({})),
+        Err(_) => serde_json::json!({}),
+    };
+    if !v.is_object() {
+        v = serde_json::json!({});
+    }
+    let obj = v.as_object_mut().expect("an object");
+    obj.entry("hasCompletedOnboarding").or_insert(true.into());
+    obj.entry("theme").or_insert("dark".into());
+    let projects = obj
+        .entry("projects")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(p) = projects.as_object_mut() {
+        let entry = p
+            .entry(directory.to_string_lossy().into_owned())
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(e) = entry.as_object_mut() {
+            e.insert("hasTrustDialogAccepted".into(), true.into());
+            e.insert("hasCompletedProjectOnboarding".into(), true.into());
+        }
+    }
+    let text = serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?;
+    let tmp = dir.join(".claude.json.relay-new");
+    let _ = std::fs::remove_file(&tmp);
+    write_new_0600(&tmp, &text)?;
+    std::fs::rename(&tmp, &file)
 }
 
 fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -9,6 +9,7 @@ pub mod journal;
 pub mod launch;
 pub mod paths;
 pub mod settings;
+pub mod web;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -86,6 +87,7 @@ pub struct Daemon {
     api_addr: OnceLock<Option<std::net::SocketAddr>>,
     /// The last settings problem, for `relay status`.
     pub settings_note: Mutex<Option<String>>,
+    pub web: web::WebAuth,
 }
 
 impl Daemon {
@@ -410,6 +412,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         ledger: Mutex::new(HashMap::new()),
         api_addr: OnceLock::new(),
         settings_note: Mutex::new(None),
+        web: web::WebAuth::default(),
     });
     let initial = daemon.load_settings();
     if let Err(e) = &initial {

@@ -1,0 +1,37 @@
+// Opens relay's Settings page in the system Chromium through a one-time login link,
+// waits for the Overview, and prints one JSON line: the Overview lines, the live
+// table, the final DOM, and every response body the page received (base64). Saves a
+// screenshot. Usage: node overview.mjs LOGIN_URL SCREENSHOT_PATH
+import { chromium } from "playwright-core";
+
+const [url, shot] = process.argv.slice(2);
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const browser = await chromium.launch({
+  executablePath,
+  args: [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1000, height: 640 } });
+  const pending = [];
+  page.on("response", (r) => {
+    pending.push((async () => {
+      let body = "";
+      try { body = (await r.body()).toString("base64"); } catch (_) { /* redirects have none */ }
+      return { url: r.url(), status: r.status(), body };
+    })());
+  });
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector('#overview[data-ready="1"], #overview[data-ready="error"]', { timeout: 20000 });
+  const ready = await page.getAttribute("#overview", "data-ready");
+  const lines = await page.$$eval("#facts li", (els) => els.map((e) => e.textContent));
+  const live = await page.$$eval("#live tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  const dom = await page.content();
+  await page.screenshot({ path: shot, fullPage: true });
+  const responses = await Promise.all(pending);
+  process.stdout.write(JSON.stringify({ ready, lines, live, dom, final_url: page.url(), responses }) + "\n");
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,195 @@
+//! The Settings page in a real headless Chromium (Debian's, driven by playwright-core
+//! from e2e/browser): in through `relay settings`'s one-time link, the Overview shows
+//! the token file's path and never the token, in the DOM or in any response body.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::{assert_absent, fake_token};
+use serde_json::{json, Value};
+
+/// The browser and its driver, or why they are missing. In CI they must be there.
+fn browser_tools() -> Option<(PathBuf, PathBuf)> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser/overview.mjs");
+    let driver =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("browser/node_modules/playwright-core");
+    let chromium =
+        PathBuf::from(std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
+    let missing: Vec<String> = [
+        (&chromium, "chromium"),
+        (&driver, "playwright-core (npm ci --prefix e2e/browser)"),
+    ]
+    .iter()
+    .filter(|(p, _)| !p.exists())
+    .map(|(p, what)| format!("{what} at {}", p.display()))
+    .collect();
+    if missing.is_empty() && Command::new("node").arg("--version").output().is_ok() {
+        return Some((script, chromium));
+    }
+    let why = format!(
+        "browser test needs {}",
+        if missing.is_empty() {
+            "node".into()
+        } else {
+            missing.join(", ")
+        }
+    );
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}: CI must install it (.ci/run)"
+    );
+    eprintln!("SKIP settings page: {why}");
+    None
+}
+
+fn open(r: &Relay, script: &PathBuf, chromium: &PathBuf, shot: &PathBuf) -> Value {
+    let link = r.cli_json(&["settings"]);
+    let url = link["url"].as_str().unwrap();
+    let out = Command::new("node")
+        .arg(script)
+        .arg(url)
+        .arg(shot)
+        .env("CHROMIUM", chromium)
+        .output()
+        .expect("node");
+    assert!(
+        out.status.success(),
+        "browser: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "browser output: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn settings_page_overview_shows_the_token_file_path_and_never_the_token() {
+    let Some((script, chromium)) = browser_tools() else {
+        return;
+    };
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let path = r.write_token(&token);
+    // Something live to list: a session that holds the token on fd 5.
+    let (st, s, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    assert_eq!(st, 201, "{s}");
+    let artifacts = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("settings-overview.png");
+    let v = open(&r, &script, &chromium, &shot);
+    assert_eq!(v["ready"], "1", "{v}");
+    let lines: Vec<&str> = v["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(
+        lines.contains(&format!("Claude token file: {TOKEN_SETTING}").as_str()),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("relay ")), "{lines:?}");
+    assert!(
+        lines.contains(&format!("Config dir: {}", r.config.display()).as_str()),
+        "{lines:?}"
+    );
+    let live = v["live"].as_array().unwrap();
+    assert!(
+        live.iter()
+            .any(|row| row[0] == s["id"] && row[4] == "running"),
+        "{live:?}"
+    );
+    assert_absent(v["dom"].as_str().unwrap().as_bytes(), &token, "the DOM");
+    let responses = v["responses"].as_array().unwrap();
+    assert!(responses.len() >= 5, "{responses:?}");
+    use std::io::Read;
+    for resp in responses {
+        let body = decode_b64(resp["body"].as_str().unwrap_or_default());
+        assert_absent(&body, &token, &format!("the response of {}", resp["url"]));
+    }
+    let mut png = [0u8; 8];
+    std::fs::File::open(&shot)
+        .unwrap()
+        .read_exact(&mut png)
+        .unwrap();
+    assert_eq!(
+        &png,
+        b"\x89PNG\r\n\x1a\n",
+        "screenshot kept at {}",
+        shot.display()
+    );
+    assert_absent(&r.output(), &token, "the daemon's output");
+    assert!(path.exists());
+}
+
+#[test]
+fn settings_page_says_nothing_about_a_token_when_the_setting_is_empty_and_needs_a_login() {
+    let Some((script, chromium)) = browser_tools() else {
+        return;
+    };
+    let r = Relay::start(base_settings(None));
+    let shot = std::env::temp_dir().join(format!("relay-overview-{}.png", std::process::id()));
+    let v = open(&r, &script, &chromium, &shot);
+    let _ = std::fs::remove_file(&shot);
+    let lines: Vec<&str> = v["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(
+        !lines.iter().any(|l| l.to_lowercase().contains("token")),
+        "{lines:?}"
+    );
+    assert!(!v["dom"]
+        .as_str()
+        .unwrap()
+        .to_lowercase()
+        .contains("token file"));
+    // Without the cookie or the bearer the page is not served; a used link does not work twice.
+    let addr = r.ready["api"].as_str().unwrap().to_string();
+    let get = |path: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        relay_e2e::parse_response_pub(&raw).0
+    };
+    assert_eq!(get("/"), 401);
+    assert_eq!(get("/api/status"), 401);
+    let used = v["final_url"].as_str().unwrap();
+    assert!(used.ends_with('/'), "{used}");
+    let link = r.cli_json(&["settings"]);
+    let url = link["url"].as_str().unwrap();
+    let path_q = &url[url.find("/login").unwrap()..];
+    assert_eq!(get(path_q), 303);
+    assert_eq!(get(path_q), 403, "a login link works once");
+}
+
+fn decode_b64(s: &str) -> Vec<u8> {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let Some(v) = A.iter().position(|a| *a == c) else {
+            continue;
+        };
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
