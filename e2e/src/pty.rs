@@ -95,7 +95,12 @@ impl Pty {
 
     /// Waits until the output holds `text`.
     pub fn wait_for(&self, text: &str) {
-        let deadline = Instant::now() + WAIT;
+        self.wait_for_within(text, WAIT)
+    }
+
+    /// Waits until the output holds `text`, at most `limit`.
+    pub fn wait_for_within(&self, text: &str, limit: std::time::Duration) {
+        let deadline = Instant::now() + limit;
         let mut seen = self.seen.0.lock().unwrap();
         loop {
             if String::from_utf8_lossy(&seen).contains(text) {

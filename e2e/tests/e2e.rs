@@ -4,6 +4,8 @@
 
 #[path = "e2e/daemon_suite.rs"]
 mod daemon_suite;
+#[path = "e2e/real_claude.rs"]
+mod real_claude;
 #[path = "e2e/settings_page.rs"]
 mod settings_page;
 #[path = "e2e/token_contract.rs"]

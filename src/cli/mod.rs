@@ -50,6 +50,12 @@ enum Verb {
         #[arg(long)]
         json: bool,
     },
+    /// Check the sandbox, the kernel, the config dir, the token file, and prove the
+    /// token is denied to a sandboxed probe. Exits 1 when a check fails.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// A one-time link into the Settings page (needs `api.listen`).
     Settings {
         /// Open the link in the default browser.
@@ -208,6 +214,7 @@ pub fn run() -> ExitCode {
             args,
             json,
         } => return sandbox::run(&config, &template, &args, json),
+        Verb::Doctor { json } => return doctor(&Client::new(&config), json),
         Verb::Version { json } => (
             json,
             Ok(Out {
@@ -431,6 +438,35 @@ fn audit(c: &Client) -> Result<Out, String> {
         })
         .unwrap_or_default();
     Ok(Out { json: v, text })
+}
+
+fn doctor(c: &Client, json_out: bool) -> ExitCode {
+    let v = match ok_json(c, "POST", "/api/doctor", None) {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    if json_out {
+        println!("{v}");
+    } else {
+        for ch in v["checks"].as_array().cloned().unwrap_or_default() {
+            println!(
+                "{:<5} {:<16} {}",
+                ch["status"].as_str().unwrap_or("?"),
+                ch["name"].as_str().unwrap_or("?"),
+                ch["detail"].as_str().unwrap_or("")
+            );
+            if matches!(ch["status"].as_str(), Some("fail") | Some("warn")) {
+                if let Some(fix) = ch["fix"].as_str() {
+                    println!("{:<22} fix: {fix}", "");
+                }
+            }
+        }
+    }
+    if v["ok"] == true {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn settings_link(c: &Client, open: bool) -> Result<Out, String> {

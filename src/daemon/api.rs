@@ -494,6 +494,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 .collect();
             json_resp(200, &json!({"rows": rows}))
         }
+        (Method::POST, ["api", "doctor"]) => json_resp(200, &super::doctor::run(&d).await),
         (Method::GET, ["api", "events"]) => {
             let after = query(&req, "after")
                 .and_then(|s| s.parse().ok())
@@ -508,11 +509,13 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 .await;
             json_resp(200, &json!({"events": events}))
         }
-        (_, ["api", "status" | "sessions" | "terminals" | "audit" | "events", ..]) => refuse(
-            405,
-            "method_not_allowed",
-            "method not allowed on this route",
-        ),
+        (_, ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor", ..]) => {
+            refuse(
+                405,
+                "method_not_allowed",
+                "method not allowed on this route",
+            )
+        }
         _ => refuse(404, "not_found", "no such route"),
     }
 }

@@ -181,6 +181,10 @@ impl Events {
         self.notify.notify_waiters();
     }
 
+    pub fn last_seq(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
     fn after(&self, seq: u64) -> Vec<Value> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner

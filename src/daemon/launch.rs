@@ -74,6 +74,10 @@ pub struct LaunchInput {
     /// No project named: take the project whose folder holds `directory` (the deepest
     /// one), as `relay sandbox` does.
     pub project_from_directory: bool,
+    /// `relay doctor`'s canary: run this program instead of the template's, with
+    /// everything else — spec, profile, token, environment — as the real launch.
+    /// Never set from a request.
+    pub probe_argv: Option<Vec<String>>,
 }
 
 pub const PROVIDER_ARGS: &[&str] = &[
@@ -400,6 +404,9 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }
     };
     argv.extend(input.extra_args.iter().cloned());
+    if let Some(probe) = &input.probe_argv {
+        argv = probe.clone();
+    }
 
     // The session's own temp dir.
     let temp_dir = d.tmp.join(format!("relay-{id}"));

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod bridge;
+pub mod doctor;
 pub mod hostlink;
 pub mod journal;
 pub mod launch;

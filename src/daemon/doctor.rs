@@ -1,0 +1,458 @@
+//! `relay doctor`: checks, each with a status and a one-line fix. The canary launches a
+//! sandboxed probe through the real launch path (same spec, same profile, same token
+//! hand-off) that tries to read the token file, and passes only when that read was
+//! denied. When a Claude Code binary is found, `claude auth status` runs the same way
+//! and must report `oauth_token`. Never the token's content.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::launch::{self, LaunchInput};
+use super::settings::{self, Settings};
+use super::Daemon;
+use crate::protocol::{SessionKind, CLAUDE_CODE_TEMPLATE};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+    Skip,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+fn check(
+    name: &'static str,
+    status: Status,
+    detail: impl Into<String>,
+    fix: Option<&str>,
+) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+        fix: fix.map(str::to_string),
+    }
+}
+
+fn launcher_check(s: &Settings, home: &std::path::Path) -> Check {
+    if cfg!(target_os = "macos") {
+        let p = if s.session_sandbox.seatbelt_launcher.is_empty() {
+            "/usr/bin/sandbox-exec".to_string()
+        } else {
+            s.session_sandbox.seatbelt_launcher.clone()
+        };
+        return if std::path::Path::new(&p).is_file() {
+            check(
+                "sandbox_launcher",
+                Status::Ok,
+                format!("sandbox-exec present at {p}"),
+                None,
+            )
+        } else {
+            check(
+                "sandbox_launcher",
+                Status::Fail,
+                format!("no sandbox-exec at {p}"),
+                Some("set session_sandbox.seatbelt_launcher to sandbox-exec's path"),
+            )
+        };
+    }
+    let p = if s.session_sandbox.bwrap_launcher.is_empty() {
+        "/usr/bin/bwrap".to_string()
+    } else {
+        s.session_sandbox.bwrap_launcher.clone()
+    };
+    let p = p.replacen("~/", &format!("{}/", home.display()), 1);
+    match std::process::Command::new(&p).arg("--version").output() {
+        Ok(out) if out.status.success() => {
+            check("sandbox_launcher", Status::Ok, String::from_utf8_lossy(&out.stdout).trim().to_string(), None)
+        }
+        _ => check("sandbox_launcher", Status::Fail, format!("bubblewrap not runnable at {p}"), Some("install bubblewrap (apt-get install bubblewrap) or set session_sandbox.bwrap_launcher")),
+    }
+}
+
+fn kernel_check(d: &Daemon, s: &Settings) -> Check {
+    if !cfg!(target_os = "linux") {
+        return check(
+            "kernel",
+            Status::Skip,
+            "only the Linux backend uses kernel features",
+            None,
+        );
+    }
+    let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let landlock = relay_shim::landlock::abi_version().unwrap_or(0);
+    let ports_needed =
+        !s.session_sandbox.denied_loopback_ports.is_empty() || d.api_port().is_some();
+    let detail = format!(
+        "user namespaces: {}; Landlock ABI {landlock}",
+        if userns > 0 { "available" } else { "off" }
+    );
+    if userns == 0 {
+        return check(
+            "kernel",
+            Status::Fail,
+            detail,
+            Some("enable user namespaces (user.max_user_namespaces > 0)"),
+        );
+    }
+    if landlock < relay_shim::landlock::MIN_NET_ABI && ports_needed {
+        return check("kernel", Status::Fail, detail, Some("denied loopback ports need Landlock ABI 4 (Linux 6.7+); or clear api.listen and denied_loopback_ports"));
+    }
+    check("kernel", Status::Ok, detail, None)
+}
+
+fn config_check(d: &Daemon) -> Check {
+    let me = nix::unistd::geteuid().as_raw();
+    let mut problems = Vec::new();
+    for (p, want) in [
+        (d.paths.config.clone(), 0o700),
+        (d.paths.api_token(), 0o600),
+    ] {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) => {
+                let mode = m.permissions().mode() & 0o777;
+                if mode & !want != 0 {
+                    problems.push(format!("{} is {mode:03o}, want {want:03o}", p.display()));
+                }
+                if m.uid() != me {
+                    problems.push(format!("{} belongs to uid {}", p.display(), m.uid()));
+                }
+            }
+            Err(e) => problems.push(format!("{}: {e}", p.display())),
+        }
+    }
+    if problems.is_empty() {
+        check(
+            "config_dir",
+            Status::Ok,
+            format!("{} is 0700, api-token 0600", d.paths.config.display()),
+            None,
+        )
+    } else {
+        check(
+            "config_dir",
+            Status::Fail,
+            problems.join("; "),
+            Some(&format!(
+                "chmod 700 {}; chmod 600 {}",
+                d.paths.config.display(),
+                d.paths.api_token().display()
+            )),
+        )
+    }
+}
+
+fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path::PathBuf>) {
+    let path =
+        match settings::token_file_path(&s.claude_token_file, home) {
+            Ok(None) => return (
+                check(
+                    "token_file",
+                    Status::Skip,
+                    "claude_token_file is not set",
+                    Some("run `claude setup-token`, save the token 0600 and set claude_token_file"),
+                ),
+                None,
+            ),
+            Ok(Some(p)) => p,
+            Err(e) => {
+                return (
+                    check(
+                        "token_file",
+                        Status::Fail,
+                        e,
+                        Some("use an absolute path or one starting with ~/"),
+                    ),
+                    None,
+                )
+            }
+        };
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => m,
+        Err(e) => {
+            return (
+                check(
+                    "token_file",
+                    Status::Fail,
+                    format!("{}: {e}", path.display()),
+                    Some("create the file with `claude setup-token` output, mode 600"),
+                ),
+                Some(path),
+            )
+        }
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    let detail = format!(
+        "{}: mode {mode:04o}, owner uid {}, {} link(s), {} bytes",
+        path.display(),
+        meta.uid(),
+        meta.nlink(),
+        meta.len()
+    );
+    if let Err(e) = crate::token::read_token_file(&path) {
+        return (
+            check(
+                "token_file",
+                Status::Fail,
+                format!("{detail}; {}", e.reason),
+                Some("keep one regular 0600 file of at most 4096 bytes, no links"),
+            ),
+            Some(path),
+        );
+    }
+    if mode & 0o077 != 0 {
+        return (
+            check(
+                "token_file",
+                Status::Warn,
+                detail,
+                Some(&format!("chmod 600 {}", path.display())),
+            ),
+            Some(path),
+        );
+    }
+    (check("token_file", Status::Ok, detail, None), Some(path))
+}
+
+/// Strips terminal escape sequences and whitespace, for matching a pty log.
+pub fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            match chars.peek() {
+                Some('[') => {
+                    chars.next();
+                    while let Some(&n) = chars.peek() {
+                        chars.next();
+                        if ('@'..='~').contains(&n) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    for n in chars.by_ref() {
+                        if n == '\u{7}' {
+                            break;
+                        }
+                    }
+                }
+                _ => {
+                    chars.next();
+                }
+            }
+        } else if !c.is_whitespace() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Runs a pty launch to its end and returns its log.
+async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result<String, String> {
+    let mut input = input;
+    input.kind = Some(SessionKind::Pty);
+    input.project = Some(project.to_string());
+    let seq = d.events.last_seq();
+    let entry = launch::launch(d, input)
+        .await
+        .map_err(|e| format!("{} ({})", e.message, e.code))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut after = seq;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err("the probe did not end within 60 s".into());
+        }
+        let evs = d.events.wait_after(after, left).await;
+        if let Some(last) = evs.last() {
+            after = last["seq"].as_u64().unwrap_or(after);
+        }
+        if evs
+            .iter()
+            .any(|e| e["name"] == "session.exited" && e["session_id"] == entry.id.as_str())
+        {
+            break;
+        }
+    }
+    let (status, bytes) = d
+        .host
+        .call("GET", &format!("/sessions/{}/log", entry.id), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(format!("probe log: host answered {status}"));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn probe_project(s: &Settings) -> Option<String> {
+    s.projects
+        .iter()
+        .find(|p| p.allows(CLAUDE_CODE_TEMPLATE))
+        .map(|p| p.id.clone())
+}
+
+pub async fn run(d: &Arc<Daemon>) -> Value {
+    let mut checks = Vec::new();
+    let settings = match d.load_settings() {
+        Ok(s) => s,
+        Err(e) => {
+            checks.push(check(
+                "settings",
+                Status::Fail,
+                e.to_string(),
+                Some("fix settings.json; relay picks it up at the next launch"),
+            ));
+            return serde_json::json!({"ok": false, "checks": checks});
+        }
+    };
+    checks.push(check(
+        "settings",
+        Status::Ok,
+        d.paths.settings().display().to_string(),
+        None,
+    ));
+    checks.push(launcher_check(&settings, &d.home));
+    checks.push(kernel_check(d, &settings));
+    checks.push(config_check(d));
+    let (token, token_path) = token_check(&settings, &d.home);
+    let token_ok = token.status == Status::Ok || token.status == Status::Warn;
+    checks.push(token);
+
+    let project = probe_project(&settings);
+    match (&token_path, token_ok, &project) {
+        (Some(path), true, Some(project)) => {
+            let script = "if cat -- \"$1\" >/dev/null 2>&1; then echo relay-canary:read; else echo relay-canary:denied; fi";
+            let input = LaunchInput {
+                template: Some(CLAUDE_CODE_TEMPLATE.into()),
+                name: Some("relay doctor canary".into()),
+                probe_argv: Some(vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    script.into(),
+                    "sh".into(),
+                    path.to_string_lossy().into_owned(),
+                ]),
+                ..Default::default()
+            };
+            checks.push(match run_probe(d, project, input).await {
+                Ok(log) if plain(&log).contains("relay-canary:denied") => check("canary", Status::Ok, format!("a sandboxed probe was denied reading {}", path.display()), None),
+                Ok(log) if plain(&log).contains("relay-canary:read") => check("canary", Status::Fail, format!("a sandboxed probe READ {}", path.display()), Some("the sandbox does not deny the token file: do not launch Claude sessions; report this")),
+                Ok(_) => check("canary", Status::Fail, "the probe gave no answer", Some("see `relay terminal list` for the canary terminal")),
+                Err(e) => check("canary", Status::Fail, format!("the probe could not run: {e}"), Some("fix the launch error above")),
+            });
+        }
+        (_, _, None) => checks.push(check(
+            "canary",
+            Status::Skip,
+            "no project allows the claude-code template",
+            Some("allow claude-code in a project"),
+        )),
+        _ => checks.push(check(
+            "canary",
+            Status::Skip,
+            "no usable token file to protect",
+            None,
+        )),
+    }
+
+    let template_cmd = settings
+        .terminal_templates
+        .iter()
+        .find(|t| t.id == CLAUDE_CODE_TEMPLATE)
+        .map(|t| t.command.clone())
+        .unwrap_or_else(|| settings.claude_path.clone());
+    let claude = launch::which(&template_cmd, &d.home).filter(|p| !is_fake(p));
+    match (claude, token_ok, &project) {
+        (Some(bin), true, Some(project)) => {
+            let input = LaunchInput {
+                template: Some(CLAUDE_CODE_TEMPLATE.into()),
+                name: Some("relay doctor auth status".into()),
+                extra_args: vec!["auth".into(), "status".into()],
+                ..Default::default()
+            };
+            checks.push(match run_probe(d, project, input).await {
+                Ok(log)
+                    if plain(&log).contains("\"authMethod\":\"oauth_token\"")
+                        && plain(&log).contains("\"loggedIn\":true") =>
+                {
+                    check(
+                        "claude_auth",
+                        Status::Ok,
+                        format!("{} auth status: oauth_token through fd 5", bin.display()),
+                        None,
+                    )
+                }
+                Ok(_) => check(
+                    "claude_auth",
+                    Status::Fail,
+                    format!("{} auth status did not report oauth_token", bin.display()),
+                    Some("check the token file holds a `claude setup-token` token"),
+                ),
+                Err(e) => check(
+                    "claude_auth",
+                    Status::Fail,
+                    format!("could not run {}: {e}", bin.display()),
+                    Some("check the claude-code template's command"),
+                ),
+            });
+        }
+        (None, _, _) => checks.push(check(
+            "claude_auth",
+            Status::Skip,
+            format!("no Claude Code binary found for {template_cmd:?}"),
+            Some("install Claude Code or set the claude-code template's command"),
+        )),
+        _ => checks.push(check(
+            "claude_auth",
+            Status::Skip,
+            "needs a usable token file and a project allowing claude-code",
+            None,
+        )),
+    }
+    let ok = checks.iter().all(|c| c.status != Status::Fail);
+    serde_json::json!({"ok": ok, "checks": checks})
+}
+
+/// The test stand-in answers `auth status` too, but it is not Claude Code.
+fn is_fake(p: &std::path::Path) -> bool {
+    std::process::Command::new(p)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("Claude Code stand-in"))
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain;
+
+    #[test]
+    fn plain_drops_escape_sequences_and_spaces() {
+        let log = "\u{1b}7\u{1b}[r\u{1b}8{\n\u{1b}[3G\"loggedIn\":\u{1b}[15Gtrue,\n\u{1b}]0;title\u{7}\"authMethod\": \"oauth_token\"";
+        assert_eq!(
+            plain(log),
+            "{\"loggedIn\":true,\"authMethod\":\"oauth_token\""
+        );
+    }
+}
