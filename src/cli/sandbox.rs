@@ -139,7 +139,12 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
 
     // Signals are taken by one thread: window changes, and the terminal going away.
     let mut set = SigSet::empty();
-    for s in [Signal::SIGWINCH, Signal::SIGHUP, Signal::SIGTERM] {
+    for s in [
+        Signal::SIGWINCH,
+        Signal::SIGHUP,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+    ] {
         set.add(s);
     }
     let _ = set.thread_block();

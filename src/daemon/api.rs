@@ -63,11 +63,11 @@ fn empty(status: u16) -> Resp {
     r
 }
 
-async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
+async fn parse_body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
     let bytes = match Limited::new(req.into_body(), BODY_MAX).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => {
-            return Err(refuse(
+            return Err(ApiError::error(
                 413,
                 "payload_too_large",
                 format!("request body larger than {BODY_MAX} bytes"),
@@ -80,7 +80,7 @@ async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
         bytes
     };
     serde_json::from_slice(&bytes).map_err(|e| {
-        refuse(
+        ApiError::denied(
             400,
             "invalid_request",
             format!(
@@ -91,6 +91,21 @@ async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
             ),
         )
     })
+}
+
+async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
+    parse_body(req).await.map_err(|e| err(&e))
+}
+
+/// The body of a launch request; a refusal is audited like any other launch refusal.
+async fn launch_body<T: DeserializeOwned>(
+    d: &Arc<Daemon>,
+    kind: SessionKind,
+    req: Request<Incoming>,
+) -> Result<T, Resp> {
+    parse_body(req)
+        .await
+        .map_err(|e| err(&launch::refused_request(d, kind, "session_launch", None, e)))
 }
 
 #[derive(Deserialize, Default)]
@@ -296,7 +311,9 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
     if peer.tcp && req.method() == Method::GET && req.uri().path() == "/login" {
         return login(&d, &req);
     }
-    let reads_with_cookie = peer.cookie && req.method() == Method::GET;
+    // The page's cookie reads; attaching types into a terminal, so it needs the bearer.
+    let reads_with_cookie =
+        peer.cookie && req.method() == Method::GET && !req.uri().path().ends_with("/attach");
     if !peer.authorized && !reads_with_cookie {
         return empty(401);
     }
@@ -306,6 +323,9 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         }
     }
     if !peer.tcp && req.method() == Method::POST && req.uri().path() == "/api/login-code" {
+        if let Some(r) = inside(&d, peer) {
+            return r;
+        }
         let Some(addr) = d.api_addr() else {
             return refuse(
                 409,
@@ -344,7 +364,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
     match (method, parts.as_slice()) {
         (Method::GET, ["api", "status"]) => json_resp(200, &status_body(&d)),
         (Method::POST, ["api", "sessions"]) => {
-            let b: SessionStart = match body(req).await {
+            let b: SessionStart = match launch_body(&d, SessionKind::Claude, req).await {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -398,16 +418,31 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         }
         (Method::POST, ["api", "sessions", id, "resume"]) => {
             let id = id.to_string();
+            let resume_refused = |e: ApiError| {
+                err(&launch::refused_request(
+                    &d,
+                    SessionKind::Claude,
+                    "session_resume",
+                    Some(id.clone()),
+                    e,
+                ))
+            };
             let e = match d.entry(&id) {
                 Some(e) if e.kind == SessionKind::Claude => e,
-                _ => return refuse(404, "not_found", format!("no session {id}")),
+                _ => {
+                    return resume_refused(ApiError::denied(
+                        404,
+                        "not_found",
+                        format!("no session {id}"),
+                    ))
+                }
             };
             if e.state != EntryState::Dormant {
-                return refuse(
+                return resume_refused(ApiError::denied(
                     409,
                     "session_running",
                     format!("session {id} is not dormant"),
-                );
+                ));
             }
             let input = LaunchInput {
                 kind: Some(SessionKind::Claude),
@@ -425,7 +460,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         }
         (Method::DELETE, ["api", "sessions", id]) => stop(&d, id, SessionKind::Claude).await,
         (Method::POST, ["api", "terminals"]) => {
-            let b: TerminalStart = match body(req).await {
+            let b: TerminalStart = match launch_body(&d, SessionKind::Pty, req).await {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -437,13 +472,32 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                         rows: r.unwrap_or(24),
                     };
                     if size.cols == 0 || size.rows == 0 || size.cols > 1000 || size.rows > 1000 {
-                        return refuse(400, "invalid_request", "cols and rows must be 1 to 1000");
+                        let e = ApiError::denied(
+                            400,
+                            "invalid_request",
+                            "cols and rows must be 1 to 1000",
+                        );
+                        return err(&launch::refused_request(
+                            &d,
+                            SessionKind::Pty,
+                            "session_launch",
+                            None,
+                            e,
+                        ));
                     }
                     Some(size)
                 }
             };
             if b.extra_args.len() > 64 || b.extra_args.iter().any(|a| a.contains('\0')) {
-                return refuse(400, "invalid_request", "at most 64 extra args, without NUL");
+                let e =
+                    ApiError::denied(400, "invalid_request", "at most 64 extra args, without NUL");
+                return err(&launch::refused_request(
+                    &d,
+                    SessionKind::Pty,
+                    "session_launch",
+                    None,
+                    e,
+                ));
             }
             let input = LaunchInput {
                 kind: Some(SessionKind::Pty),

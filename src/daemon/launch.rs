@@ -181,6 +181,30 @@ impl Attempt<'_> {
     }
 }
 
+/// A launch request refused before the authorization path could start (a malformed
+/// body, a bad size, a resume of nothing): the same audit row and event.
+pub fn refused_request(
+    d: &Arc<Daemon>,
+    kind: SessionKind,
+    action: &'static str,
+    session_id: Option<String>,
+    e: ApiError,
+) -> ApiError {
+    let mut at = Attempt {
+        d,
+        row: AuditRow {
+            action,
+            session_id,
+            kind: Some(kind_name(kind).into()),
+            outcome: "allowed",
+            ..Default::default()
+        },
+        kind,
+        profile: None,
+    };
+    at.refuse(e)
+}
+
 pub fn kind_name(k: SessionKind) -> &'static str {
     match k {
         SessionKind::Claude => "claude",

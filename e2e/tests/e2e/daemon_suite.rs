@@ -231,6 +231,13 @@ fn every_authorization_refusal_has_a_code_an_event_and_an_audit_row() {
         (400, Some("invalid_request")),
         "{v}"
     );
+    // A malformed launch body is a refused launch too: audited.
+    let row = r.audit_rows().into_iter().last().unwrap();
+    assert_eq!(
+        (row["code"].as_str(), row["outcome"].as_str()),
+        (Some("invalid_request"), Some("denied")),
+        "{row}"
+    );
     assert_eq!(r.api("GET", "/api/nothing", None).0, 404);
 }
 

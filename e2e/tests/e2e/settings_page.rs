@@ -152,27 +152,65 @@ fn settings_page_says_nothing_about_a_token_when_the_setting_is_empty_and_needs_
         .contains("token file"));
     // Without the cookie or the bearer the page is not served; a used link does not work twice.
     let addr = r.ready["api"].as_str().unwrap().to_string();
-    let get = |path: &str| {
+    let req = |method: &str, path: &str, cookie: Option<&str>| {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
+        let c = cookie
+            .map(|c| format!("Cookie: {c}\r\n"))
+            .unwrap_or_default();
+        write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\n{c}Content-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).unwrap();
-        relay_e2e::parse_response_pub(&raw).0
+        let head = String::from_utf8_lossy(&raw).to_string();
+        let set_cookie = head
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("set-cookie: ")
+                    .or_else(|| l.strip_prefix("Set-Cookie: "))
+            })
+            .map(|v| v.split(';').next().unwrap().to_string());
+        (relay_e2e::parse_response_pub(&raw).0, set_cookie)
     };
-    assert_eq!(get("/"), 401);
-    assert_eq!(get("/api/status"), 401);
+    assert_eq!(req("GET", "/", None).0, 401);
+    assert_eq!(req("GET", "/api/status", None).0, 401);
     let used = v["final_url"].as_str().unwrap();
     assert!(used.ends_with('/'), "{used}");
     let link = r.cli_json(&["settings"]);
     let url = link["url"].as_str().unwrap();
     let path_q = &url[url.find("/login").unwrap()..];
-    assert_eq!(get(path_q), 303);
-    assert_eq!(get(path_q), 403, "a login link works once");
+    let (st, cookie) = req("GET", path_q, None);
+    assert_eq!(st, 303);
+    assert_eq!(req("GET", path_q, None).0, 403, "a login link works once");
+    let cookie = cookie.expect("a session cookie");
+    assert_eq!(req("GET", "/api/status", Some(&cookie)).0, 200);
+    // The cookie only reads: no launch, no stop, no typing into a terminal.
+    let t = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "shell",
+        "--extra-arg",
+        "-c",
+        "--extra-arg",
+        "sleep 60",
+    ]);
+    let tid = t["id"].as_str().unwrap();
+    assert_eq!(req("POST", "/api/terminals", Some(&cookie)).0, 401);
+    assert_eq!(
+        req("DELETE", &format!("/api/terminals/{tid}"), Some(&cookie)).0,
+        401
+    );
+    assert_eq!(
+        req(
+            "GET",
+            &format!("/api/terminals/{tid}/attach"),
+            Some(&cookie)
+        )
+        .0,
+        401
+    );
 }
 
 fn decode_b64(s: &str) -> Vec<u8> {
