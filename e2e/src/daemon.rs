@@ -277,6 +277,22 @@ impl Relay {
             .unwrap_or_else(|e| panic!("relay {args:?}: {e}: {}", out.stdout))
     }
 
+    /// `relay terminal start --project p1 --template shell --extra-arg -c --extra-arg SCRIPT`.
+    pub fn shell_terminal(&self, script: &str) -> Value {
+        self.cli_json(&[
+            "terminal",
+            "start",
+            "--project",
+            "p1",
+            "--template",
+            "shell",
+            "--extra-arg",
+            "-c",
+            "--extra-arg",
+            script,
+        ])
+    }
+
     pub fn socket(&self) -> PathBuf {
         self.config.join("relay.sock")
     }

@@ -104,6 +104,18 @@ pub fn http(
     parse_response(&raw)
 }
 
+/// One HTTP/1.1 request over loopback TCP with extra header lines (each ending in
+/// `\r\n`); returns the status and the raw answer (head included).
+pub fn tcp_http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, Vec<u8>) {
+    let mut s =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(WAIT)).ok();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: relay\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n").expect("send");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    (parse_response(&raw).0, raw)
+}
+
 /// Status and body of a raw HTTP/1.1 answer.
 pub fn parse_response_pub(raw: &[u8]) -> (u16, Vec<u8>) {
     parse_response(raw)

@@ -117,18 +117,7 @@ fn malformed_settings_refuse_launches_keep_relay_up_and_a_fixed_file_recovers() 
     let mut s = base_settings(None);
     s["colour"] = json!("teal");
     r.write_settings(&s);
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "shell",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        "true",
-    ]);
+    let v = r.shell_terminal("true");
     assert_eq!(v["state"], "running");
     let status = r.cli_json(&["status"]);
     assert_eq!(status["settings"]["ok"], true);
@@ -310,19 +299,11 @@ fn the_tcp_listener_needs_the_bearer_and_its_port_is_denied_to_sessions() {
         0o600
     );
     let get = |bearer: Option<&str>| {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
         let auth = bearer
             .map(|b| format!("Authorization: Bearer {b}\r\n"))
             .unwrap_or_default();
-        write!(
-            s,
-            "GET /api/status HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        relay_e2e::parse_response_pub(&raw)
+        let (status, raw) = relay_e2e::tcp_http(&addr, "GET", "/api/status", &auth);
+        (status, relay_e2e::parse_response_pub(&raw).1)
     };
     let (st, body) = get(None);
     assert_eq!((st, body.len()), (401, 0));
@@ -353,18 +334,7 @@ fn the_tcp_listener_needs_the_bearer_and_its_port_is_denied_to_sessions() {
 fn a_dead_host_is_restarted_and_launches_work_again() {
     let r = Relay::start(base_settings(None));
     let first = r.wait_event(|e| e["name"] == "host.started");
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "shell",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        "sleep 600",
-    ]);
+    let v = r.shell_terminal("sleep 600");
     let id = v["id"].as_str().unwrap().to_string();
     let pid = first["pid"].as_u64().unwrap() as libc::pid_t;
     // Safety: SIGKILL to the host process this instance started.
@@ -373,18 +343,7 @@ fn a_dead_host_is_restarted_and_launches_work_again() {
     assert_eq!(ev["reason"], "host_died", "{ev}");
     let second = r.wait_event(|e| e["name"] == "host.started");
     assert_ne!(second["pid"], first["pid"]);
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "shell",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        "echo again",
-    ]);
+    let v = r.shell_terminal("echo again");
     r.wait_exited(v["id"].as_str().unwrap());
     let log = r.cli_json(&["terminal", "log", "--id", v["id"].as_str().unwrap()]);
     assert!(log["log"].as_str().unwrap().contains("again"), "{log}");
@@ -393,18 +352,7 @@ fn a_dead_host_is_restarted_and_launches_work_again() {
 #[test]
 fn sigterm_ends_every_session_and_exits_0() {
     let mut r = Relay::start(base_settings(None));
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "shell",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        "sleep 600",
-    ]);
+    let v = r.shell_terminal("sleep 600");
     let id = v["id"].as_str().unwrap().to_string();
     let (st, s, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
     assert_eq!(st, 201, "{s}");

@@ -153,14 +153,10 @@ fn settings_page_says_nothing_about_a_token_when_the_setting_is_empty_and_needs_
     // Without the cookie or the bearer the page is not served; a used link does not work twice.
     let addr = r.ready["api"].as_str().unwrap().to_string();
     let req = |method: &str, path: &str, cookie: Option<&str>| {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
         let c = cookie
             .map(|c| format!("Cookie: {c}\r\n"))
             .unwrap_or_default();
-        write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\n{c}Content-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
+        let (status, raw) = relay_e2e::tcp_http(&addr, method, path, &c);
         let head = String::from_utf8_lossy(&raw).to_string();
         let set_cookie = head
             .lines()
@@ -169,7 +165,7 @@ fn settings_page_says_nothing_about_a_token_when_the_setting_is_empty_and_needs_
                     .or_else(|| l.strip_prefix("Set-Cookie: "))
             })
             .map(|v| v.split(';').next().unwrap().to_string());
-        (relay_e2e::parse_response_pub(&raw).0, set_cookie)
+        (status, set_cookie)
     };
     assert_eq!(req("GET", "/", None).0, 401);
     assert_eq!(req("GET", "/api/status", None).0, 401);
@@ -184,18 +180,7 @@ fn settings_page_says_nothing_about_a_token_when_the_setting_is_empty_and_needs_
     let cookie = cookie.expect("a session cookie");
     assert_eq!(req("GET", "/api/status", Some(&cookie)).0, 200);
     // The cookie only reads: no launch, no stop, no typing into a terminal.
-    let t = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "shell",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        "sleep 60",
-    ]);
+    let t = r.shell_terminal("sleep 60");
     let tid = t["id"].as_str().unwrap();
     assert_eq!(req("POST", "/api/terminals", Some(&cookie)).0, 401);
     assert_eq!(
