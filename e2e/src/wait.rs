@@ -19,3 +19,20 @@ pub fn child_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         pause = (pause * 2).min(Duration::from_millis(200));
     }
 }
+
+/// Waits until `cond` holds, at most `limit`, with a bounded backoff: for states that
+/// announce themselves only in output the test can read (a log line).
+pub fn until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}

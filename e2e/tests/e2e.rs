@@ -649,3 +649,31 @@ fn terminate_ends_a_running_session_and_reports_it() {
     assert_eq!(ev["reason"], "terminated", "{ev}");
     assert_eq!(ev["signal"], 15, "{ev}");
 }
+
+#[test]
+fn terminate_kills_a_target_that_ignores_sigterm_after_the_grace() {
+    let inst = Instance::start();
+    let script = "trap '' TERM; echo armed; while :; do sleep 1; done";
+    let req = inst.request_for(
+        "t-stubborn",
+        SessionKind::Pty,
+        vec!["/bin/sh".into(), "-c".into(), script.into()],
+    );
+    let (status, body, _) = inst.launch(&req);
+    assert_eq!(status, 201, "{body}");
+    // The shell must have set its trap before it is asked to stop.
+    let armed = relay_e2e::wait::until(relay_e2e::WAIT, || {
+        String::from_utf8_lossy(&inst.log("t-stubborn")).contains("armed")
+    });
+    assert!(armed, "the target never printed its marker");
+    let (status, info, _) = inst.request(
+        "POST",
+        "/terminate",
+        Some(&serde_json::json!({"session_id": "t-stubborn"})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(info["state"], "exited");
+    let ev = inst.wait_exit("t-stubborn");
+    assert_eq!(ev["reason"], "terminated", "{ev}");
+    assert_eq!(ev["signal"], 9, "SIGKILL after the grace: {ev}");
+}
