@@ -590,18 +590,25 @@ async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
         );
     };
     if e.state == EntryState::Running {
+        let seq = d.events.last_seq();
         let body = serde_json::to_vec(&json!({"session_id": id})).unwrap_or_default();
         match host_passthrough(d, "POST", "/terminate", Some(body)).await {
             Ok((200, _)) | Ok((404, _)) => {}
             Ok((status, bytes)) => return host_error(status, &bytes),
             Err(r) => return r,
         }
-        // The host reports the exit before it answers; the ledger has it by now.
-        for _ in 0..50 {
-            if d.entry(id).is_some_and(|e| e.state != EntryState::Running) {
+        // The host printed the exit before it answered; the daemon reads that line on
+        // its own task, so wait for the event it emits (bounded).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut after = seq;
+        while d.entry(id).is_some_and(|e| e.state == EntryState::Running) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Some(last) = d.events.wait_after(after, left).await.last() {
+                after = last["seq"].as_u64().unwrap_or(after);
+            }
         }
     }
     json_resp(200, &d.entry(id))
