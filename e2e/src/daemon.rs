@@ -23,6 +23,9 @@ pub struct RelayOptions {
     pub settings: Value,
     /// Run the daemon (and every CLI call) as this unprivileged uid/gid.
     pub uid: Option<u32>,
+    /// Keep the config dir at `~/.config/relay` (the platform default) instead of
+    /// beside the home folder.
+    pub config_in_home: bool,
 }
 
 pub struct Relay {
@@ -70,11 +73,12 @@ impl Relay {
         Self::start_with(RelayOptions {
             settings,
             uid: None,
+            config_in_home: false,
         })
     }
 
     pub fn start_with(opts: RelayOptions) -> Relay {
-        let mut r = Self::prepare(opts.uid);
+        let mut r = Self::prepare(opts.uid, opts.config_in_home);
         if !opts.settings.is_null() {
             r.write_settings(&opts.settings);
         }
@@ -83,7 +87,7 @@ impl Relay {
     }
 
     /// The folders and binaries, without starting anything.
-    pub fn prepare(uid: Option<u32>) -> Relay {
+    pub fn prepare(uid: Option<u32>, config_in_home: bool) -> Relay {
         let base = std::env::var_os("RELAY_E2E_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
@@ -94,7 +98,11 @@ impl Relay {
             .expect("instance dir");
         let root = dir.path().to_path_buf();
         let home = root.join("home");
-        let config = root.join("config");
+        let config = if config_in_home {
+            home.join(".config/relay")
+        } else {
+            root.join("config")
+        };
         let tmp = root.join("tmp");
         let project = home.join("project");
         let local_bin = home.join(".local/bin");

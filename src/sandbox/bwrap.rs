@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::policy::{depth, merged_grants, Access, Network, PathKind, Spec};
+use super::policy::{depth, merged_grants, proper_ancestors, Access, Network, PathKind, Spec};
 
 /// System directories bound read-only when they exist. `/usr` is required and bound
 /// with `--ro-bind`; these may be absent or links into `/usr` depending on the distro.
@@ -62,16 +62,61 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     let mut grants = merged_grants(spec);
     // Stable: parents before children, equal depths in the order given.
     grants.sort_by_key(|g| depth(&g.path.canonical));
-    for grant in grants {
+    let flag_for = |access: Access| match access {
+        Access::Read => "--ro-bind",
+        Access::ReadWrite => "--bind",
+    };
+    for grant in &grants {
         if grant.path.kind == PathKind::Missing {
             // Nothing to bind; bwrap would fail on a missing source.
             continue;
         }
-        let flag = match grant.access {
-            Access::Read => "--ro-bind",
-            Access::ReadWrite => "--bind",
-        };
-        args.path_pair(flag, &grant.path.canonical);
+        args.path_pair(flag_for(grant.access), &grant.path.canonical);
+    }
+
+    // Pins: each folder between a read-write grant and a denied path is bound onto
+    // itself with the access it already has, so it becomes a mount point and the session
+    // cannot rename it away (EBUSY) to plant a decoy where the daemon looks next time —
+    // the config dir with its settings, or the token file. The bwrap side of SBPL's
+    // ancestor unlink pins. A missing deny has no folders to pin below the existing part.
+    let bound: Vec<(&Path, Access)> = grants
+        .iter()
+        .filter(|g| g.path.kind != PathKind::Missing)
+        .map(|g| (g.path.canonical.as_path(), g.access))
+        .collect();
+    // A folder that is denied itself, or lies in a denied folder, gets a mask instead.
+    let masked_dirs: Vec<&Path> = spec
+        .deny
+        .iter()
+        .filter(|d| d.kind == PathKind::Dir)
+        .map(|d| d.canonical.as_path())
+        .collect();
+    let mut pins: Vec<(&Path, Access)> = Vec::new();
+    for deny in spec.deny.iter().filter(|d| d.kind != PathKind::Missing) {
+        for folder in proper_ancestors(&deny.canonical) {
+            if masked_dirs.iter().any(|m| folder.starts_with(m)) {
+                continue;
+            }
+            let writable_above = bound
+                .iter()
+                .any(|(g, a)| *a == Access::ReadWrite && folder.starts_with(g) && folder != *g);
+            let holder = bound
+                .iter()
+                .filter(|(g, _)| folder.starts_with(g))
+                .max_by_key(|(g, _)| depth(g));
+            match holder {
+                Some((g, access)) if writable_above && *g != folder => {
+                    if !pins.iter().any(|(p, _)| *p == folder) {
+                        pins.push((folder, *access));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    pins.sort_by_key(|(p, _)| depth(p));
+    for (folder, access) in pins {
+        args.path_pair(flag_for(access), folder);
     }
 
     // A deny inside a masked directory is already hidden by that mask, and its own
@@ -198,7 +243,7 @@ mod tests {
                     || (args[i] == "--ro-bind" && args[i + 1] == "/dev/null")
             })
             .collect();
-        assert_eq!(grants.len(), 4, "{args:?}");
+        assert!(grants.len() >= 4, "grants and their pins: {args:?}");
         assert_eq!(masks.len(), 3, "{args:?}");
         for m in &masks {
             for g in &grants {

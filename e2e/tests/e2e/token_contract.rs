@@ -364,6 +364,7 @@ fn t09_an_unreadable_token_file_refuses_the_terminal_naming_the_path() {
     let r = Relay::start_with(RelayOptions {
         settings: base_settings(Some(TOKEN_SETTING)),
         uid: Some(NOBODY),
+        config_in_home: false,
     });
     let path = r.write_token(&token);
     std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
@@ -535,4 +536,40 @@ fn t13_a_token_path_through_a_planted_folder_link_refuses_every_sandboxed_launch
             .count(),
         0
     );
+}
+
+#[test]
+fn t14_a_session_cannot_rename_the_folders_above_the_config_dir_or_the_token() {
+    let token = fake_token();
+    let mut s = base_settings(Some(TOKEN_SETTING));
+    // The claude-code template grants all of home read-write, and relay's config dir is
+    // the default `~/.config/relay`: every folder above it and above the token is
+    // writable by path, so only the pins keep them in place. Renaming `~/.config` away
+    // would let the session plant its own settings.json for the next launch.
+    s["terminal_templates"][0]["read_write"] = json!(["~"]);
+    s["terminal_templates"][0]["read"] = json!([]);
+    let r = Relay::start_with(RelayOptions {
+        settings: s,
+        uid: None,
+        config_in_home: true,
+    });
+    let path = r.write_token(&token);
+    let (id, _) = start_session(&r);
+    for mv in [
+        "mv \"$HOME/.config\" \"$HOME/moved-config\"",
+        "mv \"$HOME/.config/acme-ltt\" \"$HOME/moved-ltt\"",
+        "mv \"$HOME/.config/relay\" \"$HOME/moved-relay\"",
+    ] {
+        let reply = turn(&r, &id, &format!("!sh {mv}"));
+        assert!(!reply.starts_with("exit: 0"), "{mv} worked: {reply}");
+    }
+    assert!(r.config.join("settings.json").exists());
+    assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), token);
+    let (next, _) = start_session(&r);
+    turn(&r, &next, "hi");
+    assert_eq!(
+        r.start_line(&next)["token_sha256"],
+        sha256_hex(token.as_bytes())
+    );
+    assert_token_nowhere(&r, &token, &path, &[]);
 }
