@@ -104,13 +104,11 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
                 .iter()
                 .filter(|(g, _)| folder.starts_with(g))
                 .max_by_key(|(g, _)| depth(g));
-            match holder {
-                Some((g, access)) if writable_above && *g != folder => {
-                    if !pins.iter().any(|(p, _)| *p == folder) {
-                        pins.push((folder, *access));
-                    }
+            if let Some((g, access)) = holder {
+                let new = !pins.iter().any(|(p, _)| *p == folder);
+                if writable_above && *g != folder && new {
+                    pins.push((folder, *access));
                 }
-                _ => {}
             }
         }
     }
