@@ -377,7 +377,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 caller_pid: peer.pid,
                 ..Default::default()
             };
-            match launch::launch(&d, input).await {
+            match launch_detached(&d, input).await {
                 Ok(e) => json_resp(201, &e),
                 Err(e) => err(&e),
             }
@@ -453,7 +453,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 caller_pid: peer.pid,
                 ..Default::default()
             };
-            match launch::launch(&d, input).await {
+            match launch_detached(&d, input).await {
                 Ok(e) => json_resp(201, &e),
                 Err(e) => err(&e),
             }
@@ -511,7 +511,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 project_from_directory: b.project_from_directory,
                 ..Default::default()
             };
-            match launch::launch(&d, input).await {
+            match launch_detached(&d, input).await {
                 Ok(e) => json_resp(201, &e),
                 Err(e) => err(&e),
             }
@@ -548,7 +548,13 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 .collect();
             json_resp(200, &json!({"rows": rows}))
         }
-        (Method::POST, ["api", "doctor"]) => json_resp(200, &super::doctor::run(&d).await),
+        (Method::POST, ["api", "doctor"]) => {
+            let d2 = d.clone();
+            match tokio::spawn(async move { super::doctor::run(&d2).await }).await {
+                Ok(v) => json_resp(200, &v),
+                Err(e) => refuse(500, "internal", format!("doctor: {e}")),
+            }
+        }
         (Method::GET, ["api", "events"]) => {
             let after = query(&req, "after")
                 .and_then(|s| s.parse().ok())
@@ -571,6 +577,20 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
             )
         }
         _ => refuse(404, "not_found", "no such route"),
+    }
+}
+
+/// Runs a launch on its own task: a client that hangs up mid-launch must not cancel
+/// the cleanup, the audit row or the ledger update half-way.
+async fn launch_detached(d: &Arc<Daemon>, input: LaunchInput) -> Result<super::Entry, ApiError> {
+    let d = d.clone();
+    match tokio::spawn(async move { launch::launch(&d, input).await }).await {
+        Ok(r) => r,
+        Err(e) => Err(ApiError::error(
+            500,
+            "spawn_failed",
+            format!("launch task: {e}"),
+        )),
     }
 }
 

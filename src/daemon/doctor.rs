@@ -48,7 +48,22 @@ fn check(
     }
 }
 
-fn launcher_check(s: &Settings, home: &std::path::Path) -> Check {
+/// A short command's stdout, or None when it failed or took longer than 10 s.
+async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg(arg)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(10), cmd.output()).await {
+        Ok(Ok(out)) if out.status.success() => {
+            Some(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+        _ => None,
+    }
+}
+
+async fn launcher_check(s: &Settings, home: &std::path::Path) -> Check {
     if cfg!(target_os = "macos") {
         let p = if s.session_sandbox.seatbelt_launcher.is_empty() {
             "/usr/bin/sandbox-exec".to_string()
@@ -77,11 +92,9 @@ fn launcher_check(s: &Settings, home: &std::path::Path) -> Check {
         s.session_sandbox.bwrap_launcher.clone()
     };
     let p = p.replacen("~/", &format!("{}/", home.display()), 1);
-    match std::process::Command::new(&p).arg("--version").output() {
-        Ok(out) if out.status.success() => {
-            check("sandbox_launcher", Status::Ok, String::from_utf8_lossy(&out.stdout).trim().to_string(), None)
-        }
-        _ => check("sandbox_launcher", Status::Fail, format!("bubblewrap not runnable at {p}"), Some("install bubblewrap (apt-get install bubblewrap) or set session_sandbox.bwrap_launcher")),
+    match quick_output(std::path::Path::new(&p), "--version").await {
+        Some(version) => check("sandbox_launcher", Status::Ok, version.trim().to_string(), None),
+        None => check("sandbox_launcher", Status::Fail, format!("bubblewrap not runnable at {p}"), Some("install bubblewrap (apt-get install bubblewrap) or set session_sandbox.bwrap_launcher")),
     }
 }
 
@@ -280,6 +293,10 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
+            // It holds the token on fd 5: it does not outlive the check.
+            let body = serde_json::to_vec(&serde_json::json!({"session_id": entry.id}))
+                .unwrap_or_default();
+            let _ = d.host.call("POST", "/terminate", Some(body)).await;
             return Err("the probe did not end within 60 s".into());
         }
         let evs = d.events.wait_after(after, left).await;
@@ -331,7 +348,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
         d.paths.settings().display().to_string(),
         None,
     ));
-    checks.push(launcher_check(&settings, &d.home));
+    checks.push(launcher_check(&settings, &d.home).await);
     checks.push(kernel_check(d, &settings));
     checks.push(config_check(d));
     let (token, token_path) = token_check(&settings, &d.home);
@@ -381,7 +398,10 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
         .find(|t| t.id == CLAUDE_CODE_TEMPLATE)
         .map(|t| t.command.clone())
         .unwrap_or_else(|| settings.claude_path.clone());
-    let claude = launch::which(&template_cmd, &d.home).filter(|p| !is_fake(p));
+    let claude = match launch::which(&template_cmd, &d.home) {
+        Some(p) if !is_fake(&p).await => Some(p),
+        _ => None,
+    };
     match (claude, token_ok, &project) {
         (Some(bin), true, Some(project)) => {
             let input = LaunchInput {
@@ -434,13 +454,10 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
 }
 
 /// The test stand-in answers `auth status` too, but it is not Claude Code.
-fn is_fake(p: &std::path::Path) -> bool {
-    std::process::Command::new(p)
-        .arg("--version")
-        .env_clear()
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("Claude Code stand-in"))
-        .unwrap_or(false)
+async fn is_fake(p: &std::path::Path) -> bool {
+    quick_output(p, "--version")
+        .await
+        .is_some_and(|v| v.contains("Claude Code stand-in"))
 }
 
 #[cfg(test)]

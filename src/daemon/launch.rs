@@ -152,12 +152,17 @@ struct Attempt<'a> {
     row: AuditRow,
     kind: SessionKind,
     profile: Option<PathBuf>,
+    /// The session temp dir when this attempt made it (a refusal removes it).
+    temp_dir: Option<PathBuf>,
 }
 
 impl Attempt<'_> {
     fn refuse(&mut self, e: ApiError) -> ApiError {
         if let Some(p) = self.profile.take() {
             let _ = std::fs::remove_file(p);
+        }
+        if let Some(t) = self.temp_dir.take() {
+            let _ = std::fs::remove_dir_all(t);
         }
         let mut row = self.row.clone();
         row.outcome = e.outcome;
@@ -201,6 +206,7 @@ pub fn refused_request(
         },
         kind,
         profile: None,
+        temp_dir: None,
     };
     at.refuse(e)
 }
@@ -234,6 +240,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         },
         kind,
         profile: None,
+        temp_dir: None,
     };
 
     // 1. What a session itself runs can never drive relay.
@@ -434,9 +441,23 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
 
     // The session's own temp dir.
     let temp_dir = d.tmp.join(format!("relay-{id}"));
-    if let Err(e) = std::fs::create_dir_all(&temp_dir)
-        .and_then(|_| std::fs::set_permissions(&temp_dir, std::fs::Permissions::from_mode(0o700)))
-    {
+    let made = {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(&temp_dir) {
+            Ok(()) => Ok(true),
+            // A resume finds its own folder again.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists && resume && temp_dir.is_dir() =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    if let Ok(true) = made {
+        at.temp_dir = Some(temp_dir.clone());
+    }
+    if let Err(e) = made {
         return Err(at.refuse(ApiError::error(
             500,
             "spawn_failed",
@@ -542,7 +563,11 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 Err(e) => return Err(at.refuse(ApiError::sandbox(format!("bwrap profile: {e}")))),
             },
         };
-        let profile = d.paths.profiles().join(format!("{id}.{ext}"));
+        // Its own name per attempt: two resumes of one id never share a profile.
+        let profile = d
+            .paths
+            .profiles()
+            .join(format!("{id}-{}.{ext}", super::random_hex(4)));
         let _ = std::fs::remove_file(&profile);
         if let Err(e) = write_new_0600(&profile, &bytes) {
             return Err(at.refuse(ApiError::sandbox(format!(
@@ -578,6 +603,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         directory: directory.clone(),
         state: EntryState::Launching,
         root_pid: None,
+        target_pid: None,
         created_ms: super::journal::now_ms(),
         exit_status: None,
         exit_signal: None,
@@ -672,7 +698,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             )));
         }
     };
-    let entry = d.started(&id, launched.root_pid);
+    let entry = d.started(&id, launched.root_pid, launched.target_pid);
     d.audit.record(&at.row);
     d.events.emit(&Event {
         name: "session.launch",

@@ -61,6 +61,9 @@ pub struct Entry {
     pub state: EntryState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root_pid: Option<u32>,
+    /// The target's pid (the sandbox launcher when wrapped); it leads its own group.
+    #[serde(skip)]
+    pub target_pid: Option<u32>,
     pub created_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
@@ -150,11 +153,12 @@ impl Daemon {
         self.ledger().remove(id);
     }
 
-    fn started(&self, id: &str, root_pid: u32) -> Entry {
+    fn started(&self, id: &str, root_pid: u32, target_pid: u32) -> Entry {
         let mut l = self.ledger();
         let e = l.get_mut(id).expect("entry reserved by begin");
         e.state = EntryState::Running;
         e.root_pid = Some(root_pid);
+        e.target_pid = Some(target_pid);
         e.clone()
     }
 
@@ -273,8 +277,13 @@ impl Daemon {
                 .collect()
         };
         for e in gone {
-            if let Some(pid) = e.root_pid {
-                // Safety: kill(2) on the session's process group; no memory.
+            // The shim leads its session's group, the target its own: both go.
+            for pid in [e.root_pid, e.target_pid]
+                .into_iter()
+                .flatten()
+                .filter(|p| *p > 1)
+            {
+                // Safety: kill(2) on a process group of this session; no memory.
                 unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
             }
             self.teardown(&e, "host_died", None, None);
