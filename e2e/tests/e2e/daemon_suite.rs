@@ -332,15 +332,55 @@ fn the_tcp_listener_needs_the_bearer_and_its_port_is_denied_to_sessions() {
 
 #[test]
 fn a_dead_host_is_restarted_and_launches_work_again() {
-    let r = Relay::start(base_settings(None));
+    let mut s = base_settings(None);
+    s["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "open", "command": "/bin/sh", "sandbox": false}));
+    let r = Relay::start(s);
     let first = r.wait_event(|e| e["name"] == "host.started");
     let v = r.shell_terminal("sleep 600");
     let id = v["id"].as_str().unwrap().to_string();
+    // An unsandboxed target that shrugs off HUP and TERM: only a kill of its own
+    // process group ends it when the host is gone.
+    let stubborn = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "open",
+        "--extra-arg",
+        "-c",
+        "--extra-arg",
+        "trap '' HUP TERM; echo $$ > \"$TMPDIR/pid\"; while :; do sleep 1; done",
+    ]);
+    let sid = stubborn["id"].as_str().unwrap().to_string();
+    let pid_file = r.tmp.join(format!("relay-{sid}/pid"));
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || pid_file.exists()),
+        "no pid file"
+    );
+    let target: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let pid = first["pid"].as_u64().unwrap() as libc::pid_t;
     // Safety: SIGKILL to the host process this instance started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let ev = r.wait_exited(&id);
     assert_eq!(ev["reason"], "host_died", "{ev}");
+    assert_eq!(r.wait_exited(&sid)["reason"], "host_died");
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{target}/stat"))
+            .map(|st| st.contains(") Z "))
+            .unwrap_or(true)
+    };
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, gone),
+        "the target {target} outlived its host"
+    );
     let second = r.wait_event(|e| e["name"] == "host.started");
     assert_ne!(second["pid"], first["pid"]);
     let v = r.shell_terminal("echo again");
