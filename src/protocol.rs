@@ -290,6 +290,11 @@ pub mod attach {
     /// Largest payload either side accepts.
     pub const FRAME_MAX: usize = 1024 * 1024;
 
+    /// Whether an `Upgrade:` header value asks for this protocol.
+    pub fn wants(upgrade: Option<&str>) -> bool {
+        upgrade.is_some_and(|v| v.eq_ignore_ascii_case(ATTACH_PROTOCOL))
+    }
+
     pub fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
         let mut v = Vec::with_capacity(5 + payload.len());
         v.push(kind);

@@ -285,6 +285,26 @@ impl Relay {
             .unwrap_or_else(|e| panic!("relay {args:?}: {e}: {}", out.stdout))
     }
 
+    /// `relay terminal start --project p1 --template T --extra-arg auth --extra-arg status
+    /// --json`, waited to its end: the agent writes its start line, prints its login
+    /// state and exits. Returns the 201 entry.
+    pub fn auth_status_terminal(&self, template: &str) -> Value {
+        let v = self.cli_json(&[
+            "terminal",
+            "start",
+            "--project",
+            "p1",
+            "--template",
+            template,
+            "--extra-arg",
+            "auth",
+            "--extra-arg",
+            "status",
+        ]);
+        self.wait_exited(v["id"].as_str().expect("terminal id"));
+        v
+    }
+
     /// `relay terminal start --project p1 --template shell --extra-arg -c --extra-arg SCRIPT`.
     pub fn shell_terminal(&self, script: &str) -> Value {
         self.cli_json(&[

@@ -234,11 +234,11 @@ async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
         }
         _ => return refuse(404, "not_found", format!("no terminal {id}")),
     }
-    let wants = req
-        .headers()
-        .get(hyper::header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case(crate::protocol::attach::ATTACH_PROTOCOL));
+    let wants = crate::protocol::attach::wants(
+        req.headers()
+            .get(hyper::header::UPGRADE)
+            .and_then(|v| v.to_str().ok()),
+    );
     if !wants {
         return refuse(400, "invalid_request", "attach needs Upgrade: relay-attach");
     }

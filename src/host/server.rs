@@ -128,11 +128,11 @@ fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     if *session.exited.borrow() {
         return error(409, "session_exited", format!("session {id} has exited"));
     }
-    let wants = req
-        .headers()
-        .get(hyper::header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case(crate::protocol::attach::ATTACH_PROTOCOL));
+    let wants = crate::protocol::attach::wants(
+        req.headers()
+            .get(hyper::header::UPGRADE)
+            .and_then(|v| v.to_str().ok()),
+    );
     if !wants {
         return error(400, "invalid_spec", "attach needs Upgrade: relay-attach");
     }

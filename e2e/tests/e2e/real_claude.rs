@@ -40,21 +40,9 @@ fn settings_with(claude: &PathBuf, token: Option<&str>) -> Value {
 }
 
 fn auth_status(r: &Relay) -> String {
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "claude-code",
-        "--extra-arg",
-        "auth",
-        "--extra-arg",
-        "status",
-    ]);
-    let id = v["id"].as_str().unwrap().to_string();
-    r.wait_exited(&id);
-    r.cli(&["terminal", "log", "--id", &id]).stdout
+    let v = r.auth_status_terminal("claude-code");
+    r.cli(&["terminal", "log", "--id", v["id"].as_str().unwrap()])
+        .stdout
 }
 
 #[test]

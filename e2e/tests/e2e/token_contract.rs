@@ -26,26 +26,6 @@ fn turn(r: &Relay, id: &str, text: &str) -> String {
     v["text"].as_str().unwrap_or_default().to_string()
 }
 
-/// `relay terminal start … --extra-arg auth --extra-arg status --json`: the fake agent
-/// writes its start line, prints its login state and exits.
-fn auth_status_terminal(r: &Relay, template: &str) -> Value {
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        template,
-        "--extra-arg",
-        "auth",
-        "--extra-arg",
-        "status",
-    ]);
-    let id = v["id"].as_str().unwrap().to_string();
-    r.wait_exited(&id);
-    v
-}
-
 fn with_template_env(mut s: Value, template: &str, env: Value) -> Value {
     for t in s["terminal_templates"].as_array_mut().unwrap() {
         if t["id"] == template {
@@ -79,7 +59,7 @@ fn t01_setting_empty_session_has_no_token_terminal_keeps_template_value() {
     let line = r.start_line(&id);
     assert!(line["env"].get(FD_VAR).is_none(), "{line}");
     assert!(line.get("token_sha256").is_none(), "{line}");
-    let t = auth_status_terminal(&r, "tool");
+    let t = r.auth_status_terminal("tool");
     let line = r.start_line(t["id"].as_str().unwrap());
     assert_eq!(line["env"][FD_VAR], "9", "{line}");
 }
@@ -125,7 +105,7 @@ fn t03_claude_code_terminal_gets_the_token_on_fd5() {
     let token = fake_token();
     let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&token);
-    let v = auth_status_terminal(&r, "claude-code");
+    let v = r.auth_status_terminal("claude-code");
     let id = v["id"].as_str().unwrap();
     let line = r.start_line(id);
     assert_eq!(line["env"][FD_VAR], "5", "{line}");
@@ -198,19 +178,7 @@ fn t05_the_token_is_in_no_answer_listing_audit_event_or_file() {
     let path = r.write_token(&token);
     let (id, session_body) = start_session(&r);
     let reply = turn(&r, &id, "a turn");
-    let term = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "claude-code",
-        "--extra-arg",
-        "auth",
-        "--extra-arg",
-        "status",
-    ]);
-    r.wait_exited(term["id"].as_str().unwrap());
+    let term = r.auth_status_terminal("claude-code");
     let (_, _, sessions) = r.api("GET", "/api/sessions", None);
     let terminals = r.cli_json(&["terminal", "list"]);
     let audit = r.cli_json(&["audit"]);
@@ -415,7 +383,7 @@ fn t10_a_token_launch_overrides_the_template_value_of_the_variable() {
     );
     let r = Relay::start(s);
     let path = r.write_token(&token);
-    let v = auth_status_terminal(&r, "claude-code");
+    let v = r.auth_status_terminal("claude-code");
     let line = r.start_line(v["id"].as_str().unwrap());
     assert_eq!(line["env"][FD_VAR], "5", "{line}");
     assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()));
@@ -433,7 +401,7 @@ fn t11_unsandboxed_claude_code_gets_no_token() {
     s["terminal_templates"][0]["sandbox"] = json!(false);
     let r = Relay::start(s);
     let path = r.write_token(&token);
-    let v = auth_status_terminal(&r, "claude-code");
+    let v = r.auth_status_terminal("claude-code");
     let line = r.start_line(v["id"].as_str().unwrap());
     assert!(line["env"].get(FD_VAR).is_none(), "{line}");
     assert!(line.get("token_sha256").is_none(), "{line}");
