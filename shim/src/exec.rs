@@ -204,6 +204,7 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
 
     // 7. The sandbox launcher.
     let bwrap_args;
+    let mut bind_fds = Vec::new();
     // A pty session under bwrap starts the target through `relay-shim pty-init`, which
     // the daemon grants read-only inside the sandbox.
     let self_exe = std::env::current_exe().and_then(std::fs::canonicalize).ok();
@@ -214,7 +215,7 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
             profile: &s.profile,
         },
         Some(s) => {
-            bwrap_args = wrap::read_bwrap_profile(&s.profile).map_err(|(errno, why)| {
+            let rendered = wrap::read_bwrap_profile(&s.profile).map_err(|(errno, why)| {
                 Failure::new(
                     "sandbox profile",
                     format!("{}: {why}", s.profile.display()),
@@ -222,6 +223,19 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
                 )
                 .event(Event::SpawnFailed { errno })
             })?;
+            // Every bind source opened now without following a link; the descriptors
+            // live until exec (bwrap inherits them and closes each after its mount).
+            let (pinned, fds) = wrap::pin_bind_sources(&rendered).map_err(|(path, e)| {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                Failure::new(
+                    "sandbox path",
+                    format!("{path}: {e} (changed since relay checked it: a link on the way?)"),
+                    exit_codes::SETUP,
+                )
+                .event(Event::SpawnFailed { errno })
+            })?;
+            bwrap_args = pinned;
+            bind_fds = fds;
             Wrap::Bwrap {
                 launcher: &s.launcher,
                 args: &bwrap_args,
@@ -237,6 +251,8 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&signals), None)
         .map_err(|e| Failure::setup("spawn", e.into()))?;
     let child = spawn::spawn(&program, args.pty).map_err(|e| spawn_failure(&program, e))?;
+    // bwrap has its copies; the shim needs none.
+    drop(bind_fds);
     status.emit(Event::Started {
         pid: child.as_raw().unsigned_abs(),
     });

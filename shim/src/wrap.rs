@@ -95,6 +95,96 @@ pub(crate) fn read_bwrap_profile(path: &Path) -> Result<Vec<String>, (i32, Strin
     Ok(args)
 }
 
+/// Replaces every `--bind SRC DEST` and `--ro-bind SRC DEST` by `--bind-fd N DEST` /
+/// `--ro-bind-fd N DEST`, where N is `SRC` opened now with a walk that follows no
+/// symlink at all. The daemon resolved each source to a link-free canonical path; a link
+/// a session swapped in since then (to point a grant at `/proc`, a socket folder or the
+/// token) fails the launch here instead of being followed by bwrap's own `realpath`,
+/// and bwrap checks that what it mounted is the descriptor's file. The descriptors are
+/// inherited by bwrap only, which closes each after its mount (docs/session-host.md).
+pub(crate) fn pin_bind_sources(
+    args: &[String],
+) -> Result<(Vec<String>, Vec<std::os::fd::OwnedFd>), (String, io::Error)> {
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::with_capacity(args.len());
+    let mut fds = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let flag = match args[i].as_str() {
+            "--bind" => Some("--bind-fd"),
+            "--ro-bind" => Some("--ro-bind-fd"),
+            _ => None,
+        };
+        match (flag, args.get(i + 1), args.get(i + 2)) {
+            (Some(fd_flag), Some(src), Some(dest)) => {
+                let fd = open_no_links(Path::new(src)).map_err(|e| (src.clone(), e))?;
+                out.push(fd_flag.to_string());
+                out.push(fd.as_raw_fd().to_string());
+                out.push(dest.clone());
+                fds.push(fd);
+                i += 3;
+            }
+            _ => {
+                out.push(args[i].clone());
+                i += 1;
+            }
+        }
+    }
+    Ok((out, fds))
+}
+
+/// Opens an absolute path as an `O_PATH` descriptor, one component at a time with
+/// `O_NOFOLLOW`: any symlink on the way is `ELOOP`. The descriptor is inheritable (it is
+/// meant for bwrap).
+#[cfg(target_os = "linux")]
+fn open_no_links(path: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Component;
+
+    if !path.is_absolute() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let open_at = |dir: libc::c_int, name: &CString, flags: libc::c_int| -> io::Result<OwnedFd> {
+        // Safety: NUL-terminated name; the result is a fresh descriptor we own.
+        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Safety: just returned by openat and owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let root = CString::new("/").map_err(io::Error::other)?;
+    let mut cur = open_at(libc::AT_FDCWD, &root, libc::O_PATH | libc::O_DIRECTORY)?;
+    for component in path.components() {
+        let name = match component {
+            Component::Normal(name) => name,
+            Component::RootDir => continue,
+            _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        };
+        let name = CString::new(name.as_bytes()).map_err(io::Error::other)?;
+        let next = open_at(cur.as_raw_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW)?;
+        // Safety: fstat on a descriptor we own into a zeroed stat buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // Safety: as above.
+        if unsafe { libc::fstat(next.as_raw_fd(), &mut st) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        cur = next;
+    }
+    Ok(cur)
+}
+
+/// bwrap runs on Linux only; elsewhere no profile reaches this.
+#[cfg(not(target_os = "linux"))]
+fn open_no_links(_path: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +253,53 @@ mod tests {
                 "id"
             ])
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn bind_sources_become_descriptors_and_a_link_is_refused() {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("relay-shim-pin-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("real")).unwrap();
+        let real = std::fs::canonicalize(dir.join("real")).unwrap();
+        let real = real.to_str().unwrap().to_string();
+        let args: Vec<String> = [
+            "--ro-bind-try",
+            "/lib",
+            "/lib",
+            "--bind",
+            &real,
+            &real,
+            "--chdir",
+            "/",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (out, fds) = pin_bind_sources(&args).unwrap();
+        assert_eq!(fds.len(), 1);
+        let n = fds[0].as_raw_fd().to_string();
+        assert_eq!(
+            out,
+            vec![
+                "--ro-bind-try",
+                "/lib",
+                "/lib",
+                "--bind-fd",
+                &n,
+                &real,
+                "--chdir",
+                "/"
+            ]
+        );
+        std::os::unix::fs::symlink("/proc", dir.join("swapped")).unwrap();
+        let swapped = std::fs::canonicalize(&dir).unwrap().join("swapped/self");
+        let swapped = swapped.to_str().unwrap().to_string();
+        let (what, err) =
+            pin_bind_sources(&["--ro-bind".into(), swapped.clone(), swapped.clone()]).unwrap_err();
+        assert_eq!(what, swapped);
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::guard;
 use super::journal::{AuditRow, Event};
 use super::settings::{self, BackendChoice, Settings, Template};
 use super::{Daemon, Entry, EntryState};
@@ -79,6 +80,10 @@ pub struct LaunchInput {
     /// Never set from a request.
     pub probe_argv: Option<Vec<String>>,
 }
+
+/// Put before every other argument of a Claude launch that gets the token: options of
+/// Claude Code's top-level command, which it also takes before a subcommand.
+pub const CLAUDE_TOKEN_LAUNCH_ARGS: &[&str] = &["--setting-sources", "user", "--strict-mcp-config"];
 
 pub const PROVIDER_ARGS: &[&str] = &[
     "-p",
@@ -311,6 +316,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         )));
     };
     // 4. Directory confined to the project.
+    let mut directory_asked = project_path.clone();
     let directory = match input.directory.as_deref().filter(|s| !s.is_empty()) {
         None => project_real.clone(),
         Some(dir) => {
@@ -320,6 +326,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             } else {
                 project_real.join(p)
             };
+            directory_asked = p.clone();
             match std::fs::canonicalize(&p) {
                 Ok(real) if real.is_dir() => real,
                 _ => {
@@ -435,6 +442,14 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }
     };
     argv.extend(input.extra_args.iter().cloned());
+    if token.is_some() {
+        // Claude Code runs what its project folder names (hooks, helpers, status lines,
+        // MCP servers in `.claude/settings*.json` and `.mcp.json`), and any token-less
+        // session can write those files. A token launch loads user settings only (its
+        // own config folder, seeded by relay) and no project MCP servers
+        // (docs/THREAT-MODEL.md, "Code a project names").
+        argv.splice(1..1, CLAUDE_TOKEN_LAUNCH_ARGS.iter().map(|s| s.to_string()));
+    }
     if let Some(probe) = &input.probe_argv {
         argv = probe.clone();
     }
@@ -484,6 +499,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     }
 
     // 8. The sandbox spec and its profile, written last.
+    let mut reach = super::Reach::default();
     let sandbox = if sandboxed {
         let backend = match settings.session_sandbox.backend {
             BackendChoice::Seatbelt => Backend::Seatbelt,
@@ -506,6 +522,44 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 launcher.display()
             ))));
         }
+        let live = d.live_sandboxed(&id);
+        let live_rw: Vec<PathBuf> = live
+            .iter()
+            .flat_map(|e| e.reach.read_write.iter().cloned())
+            .collect();
+        let writable = guard::session_writable_roots(&settings, &d.home, &live_rw);
+        // Links never redirect the project folder or the session directory.
+        for place in [&project_path, &directory_asked] {
+            if let Some(text) = place.to_str() {
+                if let Err(e) =
+                    sandbox::resolve::resolve_in(text, &d.home, sandbox::Role::Read, &writable)
+                {
+                    return Err(at.refuse(ApiError::sandbox(e.to_string())));
+                }
+            }
+        }
+        // What a token launch runs is pinned read-only in every sandbox while the
+        // setting is set, so no session can swap it for a program that keeps the token.
+        let path_env = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        let pins: Vec<guard::ProgramPins> = if token_path.is_some() {
+            guard::token_programs(&settings)
+                .iter()
+                .map(|p| guard::program_pins(p, &d.home, &path_env))
+                .collect()
+        } else {
+            vec![]
+        };
+        let mut pin_folders: Vec<PathBuf> = Vec::new();
+        for f in pins.iter().flat_map(|p| p.folders.iter()) {
+            if !pin_folders.contains(f) {
+                pin_folders.push(f.clone());
+            }
+        }
+        if token.is_some() {
+            if let Err(e) = pins_hold(&pins, &writable, &live) {
+                return Err(at.refuse(ApiError::sandbox(e)));
+            }
+        }
         let mut read = template.read.clone();
         if let Some(program) = argv.first().map(PathBuf::from).filter(|p| p.is_absolute()) {
             for dir in program_dirs(&program) {
@@ -522,10 +576,11 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         read_write.push(directory.to_string_lossy().into_owned());
         read_write.push(temp_dir.to_string_lossy().into_owned());
         let mut deny = template.deny.clone();
-        if let Some(p) = &token_path {
-            deny.push(p.to_string_lossy().into_owned());
-        }
         deny.push(d.paths.config.to_string_lossy().into_owned());
+        let read_only: Vec<String> = pin_folders
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
         let mut ports = settings.session_sandbox.denied_loopback_ports.clone();
         if let Some(port) = d.api_port() {
             ports.push(port);
@@ -544,6 +599,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 read: &read,
                 read_write: &read_write,
                 deny: &deny,
+                read_only: &read_only,
+                session_writable: &writable,
                 network,
                 workdir: &directory,
                 interactive: kind == SessionKind::Pty,
@@ -552,10 +609,41 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             },
             &d.home,
         );
-        let spec = match spec {
+        let mut spec = match spec {
             Ok(s) => s,
             Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
         };
+        reach.grants = spec
+            .grants
+            .iter()
+            .map(|g| g.path.canonical.clone())
+            .collect();
+        reach.read_write = spec
+            .grants
+            .iter()
+            .filter(|g| g.access == sandbox::Access::ReadWrite)
+            .map(|g| g.path.canonical.clone())
+            .collect();
+        reach.pins = pin_folders;
+        // The token path, denied on every sandboxed launch: its own folder masked whole
+        // where it can be (a token saved there later by rename stays hidden).
+        if let Some(tp) = &token_path {
+            let td =
+                match guard::token_deny(tp, &d.home, &reach.grants, backend == Backend::Seatbelt) {
+                    Ok(td) => td,
+                    Err(e) => return Err(at.refuse(ApiError::sandbox(e))),
+                };
+            for p in &td.deny {
+                match sandbox::resolve(&p.to_string_lossy(), &d.home, sandbox::Role::Deny) {
+                    Ok(r) => spec.deny.push(r),
+                    Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
+                }
+            }
+            reach.token_path = Some(tp.clone());
+            if backend == Backend::Bwrap {
+                reach.token_folder = td.exposed_folder.map(|f| (f.clone(), guard::identity(&f)));
+            }
+        }
         let (bytes, ext) = match backend {
             Backend::Seatbelt => (sandbox::render_sbpl(&spec).into_bytes(), "sb"),
             Backend::Bwrap => match sandbox::bwrap_profile::encode(&sandbox::render_bwrap(&spec)) {
@@ -611,6 +699,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         profile: at.profile.clone(),
         pty: (kind == SessionKind::Pty).then(|| input.pty.unwrap_or_default()),
         token_passed: token.is_some(),
+        reach,
+        stop_reason: None,
     };
     if !d.begin(entry.clone(), resume) {
         d.bridge.forget(&id);
@@ -723,6 +813,52 @@ fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
         .filter(|(_, real)| dir.starts_with(real))
         .max_by_key(|(_, real)| real.components().count())
         .map(|(p, _)| p.id.clone())
+}
+
+/// Whether the programs a token launch runs are beyond every session's reach: no
+/// missing `PATH` folder before them that a session could create, and no running
+/// session that could write one of their folders because it started without the pins.
+fn pins_hold(
+    pins: &[guard::ProgramPins],
+    writable: &[PathBuf],
+    live: &[Entry],
+) -> Result<(), String> {
+    for p in pins {
+        let program = p
+            .program
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "claude".into());
+        if let Some(missing) = p
+            .missing_path_dirs
+            .iter()
+            .find(|m| writable.iter().any(|r| m.starts_with(r)))
+        {
+            return Err(format!(
+                "the PATH folder {} comes before {program} and does not exist: a sandboxed \
+                 session could create it and put its own program there for the token; \
+                 create it, drop it from relay's PATH, or set claude_path to the absolute path",
+                missing.display()
+            ));
+        }
+        for folder in &p.folders {
+            if let Some(e) = live.iter().find(|e| {
+                e.reach
+                    .read_write
+                    .iter()
+                    .any(|r| folder.starts_with(r) || r.starts_with(folder))
+                    && !e.reach.pins.iter().any(|pin| folder.starts_with(pin))
+            }) {
+                return Err(format!(
+                    "the Claude program {program}: running session {} can write {} (it \
+                     started before relay pinned it); stop that session and launch again",
+                    e.id,
+                    folder.display()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn host_code(code: &str) -> &'static str {

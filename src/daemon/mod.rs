@@ -5,6 +5,7 @@
 pub mod api;
 pub mod bridge;
 pub mod doctor;
+pub mod guard;
 pub mod hostlink;
 pub mod journal;
 pub mod launch;
@@ -76,6 +77,29 @@ pub struct Entry {
     pub pty: Option<PtySize>,
     /// Whether this launch carried the token on fd 5 (never the token itself).
     pub token_passed: bool,
+    /// What this launch's sandbox let it reach, for the guards of later launches and the
+    /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches.
+    #[serde(skip)]
+    pub reach: Reach,
+    /// Why relay stopped it, when relay did (`claude_token_changed`): the exit event
+    /// and the audit row carry this instead of the host's reason.
+    #[serde(skip)]
+    pub stop_reason: Option<&'static str>,
+}
+
+/// The canonical folders one sandboxed launch could read and write, what it had pinned
+/// read-only, and how the token was hidden from it.
+#[derive(Clone, Debug, Default)]
+pub struct Reach {
+    pub grants: Vec<PathBuf>,
+    pub read_write: Vec<PathBuf>,
+    pub pins: Vec<PathBuf>,
+    /// The token path its profile denied (the setting at launch time).
+    pub token_path: Option<PathBuf>,
+    /// The token's folder when a grant reached it and only a mount hid it (bwrap), with
+    /// that folder's `(dev, ino)` at launch: a folder replaced since is no longer under
+    /// the mask.
+    pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
 }
 
 pub struct Daemon {
@@ -169,6 +193,69 @@ impl Daemon {
         }
     }
 
+    /// The sandboxed sessions running (or starting) now, but `except`.
+    pub fn live_sandboxed(&self, except: &str) -> Vec<Entry> {
+        self.ledger()
+            .values()
+            .filter(|e| e.sandboxed && e.id != except)
+            .filter(|e| matches!(e.state, EntryState::Running | EntryState::Launching))
+            .cloned()
+            .collect()
+    }
+
+    /// Marks a running session as stopped by relay for `reason` and asks the host to
+    /// end it; its exit event and audit row carry `reason`.
+    pub async fn stop_for(&self, id: &str, reason: &'static str) {
+        {
+            let mut l = self.ledger();
+            match l.get_mut(id) {
+                Some(e) if e.state == EntryState::Running => e.stop_reason = Some(reason),
+                _ => return,
+            }
+        }
+        let body = serde_json::to_vec(&serde_json::json!({ "session_id": id })).unwrap_or_default();
+        let _ = self.host.call("POST", "/terminate", Some(body)).await;
+    }
+
+    /// One look at the token (the token watcher calls this every second): stops, with
+    /// reason `claude_token_changed`, every running sandboxed session that could now see
+    /// a token it was not protected from — a session started before the setting named
+    /// this path (and whose grants reach the token's folder), or one whose grants reach
+    /// the token's folder when that folder was replaced since it started (a replaced
+    /// folder is no longer under the session's mask). Returns the ids it stopped.
+    pub async fn check_token(&self) -> Vec<String> {
+        let Ok(settings) = settings::load(&self.paths.settings()) else {
+            return vec![];
+        };
+        let Ok(Some(token)) =
+            settings::token_file_path(&settings.settings.claude_token_file, &self.home)
+        else {
+            return vec![];
+        };
+        // The deepest part of the token's path that exists now: what a grant must reach
+        // for the session to see the token or make its folder.
+        let mut near = token.clone();
+        while !near.exists() && near.pop() {}
+        let near = std::fs::canonicalize(&near).unwrap_or(near);
+        let mut stop = Vec::new();
+        for e in self.live_sandboxed("") {
+            let unprotected = e.reach.token_path.as_ref() != Some(&token)
+                && e.reach.grants.iter().any(|g| near.starts_with(g));
+            let unmasked = e
+                .reach
+                .token_folder
+                .as_ref()
+                .is_some_and(|(folder, id)| guard::identity(folder) != *id);
+            if (unprotected || unmasked) && e.state == EntryState::Running {
+                stop.push(e.id.clone());
+            }
+        }
+        for id in &stop {
+            self.stop_for(id, "claude_token_changed").await;
+        }
+        stop
+    }
+
     fn live_roots(&self) -> Vec<u32> {
         self.ledger()
             .values()
@@ -229,7 +316,8 @@ impl Daemon {
             e.exit_signal = signal;
             e.clone()
         };
-        self.teardown(&entry, reason_name(reason), exit_status, signal);
+        let reason = entry.stop_reason.unwrap_or(reason_name(reason));
+        self.teardown(&entry, reason, exit_status, signal);
     }
 
     fn teardown(&self, e: &Entry, reason: &str, exit_status: Option<i32>, signal: Option<i32>) {
@@ -469,6 +557,15 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     };
     let addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
     let _ = daemon.api_addr.set(addr);
+    // The token watcher: a token that appears or is replaced while sessions run.
+    let watcher = daemon.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            watcher.check_token().await;
+        }
+    });
     tokio::spawn(api::serve_unix(daemon.clone(), unix));
     if let Some(l) = tcp {
         tokio::spawn(api::serve_tcp(daemon.clone(), l));

@@ -91,8 +91,21 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
         .filter(|d| d.kind == PathKind::Dir)
         .map(|d| d.canonical.as_path())
         .collect();
+    // Paths pinned read-only (what a token launch runs) and every folder inside them.
+    let read_only: Vec<&Path> = spec
+        .read_only
+        .iter()
+        .filter(|p| p.kind != PathKind::Missing)
+        .map(|p| p.canonical.as_path())
+        .collect();
+    let in_read_only = |folder: &Path| read_only.iter().any(|r| folder.starts_with(r));
     let mut pins: Vec<(&Path, Access)> = Vec::new();
-    for deny in spec.deny.iter().filter(|d| d.kind != PathKind::Missing) {
+    let protected = spec
+        .deny
+        .iter()
+        .chain(&spec.read_only)
+        .filter(|d| d.kind != PathKind::Missing);
+    for deny in protected {
         for folder in proper_ancestors(&deny.canonical) {
             if masked_dirs.iter().any(|m| folder.starts_with(m)) {
                 continue;
@@ -107,11 +120,33 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
             if let Some((g, access)) = holder {
                 let new = !pins.iter().any(|(p, _)| *p == folder);
                 if writable_above && *g != folder && new {
-                    pins.push((folder, *access));
+                    // A folder inside a read-only pin stays read-only.
+                    let access = if in_read_only(folder) {
+                        Access::Read
+                    } else {
+                        *access
+                    };
+                    pins.push((folder, access));
                 }
             }
         }
     }
+    // The read-only pins themselves, where a read-write grant would let a session write
+    // them (elsewhere they are read-only or invisible already, and a pin never grants).
+    for pinned in &read_only {
+        if masked_dirs.iter().any(|m| pinned.starts_with(m)) {
+            continue;
+        }
+        let holder = bound
+            .iter()
+            .filter(|(g, _)| pinned.starts_with(g))
+            .max_by_key(|(g, _)| depth(g));
+        if let Some((_, Access::ReadWrite)) = holder {
+            pins.retain(|(p, _)| p != pinned);
+            pins.push((pinned, Access::Read));
+        }
+    }
+    // Parents first, so a deeper read-only pin is mounted over its folder's pin.
     pins.sort_by_key(|(p, _)| depth(p));
     for (folder, access) in pins {
         args.path_pair(flag_for(access), folder);
@@ -211,6 +246,7 @@ mod tests {
                 res("/home/ada/.config/relay", PathKind::Dir),
                 res("/home/ada/.env", PathKind::Missing),
             ],
+            read_only: vec![],
             deny_unix_sockets: vec![PathBuf::from("/home/ada/.config/relay/relay.sock")],
             network: Network::Shared {
                 denied_loopback_ports: vec![5432],
@@ -288,6 +324,7 @@ mod tests {
                 res("/home/ada/.config/relay", PathKind::Dir),
                 res("/home/ada/.config/relay-other", PathKind::Dir),
             ],
+            read_only: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/home/ada"),
@@ -339,6 +376,7 @@ mod tests {
                 "/data/real/token",
                 PathKind::File,
             )],
+            read_only: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/home/ada/link"),
@@ -360,6 +398,7 @@ mod tests {
                 grant("/srv", PathKind::Dir, Access::ReadWrite),
             ],
             deny: vec![],
+            read_only: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/srv"),

@@ -89,6 +89,7 @@ mod golden {
         Spec {
             grants,
             deny,
+            read_only: vec![],
             deny_unix_sockets: vec![],
             network: Network::Shared {
                 denied_loopback_ports: vec![],

@@ -81,6 +81,10 @@ pub struct Spec {
     /// Always wins over every grant: template `deny`, the token file, the daemon's
     /// config dir, the profile itself.
     pub deny: Vec<ResolvedPath>,
+    /// Read-only wherever a grant would make them writable, with their folders pinned
+    /// against rename: what a token launch runs (the program, the folders of its links
+    /// and of its real file). Never a grant by themselves.
+    pub read_only: Vec<ResolvedPath>,
     /// The daemon's sockets. Only Seatbelt needs these: under bwrap a socket that is
     /// not bound into the sandbox does not exist there.
     pub deny_unix_sockets: Vec<PathBuf>,
@@ -194,6 +198,7 @@ mod tests {
                 },
             ],
             deny: vec![],
+            read_only: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/a"),

@@ -47,6 +47,9 @@ pub enum PathError {
     ReadWriteThroughLink { path: PathBuf, link: PathBuf },
     /// A deny entry whose walk follows `link`, which sits in a user-writable directory.
     DenyThroughWritableLink { path: PathBuf, link: PathBuf },
+    /// A read grant, a pinned path, a project folder or a session directory whose walk
+    /// follows `link`, which sits in a folder some sandboxed session can write.
+    LinkInSessionWritable { path: PathBuf, link: PathBuf },
     /// More than [`MAX_LINKS`] links followed (a loop, most likely).
     TooManyLinks { path: PathBuf },
     /// The walk could not inspect a component (permission denied, …).
@@ -77,6 +80,13 @@ impl fmt::Display for PathError {
                 path.display(),
                 link.display()
             ),
+            PathError::LinkInSessionWritable { path, link } => write!(
+                f,
+                "sandbox path {}: goes through symlink {}, which sits in a folder a sandboxed \
+                 session can write (it could have planted it); use the real path instead",
+                path.display(),
+                link.display()
+            ),
             PathError::TooManyLinks { path } => write!(
                 f,
                 "sandbox path {}: more than {MAX_LINKS} symlinks to follow (a loop?)",
@@ -94,10 +104,33 @@ impl std::error::Error for PathError {}
 /// Resolves one entry for `role`: expands `~` against `home`, normalizes, walks the
 /// filesystem following links, and applies the role's refusals.
 pub fn resolve(entry: &str, home: &Path, role: Role) -> Result<ResolvedPath, PathError> {
+    resolve_in(entry, home, role, &[]).map(|(resolved, _)| resolved)
+}
+
+/// [`resolve`], and also refuses a read entry whose walk follows a link that sits in
+/// one of `session_writable` (the folders some sandboxed session can write: a session
+/// could have planted that link to point the grant elsewhere). Returns the folders that
+/// hold each followed link, in walk order.
+pub fn resolve_in(
+    entry: &str,
+    home: &Path,
+    role: Role,
+    session_writable: &[PathBuf],
+) -> Result<(ResolvedPath, Vec<PathBuf>), PathError> {
     let expanded = expand_home(entry, home)?;
     let written = lexical_normalize(&expanded);
     let walk = walk(&expanded, &written)?;
 
+    if let Some(hop) = walk.links.iter().find(|hop| {
+        session_writable
+            .iter()
+            .any(|root| hop.dir.starts_with(root))
+    }) {
+        return Err(PathError::LinkInSessionWritable {
+            path: written,
+            link: hop.link.clone(),
+        });
+    }
     match role {
         Role::Read => {}
         Role::ReadWrite => {
@@ -132,11 +165,15 @@ pub fn resolve(entry: &str, home: &Path, role: Role) -> Result<ResolvedPath, Pat
     if walk.canonical.to_str().is_none() {
         return Err(PathError::NotUtf8 { path: written });
     }
-    Ok(ResolvedPath {
-        written,
-        canonical: walk.canonical,
-        kind: walk.kind,
-    })
+    let link_dirs = walk.links.into_iter().map(|hop| hop.dir).collect();
+    Ok((
+        ResolvedPath {
+            written,
+            canonical: walk.canonical,
+            kind: walk.kind,
+        },
+        link_dirs,
+    ))
 }
 
 /// What [`build_spec`] needs from the daemon for one launch.
@@ -145,6 +182,13 @@ pub struct SpecInput<'a> {
     pub read: &'a [String],
     pub read_write: &'a [String],
     pub deny: &'a [String],
+    /// Paths no session may change while the token setting is set: what a token launch
+    /// runs (see `docs/THREAT-MODEL.md`). Read-only wherever a grant would let them be
+    /// written; never a grant by themselves.
+    pub read_only: &'a [String],
+    /// Folders some sandboxed session can write: a read grant or a pin that follows a
+    /// link in one of them is refused.
+    pub session_writable: &'a [PathBuf],
     pub network: Network,
     pub workdir: &'a Path,
     pub interactive: bool,
@@ -156,9 +200,12 @@ pub struct SpecInput<'a> {
 /// entries, each in the order given. The first refused entry refuses the whole spec.
 pub fn build_spec(input: &SpecInput, home: &Path) -> Result<Spec, PathError> {
     let mut grants = Vec::with_capacity(input.read.len() + input.read_write.len());
+    let checked = |entry: &String, role: Role| {
+        resolve_in(entry, home, role, input.session_writable).map(|(resolved, _)| resolved)
+    };
     for entry in input.read {
         grants.push(Grant {
-            path: resolve(entry, home, Role::Read)?,
+            path: checked(entry, Role::Read)?,
             access: Access::Read,
         });
     }
@@ -173,9 +220,15 @@ pub fn build_spec(input: &SpecInput, home: &Path) -> Result<Spec, PathError> {
         .iter()
         .map(|entry| resolve(entry, home, Role::Deny))
         .collect::<Result<Vec<_>, _>>()?;
+    let read_only = input
+        .read_only
+        .iter()
+        .map(|entry| checked(entry, Role::Read))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Spec {
         grants,
         deny,
+        read_only,
         deny_unix_sockets: input.deny_unix_sockets.clone(),
         network: input.network.clone(),
         workdir: input.workdir.to_path_buf(),
@@ -675,6 +728,8 @@ mod tests {
             workdir: &workdir,
             interactive: true,
             file_mask: "/dev/null".into(),
+            read_only: &[],
+            session_writable: &[],
             deny_unix_sockets: vec![home.join("relay.sock")],
         };
         let spec = build_spec(&input, &home).unwrap();
@@ -713,6 +768,8 @@ mod tests {
             workdir: &home,
             interactive: false,
             file_mask: "/dev/null".into(),
+            read_only: &[],
+            session_writable: &[],
             deny_unix_sockets: vec![],
         };
         let err = build_spec(&input, &home).unwrap_err();

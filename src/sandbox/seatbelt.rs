@@ -108,8 +108,19 @@ pub fn render_sbpl(spec: &Spec) -> String {
         }
     }
 
+    if !spec.read_only.is_empty() {
+        p.section("pinned read-only: what a token launch runs (docs/THREAT-MODEL.md)");
+        for pinned in &spec.read_only {
+            p.for_spellings(pinned, "deny file-write*");
+        }
+    }
+
     p.section("ancestors of denied paths cannot be renamed or removed");
-    let deny_spellings = spec.deny.iter().flat_map(|d| d.spellings());
+    let deny_spellings = spec
+        .deny
+        .iter()
+        .chain(&spec.read_only)
+        .flat_map(|d| d.spellings());
     for ancestor in unique_ancestors(deny_spellings) {
         p.rule(format!(
             "(deny file-write-unlink (literal {}))",
@@ -416,6 +427,7 @@ pub(crate) mod tests {
         Spec {
             grants,
             deny,
+            read_only: vec![],
             deny_unix_sockets: vec![],
             network: Network::Shared {
                 denied_loopback_ports: vec![],

@@ -232,13 +232,17 @@ fn t06_a_session_cannot_cat_the_token_although_config_is_granted_read() {
     let reply = turn(&r, &id, &format!("!sh cat {}", path.display()));
     assert!(!reply.starts_with("exit: 0"), "{reply}");
     assert_absent(reply.as_bytes(), &token, "the reply");
-    // The folder itself is readable: the grant works, only the token is denied.
+    // The grant works: `~/.config` is readable. Only the token's own folder is masked,
+    // whole (so a token saved there later by rename stays hidden).
+    let folder = path.parent().unwrap();
     let ls = turn(
         &r,
         &id,
-        &format!("!sh ls {}", path.parent().unwrap().display()),
+        &format!("!sh ls {}", folder.parent().unwrap().display()),
     );
-    assert!(ls.starts_with("exit: 0"), "{ls}");
+    assert!(ls.starts_with("exit: 0") && ls.contains("acme-ltt"), "{ls}");
+    let ls = turn(&r, &id, &format!("!sh ls {}", folder.display()));
+    assert!(!ls.starts_with("exit: 0"), "{ls}");
     assert_token_nowhere(&r, &token, &path, &[]);
 }
 

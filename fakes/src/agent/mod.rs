@@ -37,7 +37,16 @@ pub fn run() -> ! {
         std::process::exit(crate::EXIT_RECORD_FAILED);
     }
 
-    let args = argv.get(1..).unwrap_or_default();
+    let mut args = argv.get(1..).unwrap_or_default();
+    // Top-level options Claude Code also takes before a subcommand (relay puts
+    // `--setting-sources user --strict-mcp-config` first on a token launch).
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--setting-sources") => args = args.get(2..).unwrap_or_default(),
+            Some("--strict-mcp-config") => args = &args[1..],
+            _ => break,
+        }
+    }
     let outcome = if args.iter().any(|arg| arg == "--version") {
         let mut out = io::stdout().lock();
         writeln!(out, "{VERSION_LINE}")

@@ -1,0 +1,401 @@
+//! What keeps one session from reaching the token through a later launch: the folders
+//! a sandboxed session can write, the programs a token launch hands fd 5 to (pinned
+//! read-only in every sandbox while the token setting is set), and where the token file
+//! sits (its own folder, masked whole, or a shared one). See `docs/THREAT-MODEL.md`
+//! ("Planted programs and links", "A token that appears or changes").
+//!
+//! Everything here reads the filesystem but decides nothing about a request: the launch
+//! path (`launch.rs`) calls these and turns an `Err` into `400 sandbox_unavailable`.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::settings::Settings;
+use crate::protocol::CLAUDE_CODE_TEMPLATE;
+use crate::sandbox::resolve::{resolve_in, Role};
+
+/// How many `#!` interpreters deep a program is followed (a script run by a script
+/// run by a binary is already unusual).
+const MAX_INTERPRETERS: usize = 4;
+
+/// `~` and `~/…` against `home`; anything else as written.
+pub fn expand(path: &str, home: &Path) -> PathBuf {
+    if path == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        home.join(rest)
+    } else {
+        PathBuf::from(path)
+    }
+}
+
+/// The real path when it exists, else the path itself.
+fn real_or_written(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Every folder some sandboxed session can write under these settings, plus `live`:
+/// the read-write roots of the sandboxed sessions running now (settings may have
+/// changed since they started). A project folder counts whole, since any folder in it
+/// can be a session directory. Unsandboxed templates are not counted: they can write
+/// anything (docs/THREAT-MODEL.md, "Not defended").
+pub fn session_writable_roots(s: &Settings, home: &Path, live: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut add = |p: PathBuf| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    for p in &s.projects {
+        add(real_or_written(&expand(&p.path, home)));
+    }
+    for t in s.terminal_templates.iter().filter(|t| t.sandbox) {
+        for rw in &t.read_write {
+            add(real_or_written(&expand(rw, home)));
+        }
+    }
+    for p in live {
+        add(p.clone());
+    }
+    out
+}
+
+/// What a token launch hands fd 5 to, found the way the launch finds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProgramPins {
+    /// The program as the launch will run it (absolute), when found.
+    pub program: Option<PathBuf>,
+    /// Real folders no session may change: each folder holding a link on the way to
+    /// the real file, the real file's folder (an npm install loads its modules from
+    /// there), the same for every `#!` interpreter, and the `PATH` folders searched
+    /// before the hit (a session could plant a program of the same name there).
+    pub folders: Vec<PathBuf>,
+    /// `PATH` folders searched before the hit that do not exist: pinning cannot cover
+    /// them, so a launch refuses when a session could create one.
+    pub missing_path_dirs: Vec<PathBuf>,
+}
+
+impl ProgramPins {
+    fn add(&mut self, folder: PathBuf) {
+        if !self.folders.contains(&folder) {
+            self.folders.push(folder);
+        }
+    }
+}
+
+/// The programs a token launch can run under these settings: `claude_path` (headless
+/// sessions) and the `claude-code` template's command (terminals), when sandboxed.
+pub fn token_programs(s: &Settings) -> Vec<String> {
+    let mut out = vec![s.claude_path.clone()];
+    if let Some(t) = s
+        .terminal_templates
+        .iter()
+        .find(|t| t.id == CLAUDE_CODE_TEMPLATE && t.sandbox)
+    {
+        if !out.contains(&t.command) {
+            out.push(t.command.clone());
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// Finds `program` as a launch would (a path as is, a name on `path_env`) and collects
+/// every folder that decides what actually runs. A link on the way that sits in a
+/// session-writable folder is followed too (its folder is pinned); the pins make it
+/// unchangeable from then on.
+pub fn program_pins(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> ProgramPins {
+    let mut pins = ProgramPins::default();
+    let hit = if program.contains('/') || program.starts_with('~') {
+        let p = expand(program, home);
+        is_executable(&p).then_some(p)
+    } else {
+        let mut hit = None;
+        for dir in std::env::split_paths(path_env).filter(|d| d.is_absolute()) {
+            let candidate = dir.join(program);
+            match std::fs::canonicalize(&dir) {
+                Ok(real) => pins.add(real),
+                Err(_) => pins.missing_path_dirs.push(dir.clone()),
+            }
+            if is_executable(&candidate) {
+                hit = Some(candidate);
+                break;
+            }
+        }
+        hit
+    };
+    let Some(hit) = hit else {
+        return pins;
+    };
+    pins.program = Some(hit.clone());
+    follow(&hit, home, path_env, &mut pins, 0);
+    pins
+}
+
+/// Pins the folders of `path`'s links and of its real file, then its interpreter.
+fn follow(
+    path: &Path,
+    home: &Path,
+    path_env: &std::ffi::OsStr,
+    pins: &mut ProgramPins,
+    depth: usize,
+) {
+    let Some(text) = path.to_str() else { return };
+    let Ok((resolved, link_dirs)) = resolve_in(text, home, Role::Read, &[]) else {
+        return;
+    };
+    for dir in link_dirs {
+        pins.add(dir);
+    }
+    if let Some(parent) = path.parent() {
+        pins.add(real_or_written(parent));
+    }
+    if let Some(folder) = resolved.canonical.parent() {
+        pins.add(folder.to_path_buf());
+    }
+    if depth >= MAX_INTERPRETERS {
+        return;
+    }
+    if let Some((interpreter, arg)) = shebang(&resolved.canonical) {
+        let program = if interpreter.ends_with("/env") {
+            // `#!/usr/bin/env node`: env itself, then the name it looks up.
+            follow(Path::new(&interpreter), home, path_env, pins, depth + 1);
+            match arg {
+                Some(name) => name,
+                None => return,
+            }
+        } else {
+            interpreter
+        };
+        let next = program_pins(&program, home, path_env);
+        pins.missing_path_dirs.extend(next.missing_path_dirs);
+        for f in next.folders {
+            pins.add(f);
+        }
+    }
+}
+
+/// The interpreter of a `#!` script and the first word after it that is not an
+/// option (`env -S node` names node).
+fn shebang(path: &Path) -> Option<(String, Option<String>)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; 256];
+    let n = f.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let interpreter = words.next()?.to_string();
+    let arg = words.find(|w| !w.starts_with('-')).map(str::to_string);
+    Some((interpreter, arg))
+}
+
+fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// How the token path is hidden from one launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenDeny {
+    /// The entries to add to the launch's deny list: the token's own folder when it
+    /// holds no folders (masked whole, so a file saved there by rename or by a link is
+    /// still under the mask), else the file alone.
+    pub deny: Vec<PathBuf>,
+    /// The token's folder when some grant of this launch reaches it: the launch could
+    /// see a token saved there if the mask came off (the folder replaced as a whole).
+    pub exposed_folder: Option<PathBuf>,
+}
+
+/// Decides how the token is hidden from a launch whose grants are `grants` (any
+/// access) and `read_write` (the writable ones), canonical. `path_based` is Seatbelt,
+/// whose denies match paths at access time: any layout is safe there. bwrap masks what
+/// exists when the sandbox starts, so there:
+/// - the token's folder is masked whole when it holds no folders (and is not the home);
+/// - a token in a shared folder that this launch's grants reach is refused: a token
+///   saved there later by rename (editors, `mv`) would not be under the mask;
+/// - a missing folder that this launch could create, or see created, is refused.
+pub fn token_deny(
+    token: &Path,
+    home: &Path,
+    grants: &[PathBuf],
+    path_based: bool,
+) -> Result<TokenDeny, String> {
+    let Some(folder) = token.parent().map(Path::to_path_buf) else {
+        return Ok(TokenDeny {
+            deny: vec![token.to_path_buf()],
+            exposed_folder: None,
+        });
+    };
+    let reaches = |p: &Path| grants.iter().any(|g| p.starts_with(g));
+    let folder_real = std::fs::canonicalize(&folder).ok();
+    let Some(real) = folder_real else {
+        // The folder does not exist (yet).
+        let mut existing = folder.clone();
+        while !existing.exists() {
+            if !existing.pop() {
+                break;
+            }
+        }
+        let existing = real_or_written(&existing);
+        if !path_based && reaches(&existing) {
+            return Err(format!(
+                "claude_token_file {}: folder {} does not exist, and this session could \
+                 create it or see it created; create it first (mkdir -m 700 {})",
+                token.display(),
+                folder.display(),
+                folder.display()
+            ));
+        }
+        return Ok(TokenDeny {
+            deny: vec![token.to_path_buf()],
+            exposed_folder: None,
+        });
+    };
+    let own_folder = real != real_or_written(home)
+        && real.parent().is_some()
+        && std::fs::read_dir(&real)
+            .map(|rd| {
+                rd.flatten()
+                    .all(|e| e.file_type().map(|t| !t.is_dir()).unwrap_or(false))
+            })
+            .unwrap_or(false);
+    let exposed_folder = reaches(&real).then(|| real.clone());
+    if own_folder {
+        return Ok(TokenDeny {
+            deny: vec![folder, token.to_path_buf()],
+            exposed_folder,
+        });
+    }
+    if !path_based && exposed_folder.is_some() {
+        return Err(format!(
+            "claude_token_file {}: its folder {} holds other folders, so it cannot be \
+             hidden whole, and this session's grants reach it: a token saved there by \
+             rename would be readable by the session; keep the token in a folder of its \
+             own (for example ~/.config/claude-ltt/token)",
+            token.display(),
+            folder.display()
+        ));
+    }
+    Ok(TokenDeny {
+        deny: vec![token.to_path_buf()],
+        exposed_folder,
+    })
+}
+
+/// `(dev, ino)` of a path without following a last link; `None` when absent.
+pub fn identity(p: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tempdir() -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(d.path()).unwrap();
+        (d, real)
+    }
+
+    fn exe(p: &Path, text: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn a_native_install_pins_the_link_folder_the_version_folder_and_earlier_path_dirs() {
+        let (_g, home) = tempdir();
+        let real = home.join(".local/share/claude/versions/2.1.0");
+        exe(&real, "\x7fELF");
+        std::fs::create_dir_all(home.join(".local/bin")).unwrap();
+        symlink(&real, home.join(".local/bin/claude")).unwrap();
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        let path = std::env::join_paths([
+            home.join("bin"),
+            home.join("missing"),
+            home.join(".local/bin"),
+            PathBuf::from("/usr/bin"),
+        ])
+        .unwrap();
+        let pins = program_pins("claude", &home, &path);
+        assert_eq!(pins.program, Some(home.join(".local/bin/claude")));
+        assert_eq!(
+            pins.folders,
+            vec![
+                home.join("bin"),
+                home.join(".local/bin"),
+                home.join(".local/share/claude/versions"),
+            ]
+        );
+        assert_eq!(pins.missing_path_dirs, vec![home.join("missing")]);
+    }
+
+    #[test]
+    fn a_script_pins_its_interpreter_found_through_env() {
+        let (_g, home) = tempdir();
+        exe(&home.join("node/bin/node"), "\x7fELF");
+        exe(
+            &home.join("lib/claude-code/cli.js"),
+            "#!/usr/bin/env -S node --no-warnings\nconsole.log(1)\n",
+        );
+        let path =
+            std::env::join_paths([home.join("node/bin"), PathBuf::from("/usr/bin")]).unwrap();
+        let pins = program_pins(
+            home.join("lib/claude-code/cli.js").to_str().unwrap(),
+            &home,
+            &path,
+        );
+        assert!(
+            pins.folders.contains(&home.join("lib/claude-code")),
+            "{pins:?}"
+        );
+        assert!(pins.folders.contains(&home.join("node/bin")), "{pins:?}");
+        assert!(
+            pins.folders
+                .contains(&std::fs::canonicalize("/usr/bin").unwrap()),
+            "{pins:?}"
+        );
+    }
+
+    #[test]
+    fn the_token_folder_is_masked_whole_when_it_holds_no_folders() {
+        let (_g, home) = tempdir();
+        let folder = home.join(".config/ltt");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("token"), "x").unwrap();
+        let token = folder.join("token");
+        let d = token_deny(&token, &home, std::slice::from_ref(&home), false).unwrap();
+        assert_eq!(d.deny, vec![folder.clone(), token.clone()]);
+        assert_eq!(d.exposed_folder, Some(folder.clone()));
+
+        // A folder inside: shared; refused where a grant reaches it, on bwrap only.
+        std::fs::create_dir(folder.join("sub")).unwrap();
+        let err = token_deny(&token, &home, std::slice::from_ref(&home), false).unwrap_err();
+        assert!(err.contains("folder of its own"), "{err}");
+        assert!(!err.contains('x') || !err.contains("\"x\""));
+        let sbpl = token_deny(&token, &home, std::slice::from_ref(&home), true).unwrap();
+        assert_eq!(sbpl.deny, vec![token.clone()]);
+        let unreached = token_deny(&token, &home, &[home.join("project")], false).unwrap();
+        assert_eq!(unreached.deny, vec![token.clone()]);
+        assert_eq!(unreached.exposed_folder, None);
+    }
+
+    #[test]
+    fn a_missing_token_folder_a_session_could_create_refuses_on_bwrap() {
+        let (_g, home) = tempdir();
+        std::fs::create_dir_all(home.join(".config")).unwrap();
+        let token = home.join(".config/ltt/token");
+        let err = token_deny(&token, &home, &[home.join(".config")], false).unwrap_err();
+        assert!(err.contains("mkdir -m 700"), "{err}");
+        assert!(token_deny(&token, &home, &[home.join(".config")], true).is_ok());
+        let elsewhere = token_deny(&token, &home, &[home.join("project")], false).unwrap();
+        assert_eq!(elsewhere.deny, vec![token]);
+    }
+}
