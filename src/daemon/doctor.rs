@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::guard;
 use super::launch::{self, LaunchInput};
 use super::settings::{self, Settings};
 use super::Daemon;
@@ -245,6 +246,91 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
     (check("token_file", Status::Ok, detail, None), Some(path))
 }
 
+/// Where the programs a token launch runs live: a folder a sandboxed session can write
+/// is pinned read-only in every sandbox while the setting is set (so launches stay
+/// safe), but it is reported, since the person may not expect it to be read-only there.
+fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
+    if !token_set {
+        return check(
+            "claude_program",
+            Status::Skip,
+            "claude_token_file is not set: nothing is handed the token",
+            None,
+        );
+    }
+    let path_env = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    let live: Vec<std::path::PathBuf> = d
+        .live_sandboxed("")
+        .iter()
+        .flat_map(|e| e.reach.read_write.clone())
+        .collect();
+    let writable = guard::session_writable_roots(s, &d.home, &live);
+    let mut found = Vec::new();
+    for program in guard::token_programs(s) {
+        let pins = guard::program_pins(&program, &d.home, &path_env);
+        let Some(path) = &pins.program else {
+            return check(
+                "claude_program",
+                Status::Fail,
+                format!(
+                    "{program}: not found (relay searched the PATH it was started with: {})",
+                    path_env.to_string_lossy()
+                ),
+                Some("install Claude Code, or set claude_path to its absolute path"),
+            );
+        };
+        if let Some(missing) = pins
+            .missing_path_dirs
+            .iter()
+            .find(|m| writable.iter().any(|r| m.starts_with(r)))
+        {
+            return check(
+                "claude_program",
+                Status::Fail,
+                format!(
+                    "{}: the PATH folder {} comes first and does not exist, and a sandboxed \
+                     session could create it; token launches are refused",
+                    path.display(),
+                    missing.display()
+                ),
+                Some("set claude_path to the program's absolute path, or drop that folder from relay's PATH"),
+            );
+        }
+        for folder in &pins.folders {
+            if let Some(root) = writable.iter().find(|r| folder.starts_with(r)) {
+                return check(
+                    "claude_program",
+                    Status::Fail,
+                    format!(
+                        "{}: its folder {} lies in {}, which a sandboxed session can write; \
+                         relay pins it read-only in every sandbox while claude_token_file is \
+                         set, so sessions cannot change what gets the token (and cannot write \
+                         there)",
+                        path.display(),
+                        folder.display(),
+                        root.display()
+                    ),
+                    Some(
+                        "to keep that folder writable in sessions, install Claude Code outside \
+                         every project and read-write grant (for example npm install -g under \
+                         /usr/local) and set claude_path to it",
+                    ),
+                );
+            }
+        }
+        found.push(path.display().to_string());
+    }
+    check(
+        "claude_program",
+        Status::Ok,
+        format!(
+            "{}: outside every folder a session can write",
+            found.join(", ")
+        ),
+        None,
+    )
+}
+
 /// Strips terminal escape sequences and whitespace, for matching a pty log.
 pub fn plain(text: &str) -> String {
     let mut out = String::new();
@@ -354,6 +440,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
     let (token, token_path) = token_check(&settings, &d.home);
     let token_ok = token.status == Status::Ok || token.status == Status::Warn;
     checks.push(token);
+    checks.push(program_check(d, &settings, token_path.is_some()));
 
     let project = probe_project(&settings);
     match (&token_path, token_ok, &project) {

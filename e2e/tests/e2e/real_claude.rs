@@ -154,6 +154,25 @@ fn doctor_canary_is_denied_although_the_template_grants_the_tokens_folder() {
             .contains("mode 0600"),
         "{token_check}"
     );
+    // `claude` (the instance's `~/.local/bin/claude`) lies in a folder that template
+    // can write: a failure, with what to do, though launches stay safe (it is pinned).
+    let program = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "claude_program")
+        .cloned()
+        .unwrap_or_else(|| panic!("no claude_program check: {v}"));
+    assert_eq!(program["status"], "fail", "{program}");
+    assert!(
+        program["detail"].as_str().unwrap().contains(".local/bin"),
+        "{program}"
+    );
+    assert!(
+        program["fix"].as_str().unwrap().contains("claude_path"),
+        "{program}"
+    );
+    assert_eq!(v["ok"], false, "{v}");
     assert_eq!(out.status, if v["ok"] == true { 0 } else { 1 }, "{v}");
     assert_absent(out.stdout.as_bytes(), &token, "relay doctor");
     assert_absent(&r.output(), &token, "the daemon output");
