@@ -8,6 +8,8 @@ mod daemon_suite;
 mod real_claude;
 #[path = "e2e/settings_page.rs"]
 mod settings_page;
+#[path = "e2e/terminal_output.rs"]
+mod terminal_output;
 #[path = "e2e/token_contract.rs"]
 mod token_contract;
 

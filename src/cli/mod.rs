@@ -1,9 +1,13 @@
 //! The `relay` command line. Every verb takes `--json` (one line on stdout). On
-//! failure: nothing on stdout, `error: …` on stderr, exit 1.
+//! failure: nothing on stdout, `error: …` on stderr, exit 1. Everything printed goes
+//! through [`termout`] (no control sequence a session chose reaches the terminal) and
+//! [`emit`] (a reader that went away, as `| head` does, is not an error).
 
 mod client;
 mod sandbox;
+pub mod termout;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -103,6 +107,10 @@ enum TerminalVerb {
     Log {
         #[arg(long)]
         id: String,
+        /// Write the log's bytes as the session wrote them, escape sequences included
+        /// (by default they are written as visible text).
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
         #[arg(long)]
         json: bool,
     },
@@ -174,15 +182,57 @@ fn absolute(p: PathBuf) -> Result<PathBuf, String> {
     }
 }
 
-/// What a verb prints: the `--json` line and the text form.
+/// What a verb prints: the `--json` line and the text form, or (`terminal log --raw`)
+/// bytes written exactly as they are.
 struct Out {
     json: Value,
     text: String,
+    raw: Option<Vec<u8>>,
 }
 
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}");
+impl Out {
+    fn new(json: Value, text: String) -> Out {
+        Out {
+            json,
+            text,
+            raw: None,
+        }
+    }
+}
+
+/// `error: <msg>` on stderr (control bytes visible), exit 1. A closed stderr is ignored.
+pub(crate) fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    let line = format!("error: {}\n", termout::visible(msg.to_string().as_bytes()));
+    let _ = std::io::stderr().write_all(line.as_bytes());
     ExitCode::from(1)
+}
+
+/// Writes `bytes` to stdout and answers `code`. A closed pipe (`EPIPE`: the reader
+/// went away, as `relay terminal log | head` does) is not an error: the verb ends
+/// quietly with the status it would have had. Any other write error is `error: …`, 1.
+pub(crate) fn emit(bytes: &[u8], code: ExitCode) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => code,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Err(e) => fail(format!("write stdout: {e}")),
+    }
+}
+
+/// A text form as it is printed: control bytes visible, one final newline.
+fn text_line(text: &str) -> Vec<u8> {
+    let mut t = termout::visible(text.as_bytes())
+        .trim_end_matches('\n')
+        .to_string();
+    t.push('\n');
+    t.into_bytes()
+}
+
+/// A `--json` answer as it is printed: one line, C1 escaped too.
+fn json_bytes(v: &Value) -> Vec<u8> {
+    let mut line = termout::json_line(v);
+    line.push('\n');
+    line.into_bytes()
 }
 
 pub fn run() -> ExitCode {
@@ -191,8 +241,7 @@ pub fn run() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{e}");
-                return ExitCode::SUCCESS;
+                return emit(e.to_string().as_bytes(), ExitCode::SUCCESS);
             }
             let text = e.to_string();
             let first = text
@@ -217,10 +266,10 @@ pub fn run() -> ExitCode {
         Verb::Doctor { json } => return doctor(&Client::new(&config), json),
         Verb::Version { json } => (
             json,
-            Ok(Out {
-                json: json!({"version": env!("CARGO_PKG_VERSION")}),
-                text: format!("relay {}", env!("CARGO_PKG_VERSION")),
-            }),
+            Ok(Out::new(
+                json!({"version": env!("CARGO_PKG_VERSION")}),
+                format!("relay {}", env!("CARGO_PKG_VERSION")),
+            )),
         ),
         Verb::Status { json } => (json, status(&Client::new(&config))),
         Verb::Settings { open, json } => (json, settings_link(&Client::new(&config), open)),
@@ -230,12 +279,16 @@ pub fn run() -> ExitCode {
     };
     match result {
         Ok(out) => {
-            if json_flag {
-                println!("{}", out.json);
-            } else if !out.text.is_empty() {
-                println!("{}", out.text.trim_end_matches('\n'));
-            }
-            ExitCode::SUCCESS
+            let bytes = if json_flag {
+                json_bytes(&out.json)
+            } else if let Some(raw) = out.raw {
+                raw
+            } else if out.text.is_empty() {
+                Vec::new()
+            } else {
+                text_line(&out.text)
+            };
+            emit(&bytes, ExitCode::SUCCESS)
         }
         Err(e) => fail(e),
     }
@@ -314,6 +367,7 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                 ok_json(c, "POST", "/api/terminals", Some(&body)).map(|v| Out {
                     text: format!("started {}", describe(&v)),
                     json: v,
+                    raw: None,
                 }),
             )
         }
@@ -322,9 +376,12 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             ok_json(c, "GET", "/api/terminals", None).map(|v| Out {
                 text: list_text(&v["terminals"]),
                 json: v,
+                raw: None,
             }),
         ),
-        TerminalVerb::Log { id, json } => {
+        TerminalVerb::Log { id, raw, json } => {
+            // The log is what the session wrote: as text its controls are made visible
+            // here; `--raw` hands the bytes over untouched; JSON escapes them.
             let r = c
                 .call("GET", &format!("/api/terminals/{id}/log"), None)
                 .and_then(|a| {
@@ -332,7 +389,8 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                         let text = String::from_utf8_lossy(&a.body).into_owned();
                         Ok(Out {
                             json: json!({"id": id, "log": text}),
-                            text,
+                            text: termout::visible(&a.body),
+                            raw: raw.then_some(a.body),
                         })
                     } else {
                         Err(a.error_text())
@@ -345,6 +403,7 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             ok_json(c, "DELETE", &format!("/api/terminals/{id}"), None).map(|v| Out {
                 text: format!("stopped {}", describe(&v)),
                 json: v,
+                raw: None,
             }),
         ),
     }
@@ -369,6 +428,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                 ok_json(c, "POST", "/api/sessions", Some(&body)).map(|v| Out {
                     text: format!("started {}", describe(&v)),
                     json: v,
+                    raw: None,
                 }),
             )
         }
@@ -385,6 +445,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                 .map(|v| Out {
                     text: v["text"].as_str().unwrap_or_default().to_string(),
                     json: v,
+                    raw: None,
                 }),
             )
         }
@@ -393,6 +454,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             ok_json(c, "GET", "/api/sessions", None).map(|v| Out {
                 text: list_text(&v["sessions"]),
                 json: v,
+                raw: None,
             }),
         ),
         SessionVerb::Stop { id, json } => (
@@ -400,6 +462,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             ok_json(c, "DELETE", &format!("/api/sessions/{id}"), None).map(|v| Out {
                 text: format!("stopped {}", describe(&v)),
                 json: v,
+                raw: None,
             }),
         ),
         SessionVerb::Resume { id, json } => (
@@ -407,6 +470,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             ok_json(c, "POST", &format!("/api/sessions/{id}/resume"), None).map(|v| Out {
                 text: format!("resumed {}", describe(&v)),
                 json: v,
+                raw: None,
             }),
         ),
     }
@@ -437,7 +501,7 @@ fn audit(c: &Client) -> Result<Out, String> {
                 .join("\n")
         })
         .unwrap_or_default();
-    Ok(Out { json: v, text })
+    Ok(Out::new(v, text))
 }
 
 fn doctor(c: &Client, json_out: bool) -> ExitCode {
@@ -445,28 +509,32 @@ fn doctor(c: &Client, json_out: bool) -> ExitCode {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
-    if json_out {
-        println!("{v}");
-    } else {
-        for ch in v["checks"].as_array().cloned().unwrap_or_default() {
-            println!(
-                "{:<5} {:<16} {}",
-                ch["status"].as_str().unwrap_or("?"),
-                ch["name"].as_str().unwrap_or("?"),
-                ch["detail"].as_str().unwrap_or("")
-            );
-            if matches!(ch["status"].as_str(), Some("fail") | Some("warn")) {
-                if let Some(fix) = ch["fix"].as_str() {
-                    println!("{:<22} fix: {fix}", "");
-                }
-            }
-        }
-    }
-    if v["ok"] == true {
+    let code = if v["ok"] == true {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    };
+    if json_out {
+        return emit(&json_bytes(&v), code);
     }
+    let mut text = String::new();
+    for ch in v["checks"].as_array().cloned().unwrap_or_default() {
+        text.push_str(&format!(
+            "{:<5} {:<16} {}\n",
+            ch["status"].as_str().unwrap_or("?"),
+            ch["name"].as_str().unwrap_or("?"),
+            ch["detail"].as_str().unwrap_or("")
+        ));
+        if matches!(ch["status"].as_str(), Some("fail") | Some("warn")) {
+            if let Some(fix) = ch["fix"].as_str() {
+                text.push_str(&format!("{:<22} fix: {fix}\n", ""));
+            }
+        }
+    }
+    if text.is_empty() {
+        return emit(b"", code);
+    }
+    emit(&text_line(&text), code)
 }
 
 fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
@@ -492,6 +560,7 @@ fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
     Ok(Out {
         text: format!("{url}\n(one-time link, valid for 60 s)"),
         json: v,
+        raw: None,
     })
 }
 
@@ -513,5 +582,5 @@ fn status(c: &Client) -> Result<Out, String> {
             .map(|n| format!("\nsettings: {n}"))
             .unwrap_or_default()
     );
-    Ok(Out { json: v, text })
+    Ok(Out::new(v, text))
 }

@@ -2,7 +2,9 @@
 //! project holding the current directory, and attach this terminal to it — raw mode,
 //! window size, the tool's exit status. Closing this terminal (SIGHUP) ends the
 //! session. With `--json` the session's output goes to stderr and stdout gets one line
-//! at the end.
+//! at the end. The session's output reaches this terminal through
+//! [`termout::Filter`]: its screen works, sequences that act outside it are dropped
+//! ([cli.md](../../docs/cli.md#what-a-session-prints-on-your-terminal)).
 
 use std::io::{IsTerminal, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -15,6 +17,8 @@ use nix::sys::termios::{self, SetArg, Termios};
 use serde_json::{json, Value};
 
 use super::client::Client;
+use super::termout;
+use super::{emit, fail};
 use crate::protocol::attach::{self, frame};
 
 fn winsize() -> Option<(u16, u16)> {
@@ -64,11 +68,6 @@ impl Drop for RawMode {
     fn drop(&mut self) {
         self.restore();
     }
-}
-
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {msg}");
-    ExitCode::from(1)
 }
 
 fn exit_code(v: &Value) -> u8 {
@@ -217,6 +216,10 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 16 * 1024];
     let mut result: Option<Value> = None;
+    // One filter for the whole stream, scrollback frame first: a sequence split across
+    // frames is judged whole.
+    let mut filter = termout::Filter::new();
+    let mut shown = Vec::new();
     'read: loop {
         let n = match stream.read(&mut chunk) {
             Ok(0) | Err(_) => break,
@@ -233,7 +236,10 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
         for (kind, payload) in frames {
             match kind {
                 attach::OUTPUT => {
-                    let _ = out.write_all(&payload);
+                    shown.clear();
+                    filter.feed(&payload, &mut shown);
+                    // A closed output is ignored: the session runs on until it ends.
+                    let _ = out.write_all(&shown);
                     let _ = out.flush();
                 }
                 attach::EXIT => {
@@ -256,11 +262,11 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
             Err(e) => return fail(e),
         },
     };
+    let code = ExitCode::from(exit_code(&result));
     if json_out {
-        println!(
-            "{}",
-            json!({"id": id, "exit_status": result["exit_status"], "signal": result["signal"]})
-        );
+        let line =
+            json!({"id": id, "exit_status": result["exit_status"], "signal": result["signal"]});
+        return emit(format!("{line}\n").as_bytes(), code);
     }
-    ExitCode::from(exit_code(&result))
+    code
 }

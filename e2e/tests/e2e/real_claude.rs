@@ -41,8 +41,15 @@ fn settings_with(claude: &PathBuf, token: Option<&str>) -> Value {
 
 fn auth_status(r: &Relay) -> String {
     let v = r.auth_status_terminal("claude-code");
-    r.cli(&["terminal", "log", "--id", v["id"].as_str().unwrap()])
-        .stdout
+    // `--raw`: the bytes Claude printed, for `plain` to strip its escapes.
+    r.cli(&[
+        "terminal",
+        "log",
+        "--raw",
+        "--id",
+        v["id"].as_str().unwrap(),
+    ])
+    .stdout
 }
 
 #[test]

@@ -1,0 +1,200 @@
+//! Attack 8 of issue 7: output a session controls reaches the person's terminal. A
+//! sandboxed shell prints a clipboard write (OSC 52, in its 7-bit and its UTF-8 C1 form),
+//! title changes, tmux passthrough and a colour; `relay terminal log` and `relay sandbox`
+//! run on a real pty, as a person would, and what reaches that terminal is checked
+//! byte for byte (docs/cli.md, "What a session prints on your terminal").
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+use relay_e2e::daemon::{base_settings, Relay};
+use relay_e2e::pty::Pty;
+use relay_e2e::{wait, WAIT};
+
+/// `c2VjcmV0` is base64 for "secret": the clipboard content the session would set.
+/// Between `start` and `end-marker`: OSC 52 (BEL), a title (ST), OSC 52 as UTF-8 C1
+/// (U+009D … U+009C), tmux passthrough of an OSC 52, then a red `red-text`.
+const PRINT_ATTACK: &str = r"printf 'start\033]52;c;c2VjcmV0\007\033]2;pwned-title\033\\\302\23552;c;c2VjcmV0\302\234\033Ptmux;\033\033]52;c;c2VjcmV0\007\033\\\033[31mred-text\033[0m end-marker\n'";
+
+fn ran_to_exit(pty: &mut Pty) -> i32 {
+    let st = wait::child_within(&mut pty.child, WAIT).expect("the command exited");
+    st.code().unwrap_or(-1)
+}
+
+/// A shell terminal that printed the attack and exited: its id.
+fn attack_terminal(r: &Relay, script: &str) -> String {
+    let id = r.shell_terminal(script)["id"]
+        .as_str()
+        .expect("terminal id")
+        .to_string();
+    r.wait_exited(&id);
+    id
+}
+
+#[test]
+fn terminal_log_shows_a_sessions_clipboard_and_title_escapes_as_text() {
+    let r = Relay::start(base_settings(None));
+    let id = attack_terminal(&r, PRINT_ATTACK);
+
+    // On a terminal: every escape as visible text, no ESC or BEL byte at all.
+    let mut pty = Pty::spawn(r.cli_command(&["terminal", "log", "--id", &id]), 200, 24);
+    pty.wait_for("end-marker");
+    assert_eq!(ran_to_exit(&mut pty), 0, "screen:\n{:?}", pty.screen());
+    let screen = pty.screen();
+    for shown in [
+        "start^[]52;c;c2VjcmV0^G",
+        "^[]2;pwned-title^[\\",
+        "\\u{9d}52;c;c2VjcmV0\\u{9c}",
+        "^[Ptmux;^[^[]52;c;c2VjcmV0^G^[\\",
+        "^[[31mred-text^[[0m end-marker",
+    ] {
+        assert!(
+            screen.contains(shown),
+            "{shown:?} not shown; screen:\n{screen:?}"
+        );
+    }
+    assert!(
+        !screen.contains('\x1b') && !screen.contains('\x07') && !screen.contains('\u{9d}'),
+        "a control reached the terminal: {screen:?}"
+    );
+
+    // Piped (a pipe often ends at a terminal: `| less -R`, `| tail`): the same text.
+    let piped = r.cli(&["terminal", "log", "--id", &id]);
+    assert_eq!(piped.status, 0, "{}", piped.stderr);
+    assert!(
+        piped.stdout.contains("start^[]52;c;c2VjcmV0^G"),
+        "{:?}",
+        piped.stdout
+    );
+    assert!(!piped.stdout.contains('\x1b'), "{:?}", piped.stdout);
+
+    // `--raw`: the bytes as the session wrote them, on the terminal too.
+    let mut pty = Pty::spawn(
+        r.cli_command(&["terminal", "log", "--id", &id, "--raw"]),
+        200,
+        24,
+    );
+    pty.wait_for("end-marker");
+    assert_eq!(ran_to_exit(&mut pty), 0);
+    let raw = pty.screen();
+    assert!(
+        raw.contains(
+            "start\x1b]52;c;c2VjcmV0\x07\x1b]2;pwned-title\x1b\\\u{9d}52;c;c2VjcmV0\u{9c}"
+        ),
+        "{raw:?}"
+    );
+    assert!(
+        raw.contains("\x1b[31mred-text\x1b[0m end-marker"),
+        "{raw:?}"
+    );
+
+    // `--json`: one line, every control escaped, C1 included.
+    let line = r.cli(&["terminal", "log", "--id", &id, "--json"]).stdout;
+    assert!(
+        line.contains(r"start\u001b]52;c;c2VjcmV0\u0007"),
+        "{line:?}"
+    );
+    assert!(line.contains(r"\u009d52;c;c2VjcmV0\u009c"), "{line:?}");
+    assert!(
+        !line.chars().any(|c| c.is_control() && c != '\n'),
+        "{line:?}"
+    );
+}
+
+#[test]
+fn terminal_log_into_a_closed_pipe_exits_0_without_a_panic() {
+    let r = Relay::start(base_settings(None));
+    // About 400 KB of log: more than a pipe holds, so the CLI is still writing when
+    // `head -c1` has gone.
+    let id = attack_terminal(
+        &r,
+        "yes relay-log-line-0123456789 | head -n 14000; echo log-done",
+    );
+
+    let mut relay = r.cli_command(&["terminal", "log", "--id", &id]);
+    relay
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut relay = relay.spawn().expect("spawn relay terminal log");
+    let head = Command::new("head")
+        .arg("-c1")
+        .stdin(Stdio::from(relay.stdout.take().unwrap()))
+        .output()
+        .expect("run head");
+    assert_eq!(
+        String::from_utf8_lossy(&head.stdout),
+        "r",
+        "head read the log's first byte"
+    );
+    let mut stderr = String::new();
+    relay
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let st = wait::child_within(&mut relay, WAIT).expect("relay terminal log exited");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(st.code(), Some(0), "status {st:?}; stderr: {stderr}");
+    assert_eq!(stderr, "", "nothing on stderr");
+
+    // `--json` and `--help` into a closed pipe, likewise.
+    for args in [
+        vec!["terminal", "log", "--id", id.as_str(), "--json"],
+        vec!["--help"],
+    ] {
+        let mut cmd = r.cli_command(&args);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn relay_sandbox_never_passes_a_clipboard_write_or_title_to_the_persons_terminal() {
+    let r = Relay::start(base_settings(None));
+    let mut pty = Pty::spawn(
+        r.cli_command(&["sandbox", "shell", "--", "-c", PRINT_ATTACK]),
+        100,
+        30,
+    );
+    pty.wait_for("end-marker");
+    assert_eq!(ran_to_exit(&mut pty), 0, "screen:\n{:?}", pty.screen());
+    let screen = pty.screen();
+    // What acts outside the screen does not: no clipboard write, no title, no
+    // passthrough, in any form, not even the payload.
+    for never in [
+        "]52",
+        "c2VjcmV0",
+        "pwned-title",
+        "\u{9d}",
+        "tmux;",
+        "\x1bP",
+        "\x1b]",
+    ] {
+        assert!(
+            !screen.contains(never),
+            "{never:?} reached the terminal: {screen:?}"
+        );
+    }
+    // The session's screen works: its text and its colour arrive as they were
+    // printed, with nothing left of what was dropped between them.
+    assert!(
+        screen.contains("start\x1b[31mred-text\x1b[0m end-marker"),
+        "{screen:?}"
+    );
+    // The host's log keeps what the session printed, for `--raw`.
+    let id = r.cli_json(&["terminal", "list"])["terminals"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let raw = r.cli(&["terminal", "log", "--id", &id, "--raw"]).stdout;
+    assert!(raw.contains("\x1b]52;c;c2VjcmV0\x07"), "{raw:?}");
+}
