@@ -414,7 +414,8 @@ const WINDOW_OPS_KEPT: [u32; 7] = [14, 15, 16, 18, 19, 22, 23];
 /// window operations (`CSI … t`: move, resize, iconify, raise, report the title) but
 /// the size reports and title save/restore; xterm's title modes (`CSI > … t`,
 /// `CSI > … T`); media copy (`CSI … i`, to a printer); page and screen size changes
-/// (`CSI … $ |`, `CSI … * |`, DECCOLM `CSI ? 3 h/l`). Everything else — cursor,
+/// (`CSI … $ |`, `CSI … * |`, DECCOLM `CSI ? 3 h/l`); bell volumes (`CSI … SP t`,
+/// `CSI … SP u`); the Linux console's settings (`CSI … ]`). Everything else — cursor,
 /// colour, erase, scroll regions, modes (alternate screen, mouse, bracketed paste,
 /// focus), keyboard protocols, device reports — is the session's screen.
 fn keep_csi(body: &[u8], fin: u8) -> bool {
@@ -430,6 +431,10 @@ fn keep_csi(body: &[u8], fin: u8) -> bool {
         (b'T', Some(b'>'), []) => false,
         (b'i', _, _) => false,
         (b'|', _, [b'$'] | [b'*']) => false,
+        // Bell and margin-bell volume (DECSWBV, DECSMBV): the terminal's, not the screen's.
+        (b't' | b'u', _, [b' ']) => false,
+        // The Linux console's settings (`CSI 9;n ]` blanking, `CSI 10;n ]` bell, …).
+        (b']', _, _) => false,
         (b'h' | b'l', Some(b'?'), []) => !numbers(params).any(|n| n == Some(3)),
         _ => true,
     }
@@ -637,6 +642,10 @@ mod tests {
             b"\x1b[60*|",
             b"\x1b[?3h",
             b"\x1b[?1049;3l",
+            b"\x1b[8 t",
+            b"\x1b[8 u",
+            b"\x1b[9;0]",
+            b"\x1b[10;750]",
             b"\x1b%@",
             b"\x1b%G",
             b"\x05",
