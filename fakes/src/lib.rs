@@ -17,6 +17,7 @@ pub mod agent;
 pub mod call_log;
 pub mod sandbox_exec;
 pub mod sbpl;
+pub mod sbpl_eval;
 
 /// Exit code when a call log or a profile copy cannot be written (sysexits `EX_IOERR`).
 /// A fake that cannot record what it saw fails loudly instead of running unrecorded.
