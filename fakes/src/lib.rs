@@ -18,6 +18,7 @@ pub mod call_log;
 pub mod sandbox_exec;
 pub mod sbpl;
 pub mod sbpl_eval;
+pub mod sbpl_questions;
 
 /// Exit code when a call log or a profile copy cannot be written (sysexits `EX_IOERR`).
 /// A fake that cannot record what it saw fails loudly instead of running unrecorded.

@@ -1,11 +1,15 @@
 //! A fake of macOS's `/usr/bin/sandbox-exec` for Linux e2e tests.
 //!
 //! `sandbox-exec -f PROFILE [--] CMD [ARGS…]`: refuse a profile that is not well-formed
-//! SBPL ([`crate::sbpl`]), record what was asked (`$TMPDIR/fake-sandbox-exec.jsonl`) and a
-//! copy of the profile (`$TMPDIR/fake-sandbox-exec/<sha256>.sb`, so a test can read what
-//! was enforced after relay removed the original), then `execvp` the command.
+//! SBPL ([`crate::sbpl`]) or that the evaluator does not understand ([`crate::sbpl_eval`]),
+//! record what was asked (`$TMPDIR/fake-sandbox-exec.jsonl`) and a copy of the profile
+//! (`$TMPDIR/fake-sandbox-exec/<sha256>.sb`, so a test can read what was enforced after
+//! relay removed the original), ask the evaluator every question the launch's policy
+//! implies ([`crate::sbpl_questions`]) and record the answers
+//! (`$TMPDIR/fake-sandbox-exec-answers.jsonl`, one line per launch), then `execvp` the
+//! command.
 //!
-//! It enforces nothing. What it must not do is change the descriptor table it was given:
+//! It enforces nothing: the answers say what Seatbelt would decide, the tests read them. What it must not do is change the descriptor table it was given:
 //! the shim's fd hygiene is tested through it, so every fd reaches the command exactly as
 //! inherited (no close, dup or flag change; the files this fake opens are close-on-exec
 //! and closed before the exec).
@@ -18,6 +22,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::call_log::{self, JsonLine};
+use crate::sbpl_eval::Profile;
+use crate::sbpl_questions::{self, Policy};
 
 /// Largest profile read.
 pub const MAX_PROFILE_BYTES: u64 = 1024 * 1024;
@@ -82,10 +88,55 @@ pub fn run() -> ! {
     if let Err(err) = crate::sbpl::check(&profile) {
         fail(EXIT_PROFILE_REFUSED, &format!("profile {shown}: {err}"));
     }
+    let evaluated = match Profile::parse(&profile) {
+        Ok(evaluated) => evaluated,
+        Err(err) => fail(
+            EXIT_PROFILE_REFUSED,
+            &format!("profile {shown}: the evaluator cannot read it: {err}"),
+        ),
+    };
     if let Err(err) = record(&invocation, &profile) {
         fail(crate::EXIT_RECORD_FAILED, &err);
     }
+    if let Err(err) = record_answers(&evaluated, &call_log::sha256_hex(&profile)) {
+        fail(crate::EXIT_RECORD_FAILED, &err);
+    }
     exec(&invocation.command)
+}
+
+/// Asks the questions of this launch ([`crate::sbpl_questions`]) and appends one line:
+/// `{pid, sha256, policy, failures, answers: […]}`. A policy file that is named but
+/// cannot be read is an error: a harness bug must not pass as "nothing to check".
+fn record_answers(profile: &Profile, sha256: &str) -> Result<(), String> {
+    let policy_path = std::env::var_os(sbpl_questions::POLICY_ENV).filter(|p| !p.is_empty());
+    let policy = match &policy_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("policy {}: {e}", Path::new(path).display()))?;
+            Policy::from_json(&text)
+                .map_err(|e| format!("policy {}: {e}", Path::new(path).display()))?
+        }
+        None => Policy::default(),
+    };
+    let cwd = std::env::current_dir().map_err(|e| format!("working directory: {e}"))?;
+    let tmp = std::env::var_os("TMPDIR")
+        .filter(|t| !t.is_empty())
+        .map(PathBuf::from);
+    let questions = sbpl_questions::questions(&policy, &cwd, tmp.as_deref());
+    let answers = sbpl_questions::answer(profile, questions)?;
+    let failures = answers.iter().filter(|a| !a.ok()).count();
+    let line = JsonLine::new()
+        .field("pid", std::process::id())
+        .field("sha256", sha256)
+        .field(
+            "policy",
+            policy_path.map(|p| Path::new(&p).display().to_string()),
+        )
+        .field("failures", failures)
+        .objects("answers", answers.iter().map(|a| a.to_json()).collect())
+        .finish();
+    let log = call_log::tmp_dir().join(sbpl_questions::ANSWERS_LOG);
+    call_log::append_line(&log, &line).map_err(|err| format!("answers {}: {err}", log.display()))
 }
 
 fn read_profile(path: &Path) -> Result<Vec<u8>, String> {

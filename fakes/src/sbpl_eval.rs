@@ -633,6 +633,7 @@ fn number(word: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn profile(body: &str) -> Profile {
         Profile::parse(format!("(version 1)\n{body}").as_bytes())
@@ -663,7 +664,9 @@ mod tests {
         for op in FILE_OPS.iter().chain(&["network-outbound", "process-exec"]) {
             assert!(allows(&open, op, "/x"), "{op}");
         }
-        assert!(open.allows("network-outbound", &Target::Localhost(80)).unwrap());
+        assert!(open
+            .allows("network-outbound", &Target::Localhost(80))
+            .unwrap());
         let closed = profile("(deny default)");
         assert!(!allows(&closed, "file-read-data", "/x"));
     }
@@ -735,7 +738,9 @@ mod tests {
             .unwrap());
 
         let net = profile("(allow default)\n(deny network*)");
-        assert!(!net.allows("network-outbound", &Target::Localhost(1)).unwrap());
+        assert!(!net
+            .allows("network-outbound", &Target::Localhost(1))
+            .unwrap());
         assert!(allows(&net, "file-read-data", "/x"));
 
         let exec = profile("(allow default)\n(deny process-exec*)");
@@ -922,6 +927,111 @@ mod tests {
         assert!(allows(&p, "file-read-data", "/a\"b\\c\nd"));
     }
 
+    /// relay's own goldens (src/sandbox/testdata), read by the evaluator: every one is
+    /// understood, and the token case answers as the renderer's comments promise.
+    #[test]
+    fn relay_goldens_answer_as_their_comments_say() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../src/sandbox/testdata");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "sbpl") {
+                let text = std::fs::read(entry.path()).unwrap();
+                Profile::parse(&text).unwrap_or_else(|e| panic!("{:?}: {e}", entry.path()));
+                read += 1;
+            }
+        }
+        assert!(read >= 8, "only {read} goldens");
+
+        let golden = |name: &str| Profile::parse(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+        let p = golden("home_rw_token_inside.sbpl");
+        let t = "/private/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T";
+        for (op, path, want) in [
+            ("file-read-data", "/Users/ada/.config/acme-ltt/token", false),
+            (
+                "file-read-metadata",
+                "/Users/ada/.config/acme-ltt/token",
+                false,
+            ),
+            ("file-link", "/Users/ada/.config/acme-ltt/token", false),
+            ("file-clone", "/Users/ada/.config/acme-ltt/token", false),
+            (
+                "file-read-data",
+                "/Users/ada/Library/Application Support/relay/settings.json",
+                false,
+            ),
+            ("file-write-unlink", "/Users/ada/.config", false),
+            ("file-clone", "/Users/ada", false),
+            ("file-write-unlink", "/usr/local", false),
+            ("file-read-data", "/Users/ada/notes.txt", true),
+            ("file-write-create", "/Users/ada/new.txt", true),
+            ("file-write-unlink", "/Users/ada/notes.txt", true),
+            ("file-read-data", "/Users/ada/.config/gh/hosts.yml", true),
+            ("file-write-data", "/Users/ada/.config/gh/hosts.yml", false),
+            ("file-read-data", "/usr/bin/git", true),
+            ("file-write-data", "/usr/bin/git", false),
+            ("file-read-data", "/usr/local/etc/redis.conf", false),
+            (
+                "file-read-data",
+                "/usr/local/var/postgres/pg_hba.conf",
+                false,
+            ),
+            ("file-read-data", "/usr/local/etc/gitconfig", true),
+            (
+                "file-read-data",
+                "/System/Library/CoreServices/SystemVersion.plist",
+                true,
+            ),
+            ("file-read-data", "/System/Volumes/Data/Users/ada/x", false),
+            (
+                "file-read-data",
+                "/Applications/Xcode.app/Contents/Developer/usr/bin/git",
+                true,
+            ),
+            ("file-read-data", "/Applications/Other.app/x", false),
+            ("file-read-metadata", t, true),
+            ("file-write-create", &format!("{t}/xcrun_db-Ab12"), true),
+            ("file-write-data", &format!("{t}/xcrun_db"), true),
+            (
+                "file-read-data",
+                &format!("{t}/relay-s2/claude-config/x"),
+                false,
+            ),
+            (
+                "file-write-create",
+                &format!("{t}/xcrun_db-x/nested"),
+                false,
+            ),
+            ("file-read-data", "/dev/fd/5", true),
+        ] {
+            assert_eq!(allows(&p, op, path), want, "{op} {path}");
+        }
+        let sock =
+            Target::UnixSocket(b"/Users/ada/Library/Application Support/relay/relay.sock".to_vec());
+        assert!(!p.allows("network-outbound", &sock).unwrap());
+
+        let p = golden("read_write_file.sbpl");
+        for (op, path, want) in [
+            ("file-write-data", "/Users/ada/.claude.json", true),
+            ("file-write-create", "/Users/ada/.claude.json.lock", true),
+            (
+                "file-write-create",
+                "/Users/ada/.claude.json.tmp.4242.1700000000",
+                true,
+            ),
+            ("file-write-create", "/Users/ada/.claude.json.backup", true),
+            ("file-write-create", "/Users/ada/.claude.jsonx", false),
+            (
+                "file-write-create",
+                "/Users/ada/.claude.json.tmp.1/x",
+                false,
+            ),
+            ("file-write-data", "/Users/ada/.gitconfig", false),
+            ("file-write-create", "/Users/ada/.gitconfig.lock", false),
+        ] {
+            assert_eq!(allows(&p, op, path), want, "{op} {path}");
+        }
+    }
+
     #[test]
     fn unmodelled_or_malformed_profiles_are_refused() {
         for (body, reason) in [
@@ -932,7 +1042,10 @@ mod tests {
             ("(allow file-read* (literal \"/a\" \"/b\"))", "one string"),
             ("(allow file-read* (literal \"/a\\q\"))", "unknown escape"),
             ("(allow file-read* (require-not))", "one filter"),
-            ("(allow network-outbound (remote ip \"10.0.0.1:80\"))", "host"),
+            (
+                "(allow network-outbound (remote ip \"10.0.0.1:80\"))",
+                "host",
+            ),
             ("(allow file-read* (regex #\"(\"))", "regex"),
             ("(allow file-read*", "never closed"),
         ] {

@@ -645,7 +645,10 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             }
         }
         let (bytes, ext) = match backend {
-            Backend::Seatbelt => (sandbox::render_sbpl(&spec).into_bytes(), "sb"),
+            Backend::Seatbelt => (
+                sandbox::render_sbpl_on(&spec, &sandbox::HostPaths::current()).into_bytes(),
+                "sb",
+            ),
             Backend::Bwrap => match sandbox::bwrap_profile::encode(&sandbox::render_bwrap(&spec)) {
                 Ok(b) => (b, "bwrap"),
                 Err(e) => return Err(at.refuse(ApiError::sandbox(format!("bwrap profile: {e}")))),

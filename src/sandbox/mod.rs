@@ -18,7 +18,7 @@ pub mod seatbelt;
 pub use bwrap::render_bwrap;
 pub use policy::{Access, Grant, Network, PathKind, ResolvedPath, Spec};
 pub use resolve::{build_spec, is_user_writable, resolve, Ids, PathError, Role, SpecInput};
-pub use seatbelt::{render_sbpl, sbpl_string};
+pub use seatbelt::{render_sbpl, render_sbpl_on, sbpl_string, HostPaths};
 
 /// The bwrap profile file format (NUL-terminated arguments), shared with the shim that reads it.
 pub use relay_shim::bwrap_profile;
@@ -227,6 +227,28 @@ mod golden {
         spec
     }
 
+    /// Files granted read-write get their atomic-write siblings (where the path can be a
+    /// regex); a read-only file does not.
+    fn read_write_file(os: Os) -> Spec {
+        let home = Path::new(os.home());
+        base(
+            os,
+            vec![
+                grant(same(home.join(".gitconfig"), PathKind::File), Access::Read),
+                grant(
+                    same(home.join(".claude.json"), PathKind::File),
+                    Access::ReadWrite,
+                ),
+                grant(
+                    same(home.join("we\"ird.json"), PathKind::File),
+                    Access::ReadWrite,
+                ),
+                grant(same(session_dir(os), PathKind::Dir), Access::ReadWrite),
+            ],
+            vec![],
+        )
+    }
+
     type Case = (&'static str, fn(Os) -> Spec);
 
     const CASES: &[Case] = &[
@@ -237,6 +259,7 @@ mod golden {
         ("network_off", network_off),
         ("network_shared_ports", network_shared_ports),
         ("tmp_spellings", tmp_spellings),
+        ("read_write_file", read_write_file),
     ];
 
     /// One argument per line. `\` is doubled, newline and tab read `\n` and `\t`, other
@@ -283,10 +306,18 @@ mod golden {
         );
     }
 
+    /// The Mac the goldens are rendered for: Xcode installed, the usual temp folder.
+    fn mac_host() -> HostPaths {
+        HostPaths {
+            developer_dir: Some("/Applications/Xcode.app/Contents/Developer".into()),
+            user_temp_dir: Some("/private/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T".into()),
+        }
+    }
+
     #[test]
     fn sbpl_goldens() {
         for (name, case) in CASES {
-            let profile = render_sbpl(&case(Os::Mac));
+            let profile = render_sbpl_on(&case(Os::Mac), &mac_host());
             seatbelt::tests::tokenize(&profile).unwrap_or_else(|e| panic!("{name}: {e}"));
             check(&format!("{name}.sbpl"), &profile);
         }

@@ -13,9 +13,16 @@
 //! The walk is done by hand, one component at a time, so every followed link is seen
 //! and a path that does not exist yet still gets a canonical form (the deepest existing
 //! ancestor's real path plus the missing tail).
+//!
+//! The canonical form is also spelled as the volume stores it. A macOS volume is
+//! case-insensitive: `~/.config/x` opens `~/.Config/x`, while Seatbelt compares its
+//! rules with the path the kernel reports, `~/.Config/x`, so a deny spelled as written
+//! would match nothing. Each component is looked up through [`Lookup`], a seam: the
+//! real one asks the volume for the stored name on macOS, and a test puts a
+//! case-insensitive view of a Linux folder behind it.
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -117,9 +124,20 @@ pub fn resolve_in(
     role: Role,
     session_writable: &[PathBuf],
 ) -> Result<(ResolvedPath, Vec<PathBuf>), PathError> {
+    resolve_with(&SystemLookup, entry, home, role, session_writable)
+}
+
+/// [`resolve_in`] through another [`Lookup`].
+fn resolve_with(
+    fs: &dyn Lookup,
+    entry: &str,
+    home: &Path,
+    role: Role,
+    session_writable: &[PathBuf],
+) -> Result<(ResolvedPath, Vec<PathBuf>), PathError> {
     let expanded = expand_home(entry, home)?;
     let written = lexical_normalize(&expanded);
-    let walk = walk(&expanded, &written)?;
+    let walk = walk(fs, &expanded, &written)?;
 
     if let Some(hop) = walk.links.iter().find(|hop| {
         session_writable
@@ -323,6 +341,57 @@ fn lexical_normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// How the walk looks up one name in a directory it reached.
+trait Lookup {
+    /// The entry `name` in `dir`: the name the volume stores it under (which differs
+    /// from `name` only on a case-insensitive volume) and its own metadata (links not
+    /// followed).
+    fn lookup(&self, dir: &Path, name: &OsStr) -> io::Result<(OsString, std::fs::Metadata)>;
+}
+
+/// The real filesystem.
+struct SystemLookup;
+
+impl Lookup for SystemLookup {
+    fn lookup(&self, dir: &Path, name: &OsStr) -> io::Result<(OsString, std::fs::Metadata)> {
+        let meta = std::fs::symlink_metadata(dir.join(name))?;
+        // Only macOS volumes answer to a name in another case; elsewhere the name found is
+        // the name stored.
+        let stored = if cfg!(target_os = "macos") {
+            stored_name(dir, name, names_match_ignoring_case).unwrap_or_else(|| name.into())
+        } else {
+            name.to_os_string()
+        };
+        Ok((stored, meta))
+    }
+}
+
+/// The entry of `dir` that `same` says is `name`, preferring an exact match; `None`
+/// when the folder cannot be listed or holds neither (the caller keeps `name`).
+fn stored_name(dir: &Path, name: &OsStr, same: fn(&OsStr, &OsStr) -> bool) -> Option<OsString> {
+    let mut found = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let entry = entry.file_name();
+        if entry == name {
+            return Some(entry);
+        }
+        if found.is_none() && same(&entry, name) {
+            found = Some(entry);
+        }
+    }
+    found
+}
+
+/// Equal under case folding, as APFS and HFS+ compare names by default. Lowercasing
+/// is close to the volume's folding, not identical (and Unicode normalization is not
+/// applied); an unmatched name keeps the spelling it was written with.
+fn names_match_ignoring_case(a: &OsStr, b: &OsStr) -> bool {
+    match (a.to_str(), b.to_str()) {
+        (Some(a), Some(b)) => a.to_lowercase() == b.to_lowercase(),
+        _ => a == b,
+    }
+}
+
 /// A followed symlink and the real directory that holds it.
 struct Hop {
     link: PathBuf,
@@ -337,7 +406,7 @@ struct Walk {
 
 /// Walks `path` component by component from `/`, following every symlink. `written`
 /// only names the entry in errors.
-fn walk(path: &Path, written: &Path) -> Result<Walk, PathError> {
+fn walk(fs: &dyn Lookup, path: &Path, written: &Path) -> Result<Walk, PathError> {
     let mut pending: VecDeque<OsString> = VecDeque::new();
     push_front_components(&mut pending, path);
 
@@ -356,26 +425,26 @@ fn walk(path: &Path, written: &Path) -> Result<Walk, PathError> {
             kind = PathKind::Dir;
             continue;
         }
-        let candidate = current.join(&name);
         if missing > 0 {
             missing += 1;
-            current = candidate;
+            current.push(&name);
             continue;
         }
-        let meta = match std::fs::symlink_metadata(&candidate) {
-            Ok(meta) => meta,
+        let (stored, meta) = match fs.lookup(&current, &name) {
+            Ok(found) => found,
             Err(err) if is_absent(&err) => {
                 missing = 1;
-                current = candidate;
+                current.push(&name);
                 continue;
             }
             Err(err) => {
                 return Err(PathError::Io {
                     path: written.to_path_buf(),
-                    reason: format!("cannot inspect {}: {err}", candidate.display()),
+                    reason: format!("cannot inspect {}: {err}", current.join(&name).display()),
                 })
             }
         };
+        let candidate = current.join(stored);
         if meta.file_type().is_symlink() {
             if links.len() == MAX_LINKS {
                 return Err(PathError::TooManyLinks {
@@ -453,6 +522,125 @@ mod tests {
             euid,
             groups: groups.to_vec(),
         }
+    }
+
+    /// A case-insensitive volume, as macOS's, over a Linux folder: a name matches an
+    /// entry in any letter case, and the entry's stored name comes back.
+    struct CaseInsensitive;
+
+    impl Lookup for CaseInsensitive {
+        fn lookup(&self, dir: &Path, name: &OsStr) -> io::Result<(OsString, std::fs::Metadata)> {
+            let stored = stored_name(dir, name, names_match_ignoring_case)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            let meta = std::fs::symlink_metadata(dir.join(&stored))?;
+            Ok((stored, meta))
+        }
+    }
+
+    #[test]
+    fn a_deny_is_spelled_as_the_volume_stores_it() {
+        let (_guard, home) = tempdir();
+        std::fs::create_dir_all(home.join(".Config/Acme-LTT")).unwrap();
+        std::fs::write(home.join(".Config/Acme-LTT/token"), b"x").unwrap();
+
+        let deny = resolve_with(
+            &CaseInsensitive,
+            "~/.config/acme-ltt/token",
+            &home,
+            Role::Deny,
+            &[],
+        )
+        .map(|(r, _)| r)
+        .unwrap();
+        assert_eq!(deny.canonical, home.join(".Config/Acme-LTT/token"));
+        assert_eq!(deny.written, home.join(".config/acme-ltt/token"));
+        assert_eq!(deny.kind, PathKind::File);
+        // Both reach the profile; the stored one is what Seatbelt compares with.
+        assert_eq!(
+            deny.spellings(),
+            vec![
+                home.join(".Config/Acme-LTT/token").as_path(),
+                home.join(".config/acme-ltt/token").as_path()
+            ]
+        );
+        let profile = crate::sandbox::render_sbpl(&Spec {
+            grants: vec![],
+            deny: vec![deny],
+            read_only: vec![],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: home.clone(),
+            interactive: false,
+            file_mask: "/dev/null".into(),
+        });
+        let stored = format!(
+            "(subpath \"{}\")",
+            home.join(".Config/Acme-LTT/token").display()
+        );
+        assert!(profile.contains(&stored), "{profile}");
+        let pin = format!("(literal \"{}\")", home.join(".Config").display());
+        assert!(
+            profile.contains(&pin),
+            "the ancestor pin uses the stored name:\n{profile}"
+        );
+
+        // On the real (case-sensitive) filesystem the same entry is simply missing.
+        let plain = resolve("~/.config/acme-ltt/token", &home, Role::Deny).unwrap();
+        assert_eq!(plain.kind, PathKind::Missing);
+        assert_eq!(plain.canonical, home.join(".config/acme-ltt/token"));
+    }
+
+    #[test]
+    fn the_exact_name_wins_and_a_missing_tail_keeps_its_spelling() {
+        let (_guard, home) = tempdir();
+        // Two entries that differ in case only (possible here, not on a Mac volume).
+        std::fs::create_dir(home.join("Data")).unwrap();
+        std::fs::create_dir(home.join("data")).unwrap();
+        let exact = resolve_with(&CaseInsensitive, "~/data/New/x", &home, Role::Read, &[])
+            .map(|(r, _)| r)
+            .unwrap();
+        assert_eq!(exact.canonical, home.join("data/New/x"));
+        assert_eq!(exact.kind, PathKind::Missing);
+        let other = resolve_with(&CaseInsensitive, "~/DATA", &home, Role::Read, &[])
+            .map(|(r, _)| r)
+            .unwrap();
+        assert!(
+            other.canonical == home.join("Data") || other.canonical == home.join("data"),
+            "{other:?}"
+        );
+    }
+
+    #[test]
+    fn a_link_found_in_another_case_is_still_a_link() {
+        let (_guard, root) = tempdir();
+        std::fs::create_dir(root.join("real")).unwrap();
+        symlink(root.join("real"), root.join("Link")).unwrap();
+        let err = resolve_with(
+            &CaseInsensitive,
+            &format!("{}/link/x", s(&root)),
+            &root,
+            Role::ReadWrite,
+            &[],
+        )
+        .map(|(r, _)| r)
+        .unwrap_err();
+        assert_eq!(
+            err,
+            PathError::ReadWriteThroughLink {
+                path: root.join("link/x"),
+                link: root.join("Link"),
+            }
+        );
+        let read = resolve_with(
+            &CaseInsensitive,
+            &format!("{}/LINK/x", s(&root)),
+            &root,
+            Role::Read,
+            &[],
+        )
+        .map(|(r, _)| r)
+        .unwrap();
+        assert_eq!(read.canonical, root.join("real/x"));
     }
 
     #[test]

@@ -7,10 +7,13 @@
 //!
 //! Every path reaches the profile through [`sbpl_string`], so no path can end a string
 //! and add rules of its own.
+//!
+//! Where this differs from the profile upstream relay renders and checks on real Macs,
+//! and why, is the parity table in docs/session-host.md ("The Seatbelt profile").
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::policy::{
     depth, merged_grants, proper_ancestors, Access, MergedGrant, Network, PathKind, ResolvedPath,
@@ -18,13 +21,20 @@ use super::policy::{
 };
 
 /// System trees every macOS process needs to start and run a shell or node:
-/// - `/usr`, `/bin`, `/sbin`: binaries, libraries, `/usr/share` data;
-/// - `/System`: frameworks, the dyld shared cache (also under `/System/Cryptexes`);
-/// - `/Library`: system-wide preferences, fonts, certificates (not `~/Library`);
+/// - `/usr`, `/bin`, `/sbin`: binaries, libraries, `/usr/share` data (minus
+///   [`BASELINE_CLOSED`]);
+/// - `/System/Library`: frameworks, `SystemVersion.plist`, OpenSSL's config (not all of
+///   `/System`: the data volume's mount points sit under `/System/Volumes`; the dyld
+///   shared cache is mapped by the kernel, not read through a path);
+/// - `/Library`: system-wide preferences, fonts, certificates, Claude Code's managed
+///   settings, the Command Line Tools (not `~/Library`);
 /// - `/private/etc`: hosts, resolver, shells (`/etc` is a link to it, and Seatbelt
 ///   matches resolved paths);
 /// - `/private/var/db/timezone`: the target of `/etc/localtime`;
-/// - `/private/var/select`: the target of `/bin/sh`'s shell selection;
+/// - `/private/var/select`: the target of `/bin/sh`'s shell selection and of
+///   `developer_dir`;
+/// - `/private/var/db/xcode_select_link`: where `xcode-select` points, which `git` and
+///   the other `/usr/bin` developer shims read first;
 /// - `/opt/homebrew`: where node and other tools live on Apple silicon.
 ///
 /// Not here on purpose: `/Applications`, `/Users`, `/Volumes`, `/private/var/folders`
@@ -33,20 +43,116 @@ const BASELINE_READS: &[&str] = &[
     "/usr",
     "/bin",
     "/sbin",
-    "/System",
+    "/System/Library",
     "/Library",
     "/private/etc",
     "/private/var/db/timezone",
     "/private/var/select",
+    "/private/var/db/xcode_select_link",
     "/opt/homebrew",
 ];
 
-/// The root and macOS's top-level links, so `realpath` and path walks work; metadata
-/// only, their contents stay closed.
-const BASELINE_METADATA: &[&str] = &["/", "/etc", "/tmp", "/var"];
+/// Closed again right after the baseline reads: Intel Homebrew keeps its services'
+/// configuration and data here (database passwords, keys), inside `/usr`. A template
+/// grant reopens them, since it comes later.
+const BASELINE_CLOSED: &[&str] = &["/usr/local/etc", "/usr/local/var"];
+
+/// Single files reopened inside [`BASELINE_CLOSED`]: Intel Homebrew's CA bundle (the
+/// link openssl@3 ships and the file it points at) and the system-wide gitconfig, so
+/// curl, python and git keep TLS and their configuration.
+const BASELINE_REOPENED: &[&str] = &[
+    "/usr/local/etc/openssl@3/cert.pem",
+    "/usr/local/etc/ca-certificates/cert.pem",
+    "/usr/local/etc/gitconfig",
+];
+
+/// The root, macOS's top-level links and the folders above the baseline, so `realpath`
+/// and path walks work; metadata only, their contents stay closed.
+const BASELINE_METADATA: &[&str] = &[
+    "/",
+    "/etc",
+    "/tmp",
+    "/var",
+    "/System",
+    "/private",
+    "/private/var",
+    "/private/var/db",
+];
+
+/// Facts about the Mac a profile is rendered for, found by the daemon at each launch
+/// ([`HostPaths::current`]); empty on Linux and in most tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostPaths {
+    /// The developer tools `xcode-select` points at (an Xcode's `Contents/Developer`),
+    /// read-only, so `git` and `clang` run. The Command Line Tools need nothing: they
+    /// live under `/Library`.
+    pub developer_dir: Option<PathBuf>,
+    /// `confstr(_CS_DARWIN_USER_TEMP_DIR)`, resolved (`/private/var/folders/…/T`). Tools
+    /// stat it whatever `TMPDIR` says, and `xcrun` (behind `/usr/bin/git`) keeps its
+    /// `xcrun_db` cache there; without both, git prints "couldn't get path of
+    /// DARWIN_USER_TEMP_DIR". Only those are opened: the folder also holds every other
+    /// session's temp dir.
+    pub user_temp_dir: Option<PathBuf>,
+}
+
+impl HostPaths {
+    /// This machine's: on macOS the developer dir from `$DEVELOPER_DIR` or the
+    /// `xcode_select_link`, and the per-user temp dir; nothing elsewhere.
+    pub fn current() -> HostPaths {
+        #[cfg(target_os = "macos")]
+        {
+            HostPaths {
+                developer_dir: developer_dir(
+                    std::env::var_os("DEVELOPER_DIR").map(PathBuf::from),
+                    Path::new("/private/var/db/xcode_select_link"),
+                ),
+                user_temp_dir: darwin_user_temp_dir(),
+            }
+        }
+        #[cfg(not(target_os = "macos"))]
+        HostPaths::default()
+    }
+}
+
+/// Where the developer tools are: `$DEVELOPER_DIR` when set, else the target of
+/// `select_link`; resolved, and only when it is a folder outside `/Library` (which the
+/// baseline already reads).
+pub fn developer_dir(env: Option<PathBuf>, select_link: &Path) -> Option<PathBuf> {
+    let named = match env.filter(|p| p.is_absolute()) {
+        Some(p) => p,
+        None => std::fs::read_link(select_link).ok()?,
+    };
+    let real = std::fs::canonicalize(named).ok()?;
+    (real.is_dir() && !real.starts_with("/Library")).then_some(real)
+}
+
+#[cfg(target_os = "macos")]
+fn darwin_user_temp_dir() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // Safety: `buf` is writable for its whole length, which is the size passed.
+    let n = unsafe {
+        libc::confstr(
+            libc::_CS_DARWIN_USER_TEMP_DIR,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n == 0 || n > buf.len() {
+        return None;
+    }
+    buf.truncate(n - 1);
+    let dir = Path::new(std::ffi::OsStr::from_bytes(&buf));
+    std::fs::canonicalize(dir).ok()
+}
+
+/// Renders the profile for no particular Mac ([`HostPaths::default`]).
+pub fn render_sbpl(spec: &Spec) -> String {
+    render_sbpl_on(spec, &HostPaths::default())
+}
 
 /// Renders the profile, one rule per line, each section introduced by a `;` comment.
-pub fn render_sbpl(spec: &Spec) -> String {
+pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
     let mut p = Profile::default();
 
     p.rule("(version 1)");
@@ -64,6 +170,46 @@ pub fn render_sbpl(spec: &Spec) -> String {
             sbpl_string(path)
         ));
     }
+    p.section(
+        "Homebrew's service config and data stay closed, but for its CA bundle and gitconfig",
+    );
+    for dir in BASELINE_CLOSED {
+        p.rule(format!(
+            "(deny file-read* file-write* (subpath {}))",
+            sbpl_string(dir)
+        ));
+    }
+    for file in BASELINE_REOPENED {
+        p.rule(format!(
+            "(allow file-read* (literal {}))",
+            sbpl_string(file)
+        ));
+    }
+    if let Some(dir) = &host.developer_dir {
+        p.section("the developer tools xcode-select points at, so git and clang run");
+        p.rule(format!("(allow file-read* (subpath {}))", sbpl_string(dir)));
+        for ancestor in proper_ancestors(dir) {
+            p.rule(format!(
+                "(allow file-read-metadata (literal {}))",
+                sbpl_string(ancestor)
+            ));
+        }
+    }
+    if let Some(dir) = &host.user_temp_dir {
+        p.section("the per-user temp folder: stat for confstr(), xcrun's cache file for git");
+        let ancestors = proper_ancestors(dir).into_iter().chain([dir.as_path()]);
+        for path in ancestors.filter(|a| !BASELINE_METADATA.contains(&a.to_str().unwrap_or(""))) {
+            p.rule(format!(
+                "(allow file-read-metadata (literal {}))",
+                sbpl_string(path)
+            ));
+        }
+        if let Some(escaped) = regex_escape(dir) {
+            p.rule(format!(
+                "(allow file-read* file-write* (regex #\"^{escaped}/xcrun_db(-[^/]*)?$\"))"
+            ));
+        }
+    }
 
     p.section("/dev read-write, so /dev/fd/5 (the token pipe) and ttys open");
     p.rule(format!(
@@ -76,7 +222,7 @@ pub fn render_sbpl(spec: &Spec) -> String {
         p.for_spellings(&grant.path, "allow file-read*");
     }
 
-    p.section("read-write grants");
+    p.section("read-write grants (a file with the .lock and temp siblings atomic writers use)");
     for grant in spec.grants.iter().filter(|g| g.access == Access::ReadWrite) {
         p.for_spellings(&grant.path, "allow file-read* file-write*");
     }
@@ -103,7 +249,7 @@ pub fn render_sbpl(spec: &Spec) -> String {
         for spelling in denied.spellings() {
             let s = sbpl_string(spelling);
             p.rule(format!(
-                "(deny file-read* file-write* (literal {s}) (subpath {s}))"
+                "(deny file-read* file-write* file-clone file-link (literal {s}) (subpath {s}))"
             ));
         }
     }
@@ -115,15 +261,18 @@ pub fn render_sbpl(spec: &Spec) -> String {
         }
     }
 
-    p.section("ancestors of denied paths cannot be renamed or removed");
+    // file-clone is an operation of its own, outside file-write*; renaming is checked as
+    // file-write-unlink on the source.
+    p.section("ancestors of denied paths cannot be renamed, removed or cloned");
     let deny_spellings = spec
         .deny
         .iter()
         .chain(&spec.read_only)
         .flat_map(|d| d.spellings());
-    for ancestor in unique_ancestors(deny_spellings) {
+    let closed = BASELINE_CLOSED.iter().map(Path::new);
+    for ancestor in unique_ancestors(deny_spellings.chain(closed)) {
         p.rule(format!(
-            "(deny file-write-unlink (literal {}))",
+            "(deny file-write-unlink file-clone (literal {}))",
             sbpl_string(ancestor)
         ));
     }
@@ -209,13 +358,44 @@ impl Profile {
         self.text.push('\n');
     }
 
-    /// `(<head> <filter>)` once per spelling of `path`.
+    /// `(<head> <filter>)` once per spelling of `path`. A file granted read-write also
+    /// gets the siblings an atomic writer makes beside it (`<file>.lock`,
+    /// `<file>.tmp.*`, `<file>.backup`; Claude Code writes `~/.claude.json` that way),
+    /// when its path can be written as a regex.
     fn for_spellings(&mut self, path: &ResolvedPath, head: &str) {
         for spelling in path.spellings() {
             let filter = filter(spelling, path.kind);
             self.rule(format!("({head} {filter})"));
+            if path.kind == PathKind::File
+                && head.starts_with("allow")
+                && head.contains("file-write*")
+            {
+                if let Some(escaped) = regex_escape(spelling) {
+                    self.rule(format!(
+                        "({head} (regex #\"^{escaped}(\\.lock|\\.tmp\\.[^/]*|\\.backup)$\"))"
+                    ));
+                }
+            }
         }
     }
+}
+
+/// `path` as the literal part of an SBPL `#"…"` regex, or `None` when it cannot be one:
+/// a `"` would end the token (SBPL has no escape for it inside `#"…"`), and control
+/// characters or bytes that are not UTF-8 have no spelling there.
+fn regex_escape(path: &Path) -> Option<String> {
+    let text = path.to_str()?;
+    if text.chars().any(|c| c == '"' || c.is_control()) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if "\\.+*?()[]{}^$|".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Some(out)
 }
 
 /// Files match themselves only; directories match their whole tree. A missing path is
@@ -295,6 +475,8 @@ pub(crate) mod tests {
         Open,
         Close,
         Str(Vec<u8>),
+        /// `#"…"`: raw up to the next `"`, its backslashes belong to the regex.
+        Regex(String),
         Atom(String),
     }
 
@@ -360,6 +542,11 @@ pub(crate) mod tests {
                         }
                     }
                     tokens.push(Token::Str(value));
+                }
+                b'#' if bytes.get(i + 1) == Some(&b'"') => {
+                    let end = text[i + 2..].find('"').ok_or("unterminated regex")?;
+                    tokens.push(Token::Regex(text[i + 2..i + 2 + end].to_string()));
+                    i += end + 3;
                 }
                 _ => {
                     let start = i;
@@ -617,6 +804,37 @@ pub(crate) mod tests {
             vec![],
         );
         assert!(nested_overrides(&s).is_empty());
+    }
+
+    #[test]
+    fn developer_dir_follows_the_select_link_or_the_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let dev = root.join("Xcode.app/Contents/Developer");
+        std::fs::create_dir_all(&dev).unwrap();
+        let link = root.join("xcode_select_link");
+        std::os::unix::fs::symlink(&dev, &link).unwrap();
+        assert_eq!(developer_dir(None, &link), Some(dev.clone()));
+        let beta = root.join("Xcode-beta.app/Contents/Developer");
+        std::fs::create_dir_all(&beta).unwrap();
+        assert_eq!(developer_dir(Some(beta.clone()), &link), Some(beta));
+        // A relative variable is ignored; a missing link or folder gives nothing.
+        assert_eq!(developer_dir(Some("rel".into()), &link), Some(dev));
+        assert_eq!(developer_dir(None, &root.join("absent")), None);
+        std::fs::remove_dir_all(root.join("Xcode.app")).unwrap();
+        assert_eq!(developer_dir(None, &link), None);
+        // The Command Line Tools live under /Library, which the baseline reads.
+        assert_eq!(developer_dir(Some("/Library".into()), &link), None);
+    }
+
+    #[test]
+    fn regex_escape_refuses_what_a_regex_token_cannot_hold() {
+        assert_eq!(
+            regex_escape(Path::new("/a.b/c+d(e)")).as_deref(),
+            Some(r"/a\.b/c\+d\(e\)")
+        );
+        assert_eq!(regex_escape(Path::new("/a\"b")), None);
+        assert_eq!(regex_escape(Path::new("/a\nb")), None);
     }
 
     #[test]
