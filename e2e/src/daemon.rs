@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::{bin, http, wait, WAIT};
+use crate::{bin, http, seatbelt, wait, WAIT};
 
 /// The token setting the suite uses (proving `~/` expansion).
 pub const TOKEN_SETTING: &str = "~/.config/acme-ltt/token";
@@ -39,6 +39,8 @@ pub struct Relay {
     uid: Option<u32>,
     child: Option<Child>,
     pub ready: Value,
+    /// The settings last written, for the Seatbelt policy file.
+    settings: Mutex<Value>,
     output: Arc<Mutex<Vec<u8>>>,
     cursor: Mutex<u64>,
     seen: Mutex<Vec<Value>>,
@@ -132,6 +134,7 @@ impl Relay {
             uid,
             child: None,
             ready: Value::Null,
+            settings: Mutex::new(Value::Null),
             output: Arc::default(),
             cursor: Mutex::new(0),
             seen: Mutex::new(Vec::new()),
@@ -146,6 +149,7 @@ impl Relay {
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("TMPDIR", &self.tmp)
+            .env(seatbelt::POLICY_ENV, self.root.join(seatbelt::POLICY_FILE))
             .env("PATH", path)
             .env("LANG", "C.UTF-8")
             .current_dir(&self.project);
@@ -206,6 +210,40 @@ impl Relay {
         self.ready = serde_json::from_slice(&std::fs::read(&ready_path).expect("ready.json"))
             .expect("ready.json parses");
         self.child = Some(child);
+        self.write_seatbelt_policy();
+    }
+
+    /// What every Seatbelt launch of this instance must refuse, for the fake
+    /// `sandbox-exec` (e2e/src/seatbelt.rs): the token file the settings name, the
+    /// config dir, relay's three sockets and its API port.
+    pub fn write_seatbelt_policy(&self) {
+        let settings = self.settings.lock().unwrap().clone();
+        let mut deny = Vec::new();
+        if let Some(token) = settings["claude_token_file"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        {
+            deny.push(match token.strip_prefix("~/") {
+                Some(rest) => self.home.join(rest),
+                None => PathBuf::from(token),
+            });
+        }
+        deny.push(self.config.clone());
+        let sockets = [
+            self.socket(),
+            self.config.join("bridge.sock"),
+            self.config.join("sessions/host.sock"),
+        ];
+        let ports: Vec<u16> = self.api_port().into_iter().collect();
+        seatbelt::write_policy(&self.root, &deny, &sockets, &ports);
+    }
+
+    /// The loopback API port from ready.json, once the daemon is up with `api.listen`.
+    pub fn api_port(&self) -> Option<u16> {
+        self.ready["api"]
+            .as_str()
+            .and_then(|a| a.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok())
     }
 
     pub fn output_text(&self) -> String {
@@ -217,6 +255,8 @@ impl Relay {
     }
 
     pub fn write_settings(&self, v: &Value) {
+        *self.settings.lock().unwrap() = v.clone();
+        self.write_seatbelt_policy();
         let p = self.config.join("settings.json");
         std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
         if let Some(uid) = self.uid {
@@ -475,6 +515,7 @@ sys.stdout.buffer.write(data)
 impl Drop for Relay {
     fn drop(&mut self) {
         self.stop();
+        crate::assert_seatbelt_answers_hold(&self.root);
         if std::thread::panicking() {
             if let Some(dir) = self.dir.take() {
                 eprintln!("e2e: instance kept at {}", dir.keep().display());

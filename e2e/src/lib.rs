@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod pty;
+pub mod seatbelt;
 pub mod wait;
 
 use std::collections::HashMap;
@@ -64,6 +65,32 @@ pub fn sha256_hex(data: &[u8]) -> String {
 /// `acme-fake-token-` plus 32 random hex characters, new per call.
 pub fn fake_token() -> String {
     format!("acme-fake-token-{}", random_hex(16))
+}
+
+/// For a test that only means something under bubblewrap: on macOS it prints, plainly,
+/// that it does not apply there and returns true (the test then returns); elsewhere
+/// false. Nothing is skipped on Linux: a missing `bwrap` fails the test there.
+pub fn bwrap_only(test: &str) -> bool {
+    if cfg!(target_os = "macos") {
+        eprintln!("{test}: does not apply on macOS (it tests the bubblewrap sandbox)");
+        return true;
+    }
+    false
+}
+
+/// Panics, naming each one, when the fake `sandbox-exec` recorded an answer under `dir`
+/// that contradicts the policy: every Seatbelt launch of an instance is checked when the
+/// instance is dropped, whether or not its test looked.
+pub(crate) fn assert_seatbelt_answers_hold(dir: &Path) {
+    if std::thread::panicking() {
+        return;
+    }
+    let wrong = seatbelt::wrong_answers(dir);
+    assert!(
+        wrong.is_empty(),
+        "a Seatbelt launch's profile breaks its policy (fake sandbox-exec answers):\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// Asserts that `needle` appears nowhere in `hay`, naming where.
@@ -292,6 +319,7 @@ impl Instance {
             .env("HOME", &home)
             .env("TMPDIR", &tmp)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env(seatbelt::POLICY_ENV, root.join(seatbelt::POLICY_FILE))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -364,9 +392,24 @@ impl Instance {
             host_stderr,
             pending: Mutex::new(Vec::new()),
         };
+        inst.write_seatbelt_policy(&[], &[]);
         let ready = inst.wait_event(|v| v["event"] == "ready");
         assert_eq!(ready["v"], HOST_PROTOCOL_VERSION, "host protocol version");
         inst
+    }
+
+    /// The policy the fake `sandbox-exec` checks this instance's Seatbelt launches
+    /// against: `deny` (the token, say) plus the state dir, the host's and the bridge's
+    /// sockets, and `ports`.
+    pub fn write_seatbelt_policy(&self, deny: &[PathBuf], ports: &[u16]) {
+        let mut all = deny.to_vec();
+        all.push(self.state.clone());
+        seatbelt::write_policy(
+            &self.root,
+            &all,
+            &[self.socket(), self.bridge.path.clone()],
+            ports,
+        );
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -545,6 +588,7 @@ impl Drop for Instance {
             let _ = self.host.kill();
             let _ = self.host.wait();
         }
+        assert_seatbelt_answers_hold(&self.root);
         if std::thread::panicking() {
             if let Some(dir) = self.dir.take() {
                 let kept = dir.keep();

@@ -6,6 +6,8 @@
 mod daemon_suite;
 #[path = "e2e/real_claude.rs"]
 mod real_claude;
+#[path = "e2e/seatbelt.rs"]
+mod seatbelt;
 #[path = "e2e/settings_page.rs"]
 mod settings_page;
 #[path = "e2e/terminal_output.rs"]
@@ -425,22 +427,72 @@ fn seatbelt_launch_records_a_profile_that_denies_the_token_after_every_grant() {
             file_mask: mask(&inst),
             read_only: &[],
             session_writable: &[],
-            deny_unix_sockets: vec![inst.socket()],
+            deny_unix_sockets: vec![inst.socket(), inst.bridge.path.clone()],
         },
         &inst.home,
     )
     .unwrap();
     let sbpl = render_sbpl(&spec);
+    // What the fake's evaluator checks this launch against: the token and the state dir
+    // denied, the host's and bridge's sockets and port 4100 refused.
+    inst.write_seatbelt_policy(std::slice::from_ref(&token_path), &[4100]);
     let profile = inst.with_profile(
         &mut req,
         Backend::Seatbelt,
         sbpl.as_bytes(),
-        Some(bin("sandbox-exec")),
+        Some(relay_e2e::seatbelt::launcher()),
     );
     req.claude_token = Some(Secret::new(token.clone()));
     let (status, body, _) = inst.launch(&req);
     assert_eq!(status, 201, "launch: {body}");
     assert_eq!(reply(&inst, "s-sbpl", "hi"), "echo: hi");
+    if relay_e2e::seatbelt::enforced() {
+        // The real Seatbelt: the token cannot be read by path from inside.
+        let r = reply(
+            &inst,
+            "s-sbpl",
+            &format!("!sh cat '{}'", token_path.display()),
+        );
+        assert!(!r.starts_with("exit: 0"), "{r}");
+        assert_absent(r.as_bytes(), &token, "the reply");
+        return;
+    }
+
+    // The evaluator's answers: the token, as every grant's last word, is refused.
+    let answers = relay_e2e::seatbelt::answers_under(&inst.tmp);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    use relay_e2e::seatbelt::{failed_checks, Check, Target};
+    let mut checks: Vec<Check> = [
+        "file-read-data",
+        "file-read-metadata",
+        "file-write-data",
+        "file-write-unlink",
+        "file-clone",
+        "file-link",
+    ]
+    .into_iter()
+    .map(|op| Check::denied(op, Target::Path(token_path.clone())))
+    .collect();
+    checks.push(Check::denied(
+        "file-read-data",
+        Target::Path(inst.state.clone()),
+    ));
+    checks.push(Check::denied(
+        "network-outbound",
+        Target::Socket(inst.socket()),
+    ));
+    checks.push(Check::denied("network-outbound", Target::Port(4100)));
+    checks.push(Check::allowed(
+        "file-read-data",
+        Target::Path("/dev/fd/5".into()),
+    ));
+    let failed = failed_checks(&answers[0], &checks);
+    assert!(
+        failed.is_empty() && answers[0]["failures"] == 0,
+        "the profile breaks its policy:\n{}\n{}",
+        failed.join("\n"),
+        answers[0]
+    );
 
     let calls = read_jsonl(&inst.tmp.join("fake-sandbox-exec.jsonl"));
     assert_eq!(calls.len(), 1, "{calls:?}");

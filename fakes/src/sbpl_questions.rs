@@ -13,7 +13,7 @@
 //!   granted read-write) and `$TMPDIR` (the session's temp dir, likewise).
 //!
 //! From those, per launch: every spelling of every denied path (as written and as the
-//! kernel resolves it) and, for a folder, an entry inside it, refuse read, stat, write,
+//! kernel resolves it) and, for a folder, every entry in it and a new name, refuse read, stat, write,
 //! create, unlink, clone and link; every ancestor of every spelling refuses unlink,
 //! rename and clone; `/dev/fd/5` reads; every grant (and something inside a read-write
 //! one) allows its access, and its ancestors allow `stat`; relay's sockets and ports are
@@ -162,12 +162,19 @@ pub fn questions(policy: &Policy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<Ques
 
     let denied: Vec<PathBuf> = policy.deny.iter().flat_map(|d| spellings(d)).collect();
     for d in &policy.deny {
+        // Inside a folder: a name that is not there yet, and every entry that is.
+        let mut inside = vec![std::ffi::OsString::from(PROBE_NAME)];
+        if let Ok(entries) = std::fs::read_dir(d) {
+            inside.extend(entries.flatten().map(|e| e.file_name()));
+        }
         let is_dir = std::fs::metadata(d).is_ok_and(|m| m.is_dir());
         for spelling in spellings(d) {
             for op in DENIED_FILE_OPS {
                 ask("deny", op, path(&spelling), false);
                 if is_dir {
-                    ask("deny", op, path(&spelling.join(PROBE_NAME)), false);
+                    for name in &inside {
+                        ask("deny", op, path(&spelling.join(name)), false);
+                    }
                 }
             }
             for ancestor in proper_ancestors(&spelling) {
