@@ -145,6 +145,9 @@ fn assert_token_nowhere(inst: &Instance, token: &str, token_path: &Path, extra: 
 
 #[test]
 fn token_reaches_target_on_fd5_and_a_grandchild_reads_nothing() {
+    if bwrap_only("token_reaches_target_on_fd5_and_a_grandchild_reads_nothing") {
+        return;
+    }
     let inst = Instance::start();
     let (token_path, token) = write_token(&inst);
     let (req, _p) = claude_session(&inst, "s-fd5", &token_path, &token);
@@ -191,6 +194,9 @@ fn token_reaches_target_on_fd5_and_a_grandchild_reads_nothing() {
 
 #[test]
 fn target_fd_table_is_exactly_0_1_2_5_despite_stray_host_fds() {
+    if bwrap_only("target_fd_table_is_exactly_0_1_2_5_despite_stray_host_fds") {
+        return;
+    }
     // The host inherits stray descriptors, one of them on the token file itself.
     let pre = tempfile::tempdir().unwrap();
     let stray_token = pre.path().join("stray-token");
@@ -242,6 +248,9 @@ fn target_fd_table_is_exactly_0_1_2_5_despite_stray_host_fds() {
 
 #[test]
 fn missing_or_non_executable_target_is_spawn_failed_not_a_start() {
+    if bwrap_only("missing_or_non_executable_target_is_spawn_failed_not_a_start") {
+        return;
+    }
     let inst = Instance::start();
     let (token_path, token) = write_token(&inst);
     let not_exec = inst.project.join("not-exec");
@@ -274,6 +283,9 @@ fn missing_or_non_executable_target_is_spawn_failed_not_a_start() {
 
 #[test]
 fn token_file_masked_while_home_granted_rw_even_through_links_proc_and_umount() {
+    if bwrap_only("token_file_masked_while_home_granted_rw_even_through_links_proc_and_umount") {
+        return;
+    }
     let inst = Instance::start();
     let (token_path, token) = write_token(&inst);
     // A link planted before the launch (by an earlier session, say) in the granted home.
@@ -564,6 +576,9 @@ fn host_answers_403_with_empty_body_to_a_wrong_bearer_or_a_foreign_peer() {
 
 #[test]
 fn token_on_an_unsandboxed_or_non_claude_launch_is_invalid_spec_and_never_echoed() {
+    if bwrap_only("token_on_an_unsandboxed_or_non_claude_launch_is_invalid_spec_and_never_echoed") {
+        return;
+    }
     let inst = Instance::start();
     let (token_path, token) = write_token(&inst);
     let mut plain = inst.request_for("s-plain", SessionKind::Claude, fakeagent_headless());
