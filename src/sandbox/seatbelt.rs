@@ -256,8 +256,10 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
 
     if !spec.read_only.is_empty() {
         p.section("pinned read-only: what a token launch runs (docs/THREAT-MODEL.md)");
+        // file-link too: a hard link made elsewhere would be a second, writable name
+        // for a pinned file (bwrap's read-only mount refuses it with EXDEV).
         for pinned in &spec.read_only {
-            p.for_spellings(pinned, "deny file-write*");
+            p.for_spellings(pinned, "deny file-write* file-link");
         }
     }
 
