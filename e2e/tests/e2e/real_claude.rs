@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 /// The real Claude Code binary: `RELAY_E2E_CLAUDE_CODE`, set by .ci/run. Missing in CI
 /// is a failure; elsewhere a printed skip.
-fn claude_code() -> Option<PathBuf> {
+pub(crate) fn claude_code() -> Option<PathBuf> {
     match std::env::var_os("RELAY_E2E_CLAUDE_CODE").map(PathBuf::from) {
         Some(p) if p.is_file() => Some(p),
         other => {
