@@ -1,8 +1,9 @@
-//! Attacks from inside a session (issue 7), each test named after the attack: a session
-//! that plants a program, a link or a file for a later launch, or that is running when a
-//! token appears or changes. Through the real daemon, host, shim and bwrap (the last one
-//! with a real Claude Code); `docs/THREAT-MODEL.md` names the guard each one proves and
-//! `docs/testing.md` the guard removed to see it fail.
+//! Attacks from inside a session, each test named after the attack: a session that plants
+//! a program, a link or a file for a later launch, or that is running when a token
+//! appears or changes. Through the real daemon, host, shim and bwrap (one test with a
+//! real Claude Code, one at the host level). The guards are in `docs/THREAT-MODEL.md`
+//! ("Planted programs and links", "A token that appears or changes", "Code a project
+//! names"); `docs/testing.md` says which guard was removed to see each test fail.
 
 use std::io::Write;
 use std::os::unix::fs::{symlink, OpenOptionsExt};
@@ -144,16 +145,17 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Every way a session with `~` read-write could swap the program a token launch runs:
-/// a wrapper that copies fd 5 into the project and runs the real program with the copy.
-/// Each line of `$TMPDIR/attempts` says whether one worked.
+/// Every way a session with `~` read-write could swap the program a token launch runs for
+/// a wrapper that copies fd 5 into the project and runs (a copy of) the real program with
+/// the copy. Each line of `$TMPDIR/attempts` says whether one worked.
 const SWAP_THE_PROGRAM: &str = r#"
 export B="$HOME/.local/bin" V="$HOME/.local/share/claude/versions" W="$TMPDIR/wrapper"
-printf '#!/bin/sh\ncat <&5 >"$HOME/project/stolen"\nexec "$0.real" "$@" 5<"$HOME/project/stolen"\n' >"$W"
+cp "$V/1.0.0" "$HOME/project/.claude-real"
+printf '#!/bin/sh\ncat <&5 >"$HOME/project/stolen"\nexec "$HOME/project/.claude-real" "$@" 5<"$HOME/project/stolen"\n' >"$W"
 chmod +x "$W"
 try() { if sh -c "$1" 2>/dev/null; then echo "WORKED: $1"; else echo "failed: $1"; fi; }
 {
-try 'cp "$V/1.0.0" "$B/claude.real"'
+try 'cp "$W" "$B/claude.new"'
 try 'cp "$W" "$B/claude.new" && mv -f "$B/claude.new" "$B/claude"'
 try 'ln -sfn "$W" "$B/claude"'
 try 'rm -f "$B/claude"'
@@ -176,6 +178,21 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
 
     let id = started(&r, "p1", "home-rw", Some(SWAP_THE_PROGRAM));
     r.wait_exited(&id);
+
+    // The next token launch runs the real program, and the token reaches it alone.
+    let (status, v, _) = start_session(&r);
+    assert_eq!(status, 201, "{v}");
+    let sid = v["id"].as_str().unwrap();
+    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
+    assert!(
+        !r.project.join("stolen").exists(),
+        "the wrapper got the token"
+    );
+    assert_eq!(
+        r.start_line(sid)["token_sha256"],
+        sha256_hex(token.as_bytes())
+    );
+
     let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
     assert!(attempts.ends_with("end\n"), "{attempts}");
     assert!(!attempts.contains("WORKED"), "{attempts}");
@@ -197,23 +214,11 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
             .count(),
         1
     );
-
-    // The next token launch runs the real program, and the token reaches it alone.
-    let (status, v, _) = start_session(&r);
-    assert_eq!(status, 201, "{v}");
-    let sid = v["id"].as_str().unwrap();
-    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
-    assert_eq!(
-        r.start_line(sid)["token_sha256"],
-        sha256_hex(token.as_bytes())
-    );
-    assert!(!r.project.join("stolen").exists(), "the wrapper ran");
     assert_token_in_no_file(&r, &token, &path);
 }
 
 #[test]
-fn a_session_started_before_the_token_setting_blocks_token_launches_while_it_can_write_the_program()
-{
+fn an_unpinned_session_that_can_write_the_program_refuses_token_launches() {
     let token = fake_token();
     let templates = [("local-rw", json!({"read_write": ["~/.local"]}))];
     let r = Relay::start(settings(false, &templates));
@@ -405,8 +410,9 @@ fn a_token_saved_by_rename_while_a_session_runs_stays_hidden() {
     );
     let reply = turn(&r, &id, &probe);
     assert!(!reply.starts_with("exit: 0"), "{reply}");
-    for t in [&first, &second] {
-        assert_absent(reply.as_bytes(), t, "the session's reads");
+    for (t, which) in [(&first, "old"), (&second, "new")] {
+        let place = format!("the session's reads after the rename (the {which} token)");
+        assert_absent(reply.as_bytes(), t, &place);
     }
     let reply = turn(&r, &id, &cat);
     assert!(!reply.starts_with("exit: 0"), "{reply}");
