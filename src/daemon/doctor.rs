@@ -247,7 +247,7 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
 }
 
 /// Where the programs a token launch runs live: a folder a sandboxed session can write
-/// is pinned read-only in every sandbox while the setting is set (so launches stay
+/// is pinned read-only in every sandbox (so launches stay
 /// safe), but it is reported, since the person may not expect it to be read-only there.
 fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
     if !token_set {
@@ -303,9 +303,8 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
                     Status::Fail,
                     format!(
                         "{}: its folder {} lies in {}, which a sandboxed session can write; \
-                         relay pins it read-only in every sandbox while claude_token_file is \
-                         set, so sessions cannot change what gets the token (and cannot write \
-                         there)",
+                         relay pins it read-only in every sandbox, so sessions cannot change \
+                         what gets the token (and cannot write there)",
                         path.display(),
                         folder.display(),
                         root.display()

@@ -541,22 +541,21 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         // What a token launch runs is pinned read-only in every sandbox while the
         // setting is set, so no session can swap it for a program that keeps the token.
         let path_env = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-        let pins: Vec<guard::ProgramPins> = if token_path.is_some() {
-            guard::token_programs(&settings)
-                .iter()
-                .map(|p| guard::program_pins(p, &d.home, &path_env))
-                .collect()
-        } else {
-            vec![]
-        };
+        // From the first launch on, not only once the setting is set: a program a
+        // session planted before the token existed would get the token later.
+        let pins: Vec<guard::ProgramPins> = guard::token_programs(&settings)
+            .iter()
+            .map(|p| guard::program_pins(p, &d.home, &path_env))
+            .collect();
         let mut pin_folders: Vec<PathBuf> = Vec::new();
+        // Only where some session could write: elsewhere a pin changes nothing.
         for f in pins.iter().flat_map(|p| p.folders.iter()) {
-            if !pin_folders.contains(f) {
+            if writable.iter().any(|r| f.starts_with(r)) && !pin_folders.contains(f) {
                 pin_folders.push(f.clone());
             }
         }
         if token.is_some() {
-            if let Err(e) = pins_hold(&pins, &writable, &live) {
+            if let Err(e) = pins_hold(&pins, &writable, &d.sandboxed_since_start(&id)) {
                 return Err(at.refuse(ApiError::sandbox(e)));
             }
         }
@@ -819,12 +818,13 @@ fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
 }
 
 /// Whether the programs a token launch runs are beyond every session's reach: no
-/// missing `PATH` folder before them that a session could create, and no running
-/// session that could write one of their folders because it started without the pins.
+/// missing `PATH` folder before them that a session could create, and no session of
+/// this daemon's life — running or ended — that could write one of their folders
+/// because it started without the pins (what it wrote there stays).
 fn pins_hold(
     pins: &[guard::ProgramPins],
     writable: &[PathBuf],
-    live: &[Entry],
+    sessions: &[Entry],
 ) -> Result<(), String> {
     for p in pins {
         let program = p
@@ -845,18 +845,22 @@ fn pins_hold(
             ));
         }
         for folder in &p.folders {
-            if let Some(e) = live.iter().find(|e| {
+            if let Some(e) = sessions.iter().find(|e| {
                 e.reach
                     .read_write
                     .iter()
                     .any(|r| folder.starts_with(r) || r.starts_with(folder))
                     && !e.reach.pins.iter().any(|pin| folder.starts_with(pin))
             }) {
+                let running = matches!(e.state, EntryState::Running | EntryState::Launching);
                 return Err(format!(
-                    "the Claude program {program}: running session {} can write {} (it \
-                     started before relay pinned it); stop that session and launch again",
+                    "the Claude program {program}: session {} {} write {} without the pin \
+                     that protects it, so what runs there may be its own; {}check the \
+                     program, then restart relay serve (it forgets ended sessions)",
                     e.id,
-                    folder.display()
+                    if running { "can" } else { "could" },
+                    folder.display(),
+                    if running { "stop that session, " } else { "" }
                 ));
             }
         }

@@ -203,6 +203,15 @@ impl Daemon {
             .collect()
     }
 
+    /// Every sandboxed session of this daemon's life, running or ended, but `except`.
+    pub fn sandboxed_since_start(&self, except: &str) -> Vec<Entry> {
+        self.ledger()
+            .values()
+            .filter(|e| e.sandboxed && e.id != except)
+            .cloned()
+            .collect()
+    }
+
     /// Marks a running session as stopped by relay for `reason` and asks the host to
     /// end it; its exit event and audit row carry `reason`.
     pub async fn stop_for(&self, id: &str, reason: &'static str) {

@@ -197,6 +197,14 @@ pub async fn wait_started(
                         "the daemon refused the session's Hello".into(),
                     ))
                 }
+                Some(Event::SpawnFailed { errno }) if errno == libc::ELOOP => {
+                    // The shim's bind-source walk met a symlink (shim/src/wrap.rs).
+                    return Err(LaunchError::SpawnFailed(
+                        "a sandbox path became a symlink after relay checked it (a session \
+                         may have planted it); the launch was stopped"
+                            .into(),
+                    ));
+                }
                 Some(Event::SpawnFailed { errno }) => {
                     let reason = std::io::Error::from_raw_os_error(errno);
                     return Err(LaunchError::SpawnFailed(format!(

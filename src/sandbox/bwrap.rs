@@ -17,7 +17,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use super::policy::{depth, merged_grants, proper_ancestors, Access, Network, PathKind, Spec};
+use super::policy::{
+    depth, effective_read_only, merged_grants, proper_ancestors, Access, Network, PathKind, Spec,
+};
 
 /// System directories bound read-only when they exist. `/usr` is required and bound
 /// with `--ro-bind`; these may be absent or links into `/usr` depending on the distro.
@@ -92,9 +94,8 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
         .map(|d| d.canonical.as_path())
         .collect();
     // Paths pinned read-only (what a token launch runs) and every folder inside them.
-    let read_only: Vec<&Path> = spec
-        .read_only
-        .iter()
+    let read_only: Vec<&Path> = effective_read_only(spec)
+        .into_iter()
         .filter(|p| p.kind != PathKind::Missing)
         .map(|p| p.canonical.as_path())
         .collect();
@@ -103,7 +104,7 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     let protected = spec
         .deny
         .iter()
-        .chain(&spec.read_only)
+        .chain(effective_read_only(spec))
         .filter(|d| d.kind != PathKind::Missing);
     for deny in protected {
         for folder in proper_ancestors(&deny.canonical) {

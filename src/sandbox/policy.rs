@@ -138,6 +138,22 @@ pub(crate) fn merged_grants(spec: &Spec) -> Vec<MergedGrant<'_>> {
     out
 }
 
+/// The read-only pins that matter for this launch: those a read-write grant would let
+/// it write. A pin elsewhere is read-only or invisible to it already, and rendering it
+/// could only take away write access the launch was given somewhere else.
+pub(crate) fn effective_read_only(spec: &Spec) -> Vec<&ResolvedPath> {
+    spec.read_only
+        .iter()
+        .filter(|pin| {
+            spec.grants.iter().any(|g| {
+                g.access == Access::ReadWrite
+                    && g.path.kind != PathKind::Missing
+                    && pin.canonical.starts_with(&g.path.canonical)
+            })
+        })
+        .collect()
+}
+
 pub(crate) struct MergedGrant<'a> {
     pub path: &'a ResolvedPath,
     pub access: Access,

@@ -16,8 +16,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::policy::{
-    depth, merged_grants, proper_ancestors, Access, MergedGrant, Network, PathKind, ResolvedPath,
-    Spec,
+    depth, effective_read_only, merged_grants, proper_ancestors, Access, MergedGrant, Network,
+    PathKind, ResolvedPath, Spec,
 };
 
 /// System trees every macOS process needs to start and run a shell or node:
@@ -254,11 +254,12 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
         }
     }
 
-    if !spec.read_only.is_empty() {
+    let read_only = effective_read_only(spec);
+    if !read_only.is_empty() {
         p.section("pinned read-only: what a token launch runs (docs/THREAT-MODEL.md)");
         // file-link too: a hard link made elsewhere would be a second, writable name
         // for a pinned file (bwrap's read-only mount refuses it with EXDEV).
-        for pinned in &spec.read_only {
+        for pinned in &read_only {
             p.for_spellings(pinned, "deny file-write* file-link");
         }
     }
@@ -269,7 +270,7 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
     let deny_spellings = spec
         .deny
         .iter()
-        .chain(&spec.read_only)
+        .chain(read_only.iter().copied())
         .flat_map(|d| d.spellings());
     let closed = BASELINE_CLOSED.iter().map(Path::new);
     for ancestor in unique_ancestors(deny_spellings.chain(closed)) {

@@ -218,19 +218,62 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
 }
 
 #[test]
+fn a_program_planted_before_the_token_setting_never_gets_the_token() {
+    // No token yet: a session that plants a wrapper now, and ends, is waiting for the
+    // first token launch after the setting is set. The pins hold from the first launch.
+    let token = fake_token();
+    let templates = [("home-rw", json!({"read_write": ["~"]}))];
+    let r = Relay::start(settings(false, &templates));
+    let (link, real) = native_install(&r);
+    let program = std::fs::read(&real).unwrap();
+    let id = started(&r, "p1", "home-rw", Some(SWAP_THE_PROGRAM));
+    r.wait_exited(&id);
+    let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
+    assert!(attempts.ends_with("end\n"), "{attempts}");
+    assert!(!attempts.contains("WORKED"), "{attempts}");
+
+    r.write_settings(&settings(true, &templates));
+    let path = r.write_token(&token);
+    let (status, v, _) = start_session(&r);
+    assert_eq!(status, 201, "{v}");
+    let sid = v["id"].as_str().unwrap();
+    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
+    assert!(
+        !r.project.join("stolen").exists(),
+        "the wrapper got the token"
+    );
+    assert_eq!(
+        r.start_line(sid)["token_sha256"],
+        sha256_hex(token.as_bytes())
+    );
+    assert_eq!(std::fs::read_link(&link).unwrap(), real);
+    assert_eq!(
+        std::fs::read(&real).unwrap(),
+        program,
+        "the program changed"
+    );
+    assert_token_in_no_file(&r, &token, &path);
+}
+
+#[test]
 fn an_unpinned_session_that_can_write_the_program_refuses_token_launches() {
     let token = fake_token();
     let templates = [("local-rw", json!({"read_write": ["~/.local"]}))];
-    let r = Relay::start(settings(false, &templates));
+    // At first both Claude programs live elsewhere, so nothing pins `~/.local`.
+    let mut first = settings(false, &templates);
+    first["claude_path"] = json!("/bin/true");
+    first["terminal_templates"][0]["command"] = json!("/bin/true");
+    let mut r = Relay::start(first);
     let (link, _) = native_install(&r);
-    // Started without the setting, so without the pins: it can write `~/.local/bin`. Its
-    // grants do not reach the token's folder, so the token watcher leaves it running.
+    // It can write `~/.local/bin`. Its grants do not reach the token's folder, so the
+    // token watcher leaves it running.
     let early = started(&r, "p1", "local-rw", None);
+    // Now `claude` (found on PATH in `~/.local/bin`) is the program, and the token is set.
     r.write_settings(&settings(true, &templates));
     let path = r.write_token(&token);
 
     let (status, v, raw) = start_session(&r);
-    assert_refused(status, &v, &[&text(&link), &early]);
+    assert_refused(status, &v, &[&text(&link), &early, "stop that session"]);
     assert_absent(&raw, &token, "the refusal");
     assert!(r.start_lines().is_empty(), "a Claude launch started");
     let row = r
@@ -244,10 +287,16 @@ fn an_unpinned_session_that_can_write_the_program_refuses_token_launches() {
         (Some("error"), Some(REFUSED))
     );
 
-    // Once that session has ended, the token launch runs.
+    // Ended, it is still remembered: what it wrote there stays.
     let (status, v, _) = r.api("DELETE", &format!("/api/terminals/{early}"), None);
     assert_eq!(status, 200, "{v}");
     r.wait_exited(&early);
+    let (status, v, _) = start_session(&r);
+    assert_refused(status, &v, &[&early, "could write", "restart relay serve"]);
+
+    // After a restart (the person checked the program), the token launch runs.
+    r.stop();
+    r.launch_daemon();
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let sid = v["id"].as_str().unwrap();
@@ -350,7 +399,10 @@ fn a_link_swapped_in_after_the_check_is_not_followed() {
         "the launch followed the link: {body}"
     );
     assert!(
-        body["message"].as_str().unwrap().contains("os error 40"),
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("became a symlink after relay checked it"),
         "{body}"
     );
     let (_, list, _) = inst.request("GET", "/sessions", None);

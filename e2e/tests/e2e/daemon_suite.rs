@@ -357,15 +357,18 @@ fn a_dead_host_is_restarted_and_launches_work_again() {
     ]);
     let sid = stubborn["id"].as_str().unwrap().to_string();
     let pid_file = r.tmp.join(format!("relay-{sid}/pid"));
+    // The shell creates the file before it writes the pid: wait for a whole line.
+    let read_pid = || {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+            .and_then(|t| t.trim().parse::<u32>().ok())
+    };
     assert!(
-        relay_e2e::wait::until(relay_e2e::WAIT, || pid_file.exists()),
+        relay_e2e::wait::until(relay_e2e::WAIT, || read_pid().is_some()),
         "no pid file"
     );
-    let target: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let target: u32 = read_pid().unwrap();
     let pid = first["pid"].as_u64().unwrap() as libc::pid_t;
     // Safety: SIGKILL to the host process this instance started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
