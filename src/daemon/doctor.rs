@@ -484,7 +484,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
         .find(|t| t.id == CLAUDE_CODE_TEMPLATE)
         .map(|t| t.command.clone())
         .unwrap_or_else(|| settings.claude_path.clone());
-    let claude = match launch::which(&template_cmd, &d.home) {
+    let claude = match launch::which(&template_cmd, &d.home, &guard::claude_path_env(&settings)) {
         Some(p) if !is_fake(&p).await => Some(p),
         _ => None,
     };
@@ -540,10 +540,26 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
 }
 
 /// The test stand-in answers `auth status` too, but it is not Claude Code.
+///
+/// Looked for in the file rather than by running it: the program may lie where a session
+/// could have changed it, and doctor runs outside every sandbox.
 async fn is_fake(p: &std::path::Path) -> bool {
-    quick_output(p, "--version")
-        .await
-        .is_some_and(|v| v.contains("Claude Code stand-in"))
+    let p = p.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        const MARKER: &[u8] = b"Claude Code stand-in";
+        let Ok(f) = std::fs::File::open(&p) else {
+            return false;
+        };
+        // The stand-in is a few MiB; the real program is far larger and never says this.
+        let mut bytes = Vec::new();
+        if f.take(32 << 20).read_to_end(&mut bytes).is_err() {
+            return false;
+        }
+        bytes.windows(MARKER.len()).any(|w| w == MARKER)
+    })
+    .await
+    .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -73,6 +73,9 @@ pub struct ProgramPins {
     /// `PATH` folders searched before the hit that do not exist: pinning cannot cover
     /// them, so a launch refuses when a session could create one.
     pub missing_path_dirs: Vec<PathBuf>,
+    /// Real files (the program, an interpreter) with more hard links than relay found
+    /// in the folders it pins: a session could write the file through another name.
+    pub stray_links: Vec<(PathBuf, u64)>,
 }
 
 impl ProgramPins {
@@ -107,8 +110,10 @@ pub fn token_programs(s: &Settings) -> Vec<String> {
 pub fn program_pins(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> ProgramPins {
     let mut pins = ProgramPins::default();
     let hit = if program.contains('/') || program.starts_with('~') {
+        // A relative path would be found against the daemon's folder here and against
+        // the session's in the shim: not found.
         let p = expand(program, home);
-        is_executable(&p).then_some(p)
+        (p.is_absolute() && is_executable(&p)).then_some(p)
     } else {
         let mut hit = None;
         for dir in std::env::split_paths(path_env).filter(|d| d.is_absolute()) {
@@ -153,6 +158,7 @@ fn follow(
     if let Some(folder) = resolved.canonical.parent() {
         pins.add(folder.to_path_buf());
     }
+    hard_links(&resolved.canonical, pins);
     if depth >= MAX_INTERPRETERS {
         return;
     }
@@ -169,10 +175,109 @@ fn follow(
         };
         let next = program_pins(&program, home, path_env);
         pins.missing_path_dirs.extend(next.missing_path_dirs);
+        pins.stray_links.extend(next.stray_links);
         for f in next.folders {
             pins.add(f);
         }
     }
+}
+
+/// Most entries [`hard_links`] looks at before it gives up (a large `node_modules`).
+const MAX_LINK_SEARCH: usize = 20_000;
+
+/// A file with several hard links can be written through any of them, and a read-only
+/// folder protects names, not the file. npm's own install gives Claude Code's binary a
+/// second name in its platform package next to the main one, so the other names are
+/// looked for in the real file's folder and in its npm scope (`node_modules/@scope`);
+/// their folders are pinned too. Names found nowhere there leave the file in
+/// `stray_links`, and a token launch refuses.
+fn hard_links(real: &Path, pins: &mut ProgramPins) {
+    let Ok(meta) = std::fs::metadata(real) else {
+        return;
+    };
+    if meta.nlink() <= 1 {
+        return;
+    }
+    let id = (meta.dev(), meta.ino());
+    let mut roots: Vec<PathBuf> = real.parent().map(Path::to_path_buf).into_iter().collect();
+    let scope = real.ancestors().skip(1).find(|a| {
+        a.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('@'))
+            && a.parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "node_modules")
+    });
+    if let Some(scope) = scope {
+        roots.push(scope.to_path_buf());
+    }
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut seen = 0usize;
+    for root in &roots {
+        let mut stack = vec![(root.clone(), 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                seen += 1;
+                if seen > MAX_LINK_SEARCH {
+                    break;
+                }
+                let Ok(t) = e.file_type() else { continue };
+                let path = e.path();
+                if t.is_dir() && depth < 4 {
+                    stack.push((path, depth + 1));
+                } else if t.is_file() {
+                    if let Ok(m) = e.metadata() {
+                        if (m.dev(), m.ino()) == id && !found.contains(&path) {
+                            found.push(path);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for name in &found {
+        if let Some(folder) = name.parent() {
+            pins.add(folder.to_path_buf());
+        }
+    }
+    if (found.len() as u64) < meta.nlink() {
+        pins.stray_links.push((real.to_path_buf(), meta.nlink()));
+    }
+}
+
+/// The `PATH` a Claude launch runs with: the `claude-code` template's `env.PATH` when it
+/// sets one, else relay's own. Pins and the program are found with it, since the shim
+/// and `#!/usr/bin/env` look programs up the same way inside the sandbox.
+pub fn claude_path_env(s: &Settings) -> std::ffi::OsString {
+    s.terminal_templates
+        .iter()
+        .find(|t| t.id == CLAUDE_CODE_TEMPLATE)
+        .and_then(|t| t.env.get("PATH"))
+        .map(std::ffi::OsString::from)
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/bin:/bin".into())
+}
+
+/// The `PATH` a launch that gets the token runs with: the absolute entries of
+/// `path_env` that no session can write, or that are pinned. Claude Code runs programs
+/// by name without asking (`git`, at once), and a program of that name planted in a
+/// writable `PATH` folder would run beside the token.
+pub fn token_launch_path(
+    path_env: &std::ffi::OsStr,
+    writable: &[PathBuf],
+    pinned: &[PathBuf],
+) -> std::ffi::OsString {
+    let kept: Vec<PathBuf> = std::env::split_paths(path_env)
+        .filter(|d| d.is_absolute())
+        .filter(|d| {
+            let real = real_or_written(d);
+            !writable.iter().any(|r| real.starts_with(r))
+                || pinned.iter().any(|p| real.starts_with(p))
+        })
+        .collect();
+    std::env::join_paths(kept).unwrap_or_default()
 }
 
 /// The interpreter of a `#!` script and the first word after it that is not an
@@ -361,6 +466,52 @@ mod tests {
             pins.folders
                 .contains(&std::fs::canonicalize("/usr/bin").unwrap()),
             "{pins:?}"
+        );
+    }
+
+    #[test]
+    fn a_second_name_is_pinned_when_found_in_the_npm_scope_and_refused_elsewhere() {
+        let (_g, home) = tempdir();
+        let scope = home.join("lib/node_modules/@anthropic-ai");
+        let main = scope.join("claude-code/bin/claude.exe");
+        exe(&main, "\x7fELF");
+        std::fs::create_dir_all(scope.join("claude-code-linux-x64")).unwrap();
+        std::fs::hard_link(&main, scope.join("claude-code-linux-x64/claude")).unwrap();
+        let path = std::ffi::OsString::from("/usr/bin");
+        let pins = program_pins(main.to_str().unwrap(), &home, &path);
+        assert!(
+            pins.folders.contains(&scope.join("claude-code-linux-x64")),
+            "{pins:?}"
+        );
+        assert!(pins.stray_links.is_empty(), "{pins:?}");
+
+        std::fs::create_dir_all(home.join("project")).unwrap();
+        std::fs::hard_link(&main, home.join("project/blob")).unwrap();
+        let pins = program_pins(main.to_str().unwrap(), &home, &path);
+        assert_eq!(pins.stray_links, vec![(main.clone(), 3)]);
+    }
+
+    #[test]
+    fn a_token_launch_path_keeps_what_no_session_can_write_or_what_is_pinned() {
+        let (_g, home) = tempdir();
+        for d in [".local/bin", ".cargo/bin"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        let path = std::env::join_paths([
+            PathBuf::from("node_modules/.bin"),
+            home.join(".cargo/bin"),
+            home.join(".local/bin"),
+            PathBuf::from("/usr/bin"),
+        ])
+        .unwrap();
+        let kept = token_launch_path(
+            &path,
+            std::slice::from_ref(&home),
+            &[home.join(".local/bin")],
+        );
+        assert_eq!(
+            std::env::split_paths(&kept).collect::<Vec<_>>(),
+            vec![home.join(".local/bin"), PathBuf::from("/usr/bin")]
         );
     }
 

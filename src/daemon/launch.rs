@@ -104,15 +104,15 @@ fn expand(path: &str, home: &Path) -> PathBuf {
     }
 }
 
-/// Finds a program the way a shell would: a path is taken as is, a name is searched in
-/// `PATH`.
-pub fn which(program: &str, home: &Path) -> Option<PathBuf> {
+/// Finds a program the way the shim will: a path is taken as is, a name is searched in
+/// the absolute entries of `path_env`.
+pub fn which(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> Option<PathBuf> {
     if program.contains('/') {
         let p = expand(program, home);
         return p.is_file().then_some(p);
     }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    std::env::split_paths(&path)
+    std::env::split_paths(path_env)
+        .filter(|d| d.is_absolute())
         .map(|d| d.join(program))
         .find(|p| {
             p.is_file()
@@ -410,7 +410,11 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         Err(e) if sandboxed => return Err(at.refuse(ApiError::sandbox(e))),
         Err(_) => None,
     };
-    let token = match (&token_path, sandboxed && claude_launch) {
+    // `relay doctor`'s canary runs its own probe, which needs no token.
+    let token = match (
+        &token_path,
+        sandboxed && claude_launch && input.probe_argv.is_none(),
+    ) {
         (Some(path), true) => match crate::token::read_token_file(path) {
             Ok(t) => Some(t.token),
             Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
@@ -419,10 +423,16 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     };
     at.row.token_passed = Some(token.is_some());
 
-    // The program.
+    // The program, found on the PATH the launch will run with.
+    let claude_path_env = guard::claude_path_env(&settings);
+    let launch_path_env = template
+        .env
+        .get("PATH")
+        .map(std::ffi::OsString::from)
+        .unwrap_or_else(|| claude_path_env.clone());
     let mut argv: Vec<String> = match kind {
         SessionKind::Claude => {
-            let program = which(&settings.claude_path, &d.home)
+            let program = which(&settings.claude_path, &d.home, &launch_path_env)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|| settings.claude_path.clone());
             let mut a = vec![program];
@@ -433,7 +443,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             a
         }
         SessionKind::Pty => {
-            let program = which(&template.command, &d.home)
+            let program = which(&template.command, &d.home, &launch_path_env)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|| template.command.clone());
             let mut a = vec![program];
@@ -442,6 +452,16 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }
     };
     argv.extend(input.extra_args.iter().cloned());
+    if token.is_some() && !Path::new(&argv[0]).is_absolute() {
+        // The shim would look a bare name up again, on the session's PATH, and run a
+        // program relay never pinned.
+        return Err(at.refuse(ApiError::sandbox(format!(
+            "the Claude program {} was not found on the PATH relay uses ({}); install Claude \
+             Code or set claude_path to its absolute path",
+            argv[0],
+            launch_path_env.to_string_lossy()
+        ))));
+    }
     if token.is_some() {
         // Claude Code runs what its project folder names (hooks, helpers, status lines,
         // MCP servers in `.claude/settings*.json` and `.mcp.json`), and any token-less
@@ -538,14 +558,13 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 }
             }
         }
-        // What a token launch runs is pinned read-only in every sandbox while the
-        // setting is set, so no session can swap it for a program that keeps the token.
-        let path_env = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-        // From the first launch on, not only once the setting is set: a program a
-        // session planted before the token existed would get the token later.
+        // What a token launch runs is pinned read-only in every sandbox, so no session
+        // can swap it for a program that keeps the token — from the first launch on,
+        // not only once the setting is set: a program a session planted before the
+        // token existed would get the token later.
         let pins: Vec<guard::ProgramPins> = guard::token_programs(&settings)
             .iter()
-            .map(|p| guard::program_pins(p, &d.home, &path_env))
+            .map(|p| guard::program_pins(p, &d.home, &claude_path_env))
             .collect();
         let mut pin_folders: Vec<PathBuf> = Vec::new();
         // Only where some session could write: elsewhere a pin changes nothing.
@@ -623,7 +642,24 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             .filter(|g| g.access == sandbox::Access::ReadWrite)
             .map(|g| g.path.canonical.clone())
             .collect();
+        // A pin that holds one of this launch's own read-write grants (the home folder,
+        // when a link to the program sits there) would make the session read-only: it is
+        // left out, so this session counts as unpinned for it and a later token launch
+        // says so (`pins_hold`).
+        spec.read_only.retain(|pin| {
+            !reach
+                .read_write
+                .iter()
+                .any(|rw| rw.starts_with(&pin.canonical))
+        });
+        pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
         reach.pins = pin_folders;
+        if token.is_some() {
+            // What Claude Code runs by name (`git` at once) comes from folders no session
+            // can write, or pinned ones.
+            let path = guard::token_launch_path(&launch_path_env, &writable, &reach.pins);
+            env.insert("PATH".into(), path.to_string_lossy().into_owned());
+        }
         // The token path, denied on every sandboxed launch: its own folder masked whole
         // where it can be (a token saved there later by rename stays hidden).
         if let Some(tp) = &token_path {
@@ -832,6 +868,14 @@ fn pins_hold(
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "claude".into());
+        if let Some((file, n)) = p.stray_links.first() {
+            return Err(format!(
+                "the Claude program {program}: {} has {n} names (hard links), some outside \
+                 the folders relay keeps read-only, so a session could write it through \
+                 another name; remove the extra links (or reinstall) and launch again",
+                file.display()
+            ));
+        }
         if let Some(missing) = p
             .missing_path_dirs
             .iter()
