@@ -3,8 +3,10 @@
 //! - [`sandbox`]: the neutral policy, path resolution and the two renderers.
 //! - [`host`]: `relay-sessions`, the process that owns ptys, children and the fd table.
 //! - [`protocol`]: the daemon ↔ host wire types.
+//! - [`cloexec`]: close-on-exec descriptors on both platforms and the fork lock.
 
 pub mod cli;
+pub mod cloexec;
 pub mod daemon;
 pub mod host;
 pub mod protocol;

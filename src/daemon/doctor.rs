@@ -55,8 +55,18 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
     cmd.arg(arg)
         .env_clear()
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
-    match tokio::time::timeout(Duration::from_secs(10), cmd.output()).await {
+    // Every fork of the daemon happens under the fork lock (src/cloexec.rs).
+    let child = {
+        let _g = crate::cloexec::lock();
+        cmd.spawn()
+    };
+    let Ok(child) = child else {
+        return None;
+    };
+    match tokio::time::timeout(Duration::from_secs(10), child.wait_with_output()).await {
         Ok(Ok(out)) if out.status.success() => {
             Some(String::from_utf8_lossy(&out.stdout).into_owned())
         }
