@@ -476,7 +476,8 @@ fn sibling(name: &str) -> PathBuf {
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
-    let home = paths::home_dir().ok_or("HOME is not set")?;
+    let home =
+        paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
     let tmp = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
