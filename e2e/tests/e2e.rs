@@ -8,6 +8,8 @@ mod attacks;
 mod config_dir;
 #[path = "e2e/daemon_suite.rs"]
 mod daemon_suite;
+#[path = "e2e/doctor_seatbelt.rs"]
+mod doctor_seatbelt;
 #[path = "e2e/real_claude.rs"]
 mod real_claude;
 #[path = "e2e/seatbelt.rs"]
