@@ -14,6 +14,8 @@ mod doctor_seatbelt;
 mod real_claude;
 #[path = "e2e/seatbelt.rs"]
 mod seatbelt;
+#[path = "e2e/settings_open.rs"]
+mod settings_open;
 #[path = "e2e/settings_page.rs"]
 mod settings_page;
 #[path = "e2e/terminal_output.rs"]
