@@ -103,18 +103,18 @@ fn doctor_on_seatbelt_runs_canary_and_auth_status_through_sandbox_exec_and_fails
         &json!(path.to_string_lossy()),
         "{canary_call}"
     );
-    let deny = format!(
-        "(deny file-read* file-write* (literal \"{}\")",
-        path.display()
-    );
+    let literal = format!("(literal \"{}\")", path.display());
     for (_, profile) in &calls {
-        let at = profile
-            .find(&deny)
-            .unwrap_or_else(|| panic!("{deny} missing:\n{profile}"));
-        assert!(
-            profile.rfind("(allow ").unwrap() < at,
-            "an allow after the token deny:\n{profile}"
-        );
+        let lines: Vec<&str> = profile.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("(deny file-read* file-write*") && l.contains(&literal))
+            .unwrap_or_else(|| panic!("no read and write deny of {literal}:\n{profile}"));
+        let last_allow = lines
+            .iter()
+            .rposition(|l| l.starts_with("(allow "))
+            .unwrap();
+        assert!(last_allow < at, "an allow after the token deny:\n{profile}");
     }
 
     let auth = check(&v, "claude_auth");
