@@ -3,10 +3,14 @@
 //! - [`sandbox`]: the neutral policy, path resolution and the two renderers.
 //! - [`host`]: `relay-sessions`, the process that owns ptys, children and the fd table.
 //! - [`protocol`]: the daemon ↔ host wire types.
+//! - [`peer`]: a socket peer's pid and a process's parent, per platform.
+//! - [`cloexec`]: close-on-exec descriptors on both platforms and the fork lock.
 
 pub mod cli;
+pub mod cloexec;
 pub mod daemon;
 pub mod host;
+pub mod peer;
 pub mod protocol;
 pub mod sandbox;
 pub mod token;

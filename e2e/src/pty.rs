@@ -20,15 +20,24 @@ impl Pty {
     /// Runs `cmd` on a new pty of `cols`×`rows` as its controlling terminal.
     pub fn spawn(mut cmd: Command, cols: u16, rows: u16) -> Pty {
         let (mut m, mut s) = (0, 0);
-        let ws = libc::winsize {
+        let mut ws = libc::winsize {
             ws_row: rows,
             ws_col: cols,
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
-        // Safety: openpty writes two descriptors; the name buffer is unused (NULL).
-        let rc =
-            unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
+        // Safety: openpty writes two descriptors; the name buffer and the termios are
+        // unused (NULL). Linux declares the last two pointers const, macOS mutable: a
+        // mutable pointer fits both.
+        let rc = unsafe {
+            libc::openpty(
+                &mut m,
+                &mut s,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &raw mut ws,
+            )
+        };
         assert_eq!(rc, 0, "openpty");
         // Safety: both descriptors were just created and are owned here.
         let (master, slave) = unsafe { (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
@@ -49,7 +58,7 @@ impl Pty {
         // Safety: setsid and TIOCSCTTY between fork and exec, on the child's own fd 0.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

@@ -4,12 +4,18 @@
 
 #[path = "e2e/attacks.rs"]
 mod attacks;
+#[path = "e2e/config_dir.rs"]
+mod config_dir;
 #[path = "e2e/daemon_suite.rs"]
 mod daemon_suite;
+#[path = "e2e/doctor_seatbelt.rs"]
+mod doctor_seatbelt;
 #[path = "e2e/real_claude.rs"]
 mod real_claude;
 #[path = "e2e/seatbelt.rs"]
 mod seatbelt;
+#[path = "e2e/settings_open.rs"]
+mod settings_open;
 #[path = "e2e/settings_page.rs"]
 mod settings_page;
 #[path = "e2e/terminal_output.rs"]

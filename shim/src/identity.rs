@@ -134,15 +134,21 @@ fn peer_pid(stream: &UnixStream) -> io::Result<u32> {
 /// holding the launch.
 fn connect(socket: &Path) -> io::Result<UnixStream> {
     use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    // macOS has no SOCK_CLOEXEC or SOCK_NONBLOCK: the socket is made, then marked. The
+    // shim is single-threaded and forks only later (the target), so nothing can fork
+    // between the two calls and inherit the socket.
     let fd = socket::socket(
         AddressFamily::Unix,
         SockType::Stream,
-        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        SockFlag::empty(),
         None,
     )?;
-    let addr = UnixAddr::new(socket)?;
-    socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr)?;
+    crate::fds::set_cloexec(fd.as_raw_fd(), true)?;
     let stream = UnixStream::from(fd);
+    stream.set_nonblocking(true)?;
+    let addr = UnixAddr::new(socket)?;
+    socket::connect(stream.as_raw_fd(), &addr)?;
     stream.set_nonblocking(false)?;
     Ok(stream)
 }

@@ -257,14 +257,9 @@ fn read_exec_error(err_r: &OwnedFd) -> io::Result<Option<(Stage, i32)>> {
     }
 }
 
-#[cfg(target_os = "linux")]
+/// The child's exec-error pipe, both ends close-on-exec. macOS has no `pipe2`, so the
+/// pipe is made, then marked; the shim is single-threaded, so no fork can come between.
 fn exec_error_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn exec_error_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    // No pipe2 here; the shim is single-threaded, so no exec can race the flags.
     let (r, w) = nix::unistd::pipe()?;
     crate::fds::set_cloexec(r.as_raw_fd(), true)?;
     crate::fds::set_cloexec(w.as_raw_fd(), true)?;

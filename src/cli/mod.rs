@@ -168,8 +168,10 @@ pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(d) = std::env::var_os("RELAY_CONFIG_DIR").filter(|v| !v.is_empty()) {
         return absolute(PathBuf::from(d));
     }
-    crate::daemon::paths::default_config_dir()
-        .ok_or_else(|| "HOME is not set; pass --config-dir".to_string())
+    crate::daemon::paths::default_config_dir().ok_or_else(|| {
+        "no home directory (HOME is not set and the account has none); pass --config-dir"
+            .to_string()
+    })
 }
 
 fn absolute(p: PathBuf) -> Result<PathBuf, String> {

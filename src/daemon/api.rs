@@ -667,7 +667,7 @@ pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener) {
         };
         let cred = stream.peer_cred().ok();
         let peer = Peer {
-            pid: cred.and_then(|c| c.pid()).map(|p| p as u32),
+            pid: crate::peer::peer_pid(&stream),
             authorized: cred.map(|c| c.uid()) == Some(me),
             cookie: false,
             tcp: false,

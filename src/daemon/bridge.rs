@@ -59,14 +59,14 @@ pub async fn serve(daemon: Arc<Daemon>, path: &Path) -> std::io::Result<()> {
                 if cred.map(|c| c.uid()) != Some(me) {
                     return;
                 }
-                let peer_pid = cred.and_then(|c| c.pid()).unwrap_or(0);
+                let peer_pid = crate::peer::peer_pid(&stream).unwrap_or(0);
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let mut r = BufReader::new(read.take(LINE_MAX));
                 let got =
                     tokio::time::timeout(Duration::from_secs(10), r.read_line(&mut line)).await;
                 let answer = match got {
-                    Ok(Ok(n)) if n > 0 => hello(&daemon, &line, peer_pid as u32),
+                    Ok(Ok(n)) if n > 0 => hello(&daemon, &line, peer_pid),
                     _ => refused("no Hello"),
                 };
                 let _ = write.write_all(answer.as_bytes()).await;

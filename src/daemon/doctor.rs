@@ -5,6 +5,7 @@
 //! and must report `oauth_token`. Never the token's content.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use super::guard;
 use super::launch::{self, LaunchInput};
 use super::settings::{self, Settings};
 use super::Daemon;
-use crate::protocol::{SessionKind, CLAUDE_CODE_TEMPLATE};
+use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -55,8 +56,18 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
     cmd.arg(arg)
         .env_clear()
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
-    match tokio::time::timeout(Duration::from_secs(10), cmd.output()).await {
+    // Every fork of the daemon happens under the fork lock (src/cloexec.rs).
+    let child = {
+        let _g = crate::cloexec::lock();
+        cmd.spawn()
+    };
+    let Ok(child) = child else {
+        return None;
+    };
+    match tokio::time::timeout(Duration::from_secs(10), child.wait_with_output()).await {
         Ok(Ok(out)) if out.status.success() => {
             Some(String::from_utf8_lossy(&out.stdout).into_owned())
         }
@@ -64,47 +75,51 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
     }
 }
 
-async fn launcher_check(s: &Settings, home: &std::path::Path) -> Check {
-    if cfg!(target_os = "macos") {
-        let p = if s.session_sandbox.seatbelt_launcher.is_empty() {
-            "/usr/bin/sandbox-exec".to_string()
-        } else {
-            s.session_sandbox.seatbelt_launcher.clone()
-        };
-        return if std::path::Path::new(&p).is_file() {
-            check(
-                "sandbox_launcher",
-                Status::Ok,
-                format!("sandbox-exec present at {p}"),
-                None,
-            )
-        } else {
-            check(
-                "sandbox_launcher",
-                Status::Fail,
-                format!("no sandbox-exec at {p}"),
-                Some("set session_sandbox.seatbelt_launcher to sandbox-exec's path"),
-            )
-        };
+/// The launcher that launches use (`launch::sandbox_launcher`, the same backend choice).
+async fn launcher_check(s: &Settings, home: &Path) -> Check {
+    let (backend, launcher) = launch::sandbox_launcher(&s.session_sandbox, home);
+    match backend {
+        Backend::Seatbelt => seatbelt_launcher_check(&launcher),
+        Backend::Bwrap => match quick_output(&launcher, "--version").await {
+            Some(version) => check("sandbox_launcher", Status::Ok, version.trim().to_string(), None),
+            None => check("sandbox_launcher", Status::Fail, format!("bubblewrap not runnable at {}", launcher.display()), Some("install bubblewrap (apt-get install bubblewrap) or set session_sandbox.bwrap_launcher")),
+        },
     }
-    let p = if s.session_sandbox.bwrap_launcher.is_empty() {
-        "/usr/bin/bwrap".to_string()
-    } else {
-        s.session_sandbox.bwrap_launcher.clone()
-    };
-    let p = p.replacen("~/", &format!("{}/", home.display()), 1);
-    match quick_output(std::path::Path::new(&p), "--version").await {
-        Some(version) => check("sandbox_launcher", Status::Ok, version.trim().to_string(), None),
-        None => check("sandbox_launcher", Status::Fail, format!("bubblewrap not runnable at {p}"), Some("install bubblewrap (apt-get install bubblewrap) or set session_sandbox.bwrap_launcher")),
+}
+
+/// `sandbox-exec` has no `--version`: present and executable is what can be checked
+/// without a profile. The canary proves that it enforces one.
+fn seatbelt_launcher_check(p: &Path) -> Check {
+    let fix = Some("sandbox-exec ships with macOS at /usr/bin/sandbox-exec; set session_sandbox.seatbelt_launcher only to point elsewhere");
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => check(
+            "sandbox_launcher",
+            Status::Ok,
+            format!("sandbox-exec present at {}", p.display()),
+            None,
+        ),
+        Ok(_) => check(
+            "sandbox_launcher",
+            Status::Fail,
+            format!("{} is not an executable file", p.display()),
+            fix,
+        ),
+        Err(e) => check(
+            "sandbox_launcher",
+            Status::Fail,
+            format!("no sandbox-exec at {}: {e}", p.display()),
+            fix,
+        ),
     }
 }
 
 fn kernel_check(d: &Daemon, s: &Settings) -> Check {
-    if !cfg!(target_os = "linux") {
+    let (backend, _) = launch::sandbox_launcher(&s.session_sandbox, &d.home);
+    if backend != Backend::Bwrap || !cfg!(target_os = "linux") {
         return check(
             "kernel",
             Status::Skip,
-            "only the Linux backend uses kernel features",
+            "only bubblewrap on Linux needs kernel features (user namespaces, Landlock)",
             None,
         );
     }
@@ -564,7 +579,65 @@ async fn is_fake(p: &std::path::Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::plain;
+    use super::{plain, seatbelt_launcher_check, Status};
+    use crate::daemon::launch::sandbox_launcher;
+    use crate::daemon::settings::{BackendChoice, SessionSandbox};
+    use crate::protocol::Backend;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    #[test]
+    fn doctor_and_launches_pick_the_same_backend_and_launcher() {
+        let home = Path::new("/home/ada");
+        let auto = sandbox_launcher(&SessionSandbox::default(), home);
+        if cfg!(target_os = "macos") {
+            assert_eq!(auto, (Backend::Seatbelt, "/usr/bin/sandbox-exec".into()));
+        } else {
+            assert_eq!(auto, (Backend::Bwrap, "/usr/bin/bwrap".into()));
+        }
+        let seatbelt = SessionSandbox {
+            backend: BackendChoice::Seatbelt,
+            seatbelt_launcher: "~/bin/sandbox-exec".into(),
+            bwrap_launcher: "/opt/bwrap".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            sandbox_launcher(&seatbelt, home),
+            (Backend::Seatbelt, "/home/ada/bin/sandbox-exec".into())
+        );
+        let bwrap = SessionSandbox {
+            backend: BackendChoice::Bwrap,
+            ..seatbelt
+        };
+        assert_eq!(
+            sandbox_launcher(&bwrap, home),
+            (Backend::Bwrap, "/opt/bwrap".into())
+        );
+    }
+
+    #[test]
+    fn seatbelt_launcher_must_be_an_executable_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("sandbox-exec");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ok = seatbelt_launcher_check(&exe);
+        assert_eq!(ok.status, Status::Ok, "{ok:?}");
+        assert!(ok.detail.contains(&*exe.to_string_lossy()), "{ok:?}");
+
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let plain_file = seatbelt_launcher_check(&exe);
+        assert_eq!(plain_file.status, Status::Fail, "{plain_file:?}");
+        assert!(plain_file.detail.contains("not an executable file"));
+
+        let folder = seatbelt_launcher_check(dir.path());
+        assert_eq!(folder.status, Status::Fail, "{folder:?}");
+
+        let missing = seatbelt_launcher_check(&dir.path().join("none"));
+        assert_eq!(missing.status, Status::Fail, "{missing:?}");
+        assert!(missing.detail.starts_with("no sandbox-exec at "));
+        assert!(missing.fix.is_some());
+    }
 
     #[test]
     fn plain_drops_escape_sequences_and_spaces() {

@@ -118,9 +118,12 @@ impl HostLink {
         }
     }
 
-    async fn run_once(&self, on_event: &(impl Fn(HostEvent) + Send + Sync)) -> Result<(), String> {
-        let (read, write) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    /// Starts `relay-sessions` with the bearer on a pipe. Synchronous: it holds the fork
+    /// lock from the pipe to the spawn (on macOS the pipe is made and then marked
+    /// close-on-exec, and no other fork of the daemon may fall in between).
+    fn start_host(&self) -> Result<tokio::process::Child, String> {
+        let g = crate::cloexec::lock();
+        let (read, write) = g.pipe().map_err(|e| format!("pipe: {e}"))?;
         {
             use std::io::Write;
             let mut w = std::fs::File::from(write);
@@ -128,6 +131,7 @@ impl HostLink {
                 .map_err(|e| format!("secret pipe: {e}"))?;
         }
         let fd = read.as_raw_fd();
+        let limit = crate::cloexec::sweep_limit();
         let mut cmd = Command::new(&self.host_bin);
         cmd.arg("--state-dir")
             .arg(&self.state_dir)
@@ -141,20 +145,23 @@ impl HostLink {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        // Safety: only fcntl between fork and exec; the descriptor keeps its number, so
-        // std's exec-error pipe is never clobbered.
+        // Safety: only fcntl/close_range between fork and exec, no allocation; the
+        // descriptor keeps its number, so std's exec-error pipe is never clobbered.
+        // Everything else from 3 up is marked close-on-exec: on macOS std marks its own
+        // descriptors (accepted sockets) outside the fork lock.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || crate::cloexec::keep_only(&[fd], limit));
         }
-        let mut child = cmd
+        let child = cmd
             .spawn()
             .map_err(|e| format!("start {}: {e}", self.host_bin.display()))?;
+        drop(g);
         drop(read);
+        Ok(child)
+    }
+
+    async fn run_once(&self, on_event: &(impl Fn(HostEvent) + Send + Sync)) -> Result<(), String> {
+        let mut child = self.start_host()?;
         *self.stdin.lock().unwrap_or_else(|p| p.into_inner()) = child.stdin.take();
         let stdout = child.stdout.take().ok_or("host stdout")?;
         let mut lines = BufReader::new(stdout).lines();

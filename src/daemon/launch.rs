@@ -521,20 +521,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     // 8. The sandbox spec and its profile, written last.
     let mut reach = super::Reach::default();
     let sandbox = if sandboxed {
-        let backend = match settings.session_sandbox.backend {
-            BackendChoice::Seatbelt => Backend::Seatbelt,
-            BackendChoice::Bwrap => Backend::Bwrap,
-            BackendChoice::Auto if cfg!(target_os = "macos") => Backend::Seatbelt,
-            BackendChoice::Auto => Backend::Bwrap,
-        };
-        let launcher = match backend {
-            Backend::Seatbelt => non_empty(&settings.session_sandbox.seatbelt_launcher)
-                .unwrap_or("/usr/bin/sandbox-exec"),
-            Backend::Bwrap => {
-                non_empty(&settings.session_sandbox.bwrap_launcher).unwrap_or("/usr/bin/bwrap")
-            }
-        };
-        let launcher = expand(launcher, &d.home);
+        let (backend, launcher) = sandbox_launcher(&settings.session_sandbox, &d.home);
         if !launcher.is_file() {
             return Err(at.refuse(ApiError::sandbox(format!(
                 "the {} launcher {} is not installed",
@@ -919,6 +906,22 @@ fn host_code(code: &str) -> &'static str {
         "invalid_spec" => "invalid_spec",
         _ => "spawn_failed",
     }
+}
+
+/// The backend and the launcher a sandboxed launch uses under these settings: `auto` is
+/// Seatbelt on macOS and bubblewrap elsewhere. `relay doctor` checks the same pair.
+pub fn sandbox_launcher(sb: &settings::SessionSandbox, home: &Path) -> (Backend, PathBuf) {
+    let backend = match sb.backend {
+        BackendChoice::Seatbelt => Backend::Seatbelt,
+        BackendChoice::Bwrap => Backend::Bwrap,
+        BackendChoice::Auto if cfg!(target_os = "macos") => Backend::Seatbelt,
+        BackendChoice::Auto => Backend::Bwrap,
+    };
+    let launcher = match backend {
+        Backend::Seatbelt => non_empty(&sb.seatbelt_launcher).unwrap_or("/usr/bin/sandbox-exec"),
+        Backend::Bwrap => non_empty(&sb.bwrap_launcher).unwrap_or("/usr/bin/bwrap"),
+    };
+    (backend, expand(launcher, home))
 }
 
 fn non_empty(s: &str) -> Option<&str> {

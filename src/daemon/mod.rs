@@ -275,21 +275,7 @@ impl Daemon {
 
     /// Whether `pid` is a live session root or one of its descendants.
     pub fn descends_from_session(&self, pid: u32) -> bool {
-        let roots = self.live_roots();
-        if roots.is_empty() {
-            return false;
-        }
-        let mut cur = pid;
-        for _ in 0..4096 {
-            if roots.contains(&cur) {
-                return true;
-            }
-            match parent_of(cur) {
-                Some(p) if p > 1 && p != cur => cur = p,
-                _ => return false,
-            }
-        }
-        false
+        descends(pid, &self.live_roots(), crate::peer::parent_of)
     }
 
     fn on_host_event(&self, ev: HostEvent) {
@@ -397,12 +383,25 @@ fn reason_name(r: ExitReason) -> &'static str {
     }
 }
 
-/// The parent pid from `/proc/<pid>/stat` (Linux). Elsewhere no ancestry is known.
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: parse after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+/// Whether `pid` is one of `roots` or descends from one, walking up through
+/// `parent_of` (the seam: `crate::peer::parent_of` asks the kernel, tests pass a table).
+/// The walk stops at init (1), at a process that is gone, at a loop, and after 4096
+/// steps; none of those is a descendant.
+fn descends(pid: u32, roots: &[u32], parent_of: impl Fn(u32) -> Option<u32>) -> bool {
+    if roots.is_empty() {
+        return false;
+    }
+    let mut cur = pid;
+    for _ in 0..4096 {
+        if roots.contains(&cur) {
+            return true;
+        }
+        match parent_of(cur) {
+            Some(p) if p > 1 && p != cur => cur = p,
+            _ => return false,
+        }
+    }
+    false
 }
 
 fn ensure_dir(path: &Path) -> std::io::Result<()> {
@@ -476,7 +475,8 @@ fn sibling(name: &str) -> PathBuf {
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
-    let home = paths::home_dir().ok_or("HOME is not set")?;
+    let home =
+        paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
     let tmp = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
@@ -606,4 +606,66 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     let _ = std::fs::remove_file(daemon.paths.socket());
     let _ = std::fs::remove_file(daemon.paths.bridge());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::descends;
+    use std::collections::HashMap;
+
+    /// A process tree as a child → parent table.
+    fn tree(pairs: &[(u32, u32)]) -> impl Fn(u32) -> Option<u32> {
+        let parents: HashMap<u32, u32> = pairs.iter().copied().collect();
+        move |pid| parents.get(&pid).copied()
+    }
+
+    #[test]
+    fn a_descendant_of_a_live_root_is_inside_and_others_are_not() {
+        // init(1) ─ login(10) ─ shim(100) ─ sandbox-exec(101) ─ claude(102) ─ sh(103)
+        //                    └─ terminal(20) ─ relay CLI(21)
+        let parent_of = tree(&[
+            (10, 1),
+            (100, 10),
+            (101, 100),
+            (102, 101),
+            (103, 102),
+            (20, 10),
+            (21, 20),
+        ]);
+        assert!(
+            descends(103, &[100], &parent_of),
+            "a grandchild of the root"
+        );
+        assert!(descends(100, &[100], &parent_of), "the root itself");
+        assert!(!descends(21, &[100], &parent_of), "a sibling branch");
+        assert!(!descends(10, &[100], &parent_of), "an ancestor of the root");
+        assert!(descends(21, &[7, 20], &parent_of), "any of several roots");
+        assert!(!descends(103, &[], &parent_of), "no live session");
+    }
+
+    #[test]
+    fn the_walk_ends_at_init_a_gone_process_or_a_loop() {
+        // A root of 1 is never reached: the walk stops below init.
+        assert!(!descends(5, &[1], tree(&[(5, 1)])));
+        // A parent that is gone (no answer) ends the walk.
+        assert!(!descends(5, &[9], tree(&[(5, 6)])));
+        // A process that is its own parent, or a longer loop, ends it too.
+        assert!(!descends(5, &[9], tree(&[(5, 5)])));
+        assert!(!descends(5, &[9], tree(&[(5, 6), (6, 7), (7, 5)])));
+        // A chain longer than the bound is not followed to its end.
+        let long: Vec<(u32, u32)> = (2..6000).map(|p| (p + 1, p)).collect();
+        assert!(descends(4000, &[2], tree(&long)));
+        assert!(!descends(5999, &[2], tree(&long)));
+    }
+
+    #[test]
+    fn the_kernel_seam_sees_this_test_inside_its_own_parent() {
+        // The real lookup: this process descends from its parent, not from a stranger.
+        let me = std::process::id();
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        if parent > 1 {
+            assert!(descends(me, &[parent], crate::peer::parent_of));
+        }
+        assert!(!descends(me, &[u32::MAX], crate::peer::parent_of));
+    }
 }

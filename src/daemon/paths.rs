@@ -1,25 +1,19 @@
 //! Where relay keeps its files. Everything lives in the config dir, which every sandbox
 //! profile denies.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+/// The user's home: `$HOME`, or the account's home when `HOME` is unset or empty (the
+/// `directories` crate's rule, so `~` and the default config dir always agree).
 pub fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
+    directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf())
 }
 
-/// The platform's config dir for relay: `~/Library/Application Support/relay` on
-/// macOS, `$XDG_CONFIG_HOME/relay` or `~/.config/relay` elsewhere.
+/// The platform's config dir for relay, as the `directories` crate names it:
+/// `~/Library/Application Support/relay` on macOS; `$XDG_CONFIG_HOME/relay` when that
+/// is an absolute path, else `~/.config/relay`, on Linux.
 pub fn default_config_dir() -> Option<PathBuf> {
-    let home = home_dir()?;
-    if cfg!(target_os = "macos") {
-        return Some(home.join("Library/Application Support/relay"));
-    }
-    match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        Some(x) if Path::new(&x).is_absolute() => Some(PathBuf::from(x).join("relay")),
-        _ => Some(home.join(".config/relay")),
-    }
+    directories::BaseDirs::new().map(|b| b.config_dir().join("relay"))
 }
 
 #[derive(Clone, Debug)]

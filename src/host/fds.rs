@@ -9,13 +9,14 @@
 //! `dup2`s onto that number, `spawn()` returns Ok for a missing binary. So the host
 //! keeps 3..=6 occupied by `/dev/null` placeholders for its whole life: the error pipe
 //! can never take one of those numbers. A launch stages its pipes onto the numbers in
-//! the parent (still close-on-exec, under [`SPAWN_LOCK`]), the child's `pre_exec` only
-//! clears close-on-exec on the numbers of the table, and the parent puts the
-//! placeholders back right after `spawn()`.
+//! the parent (still close-on-exec, under the fork lock, [`crate::cloexec`]), the child's
+//! `pre_exec` only clears close-on-exec on the numbers of the table, and the parent puts
+//! the placeholders back right after `spawn()`, still under the lock.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Mutex;
+
+use crate::cloexec::{self, ForkGuard};
 
 /// The table's numbers above 2.
 pub const TABLE_FDS: [RawFd; 4] = [3, 4, 5, 6];
@@ -24,32 +25,19 @@ pub const LANDLOCK_FD: RawFd = 6;
 /// Where the target finds the token pipe.
 pub const TOKEN_FD: RawFd = 5;
 
-/// Serializes staging + spawn + restore, so two launches never share the numbers.
-pub static SPAWN_LOCK: Mutex<()> = Mutex::new(());
-
 fn dev_null() -> io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).open("/dev/null")
-}
-
-fn dup_onto(src: RawFd, dst: RawFd) -> io::Result<()> {
-    // Safety: dup3 only manipulates the descriptor table; both numbers are plain ints
-    // and a failure is reported through errno.
-    let rc = unsafe { libc::dup3(src, dst, libc::O_CLOEXEC) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
 }
 
 /// Occupies 3..=6 with close-on-exec `/dev/null`. Call once at start, before any
 /// thread or socket exists (after reading the start secret, which may sit on one of
 /// those numbers).
 pub fn reserve_placeholders() -> io::Result<()> {
+    let g = cloexec::lock();
     let null = dev_null()?;
     for fd in TABLE_FDS {
         if fd != null.as_raw_fd() {
-            dup_onto(null.as_raw_fd(), fd)?;
+            g.dup_onto(null.as_raw_fd(), fd)?;
         }
     }
     // `null` itself may have landed on one of the numbers; make sure that number
@@ -59,7 +47,7 @@ pub fn reserve_placeholders() -> io::Result<()> {
     if TABLE_FDS.contains(&own) {
         let again = dev_null()?;
         if again.as_raw_fd() != own {
-            dup_onto(again.as_raw_fd(), own)?;
+            g.dup_onto(again.as_raw_fd(), own)?;
         } else {
             std::mem::forget(again);
         }
@@ -82,60 +70,28 @@ impl Staging {
         self.entries.iter().map(|(n, _)| *n).collect()
     }
 
-    /// Places every entry on its number (close-on-exec still set). The caller holds
-    /// [`SPAWN_LOCK`] and calls [`restore_placeholders`] after spawning.
-    pub fn stage(&self) -> io::Result<()> {
+    /// Places every entry on its number (close-on-exec still set). The caller spawns
+    /// and calls [`restore_placeholders`] under the same guard.
+    pub fn stage(&self, g: &ForkGuard) -> io::Result<()> {
         for (number, fd) in &self.entries {
             debug_assert!(TABLE_FDS.contains(number));
-            dup_onto(fd.as_raw_fd(), *number)?;
+            g.dup_onto(fd.as_raw_fd(), *number)?;
         }
         Ok(())
     }
 }
 
 /// Puts `/dev/null` back on 3..=6, dropping the host's staged copies.
-pub fn restore_placeholders() -> io::Result<()> {
+pub fn restore_placeholders(g: &ForkGuard) -> io::Result<()> {
     let null = dev_null()?;
     for fd in TABLE_FDS {
         if fd != null.as_raw_fd() {
-            dup_onto(null.as_raw_fd(), fd)?;
+            g.dup_onto(null.as_raw_fd(), fd)?;
         }
     }
     let own = null.as_raw_fd();
     if TABLE_FDS.contains(&own) {
         std::mem::forget(null);
-    }
-    Ok(())
-}
-
-/// Runs in the forked child before exec: clear close-on-exec on the table's numbers,
-/// mark everything from 7 up close-on-exec (tokio opens its descriptors close-on-exec
-/// already; this is belt and braces). Async-signal-safe: fcntl and close_range only.
-pub fn child_keep(keep: &[RawFd]) -> io::Result<()> {
-    for &fd in keep {
-        // Safety: fcntl on a descriptor number; no memory is touched.
-        let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    #[cfg(target_os = "linux")]
-    {
-        // Safety: close_range with the CLOEXEC flag only changes descriptor flags.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_close_range,
-                7u32,
-                u32::MAX,
-                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
-            )
-        };
-        if rc < 0 {
-            for fd in 7..1024 {
-                // Safety: as above; EBADF on closed numbers is ignored.
-                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-            }
-        }
     }
     Ok(())
 }

@@ -331,7 +331,7 @@ pub async fn serve(host: Arc<Host>) -> std::io::Result<()> {
     }
     let listener = UnixListener::bind(&sock)?;
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))?;
-    let parent = nix::unistd::getppid().as_raw();
+    let parent = u32::try_from(nix::unistd::getppid().as_raw()).ok();
     host.report(&HostEvent::Ready {
         v: HOST_PROTOCOL_VERSION,
         pid: std::process::id(),
@@ -354,7 +354,7 @@ pub async fn serve(host: Arc<Host>) -> std::io::Result<()> {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                let peer_ok = stream.peer_cred().ok().and_then(|c| c.pid()) == Some(parent);
+                let peer_ok = parent.is_some() && crate::peer::peer_pid(&stream) == parent;
                 let host = host.clone();
                 tokio::spawn(async move {
                     let svc = service_fn(move |req| handle(host.clone(), peer_ok, req));

@@ -11,7 +11,6 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
 use relay_shim::status::Event;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
@@ -19,6 +18,7 @@ use tokio::process::{Child, Command};
 
 use super::fds::{self, Staging, LANDLOCK_FD, TOKEN_FD};
 use super::LaunchError;
+use crate::cloexec::{self, ForkGuard};
 use crate::protocol::{SandboxLaunch, Secret};
 
 /// How long the host waits for the shim's `started`.
@@ -48,8 +48,8 @@ pub struct Spawned {
 }
 
 /// A pipe whose write end got `bytes` and was closed; the read end is returned.
-fn filled_pipe(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+fn filled_pipe(g: &ForkGuard, bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let (read, write) = g.pipe()?;
     let mut w = std::fs::File::from(write);
     // Below the pipe buffer (the token is capped at 4096 bytes), so this never blocks.
     w.write_all(bytes)?;
@@ -95,18 +95,21 @@ fn shim_args(plan: &Plan, status_fd: RawFd) -> Vec<String> {
 
 pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
     let failed = |what: &str, e: std::io::Error| LaunchError::SpawnFailed(format!("{what}: {e}"));
+    // Held from the first pipe to the last placeholder: on macOS a pipe is made and then
+    // marked close-on-exec, and no other launch may fork in between (src/cloexec.rs).
+    let g = cloexec::lock();
     let mut staging = Staging::default();
     let status_fd = if plan.identity.is_some() { 4 } else { 3 };
     if let Some(secret) = &plan.identity {
-        let r = filled_pipe(secret.expose().as_bytes()).map_err(|e| failed("identity pipe", e))?;
+        let r =
+            filled_pipe(&g, secret.expose().as_bytes()).map_err(|e| failed("identity pipe", e))?;
         staging.put(3, r);
     }
-    let (status_read, status_write) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| failed("status pipe", e.into()))?;
+    let (status_read, status_write) = g.pipe().map_err(|e| failed("status pipe", e))?;
     staging.put(status_fd, status_write);
     if let Some(token) = &plan.token {
         // Never name the token in an error: only the step.
-        let r = filled_pipe(token.expose().as_bytes()).map_err(|e| failed("token pipe", e))?;
+        let r = filled_pipe(&g, token.expose().as_bytes()).map_err(|e| failed("token pipe", e))?;
         staging.put(TOKEN_FD, r);
     }
     if let Some(ll) = &plan.landlock {
@@ -132,24 +135,27 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
         a
     };
     let n_keep = keep.len();
+    let limit = cloexec::sweep_limit();
     // Safety: the closure runs between fork and exec and only calls fcntl/close_range
-    // (async-signal-safe); it allocates nothing: `keep_arr` is a copied array.
+    // (async-signal-safe); it allocates nothing: `keep_arr` is a copied array. It marks
+    // everything else from 3 up close-on-exec (the placeholders on 3..=6 are already).
     unsafe {
-        cmd.pre_exec(move || fds::child_keep(&keep_arr[..n_keep]));
+        cmd.pre_exec(move || cloexec::keep_only(&keep_arr[..n_keep], limit));
     }
 
     let child = {
-        let _guard = fds::SPAWN_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        staging
-            .stage()
-            .map_err(|e| failed("stage descriptors", e))?;
+        if let Err(e) = staging.stage(&g) {
+            let _ = fds::restore_placeholders(&g);
+            return Err(failed("stage descriptors", e));
+        }
         let spawned = cmd.spawn();
-        let restored = fds::restore_placeholders();
+        let restored = fds::restore_placeholders(&g);
         let child =
             spawned.map_err(|e| failed(&format!("start shim {}", plan.shim.display()), e))?;
         restored.map_err(|e| failed("restore descriptors", e))?;
         child
     };
+    drop(g);
     drop(staging);
     let shim_pid = child.id().unwrap_or(0);
     let receiver =

@@ -38,6 +38,9 @@ fn winsize(size: PtySize) -> nix::pty::Winsize {
 /// Opens a pty pair of the given size; both ends close-on-exec, the master non-blocking.
 pub fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
     let ws = winsize(size);
+    // openpty has no close-on-exec form on either platform: no launch forks before both
+    // ends are marked (src/cloexec.rs).
+    let _g = crate::cloexec::lock();
     let pair = nix::pty::openpty(Some(&ws), None)?;
     set_flag(&pair.master, true, true)?;
     set_flag(&pair.slave, true, false)?;

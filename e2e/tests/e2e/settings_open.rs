@@ -1,0 +1,57 @@
+//! `relay settings --open` hands the one-time link it prints to the platform's opener
+//! (`xdg-open` on Linux, `open` on macOS), found on the CLI's `PATH`. A stand-in opener
+//! writes its argument into a FIFO the test reads: the wait is on that write, no sleep.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+
+use relay_e2e::daemon::{base_settings, Relay};
+use serde_json::Value;
+
+#[test]
+fn settings_open_hands_the_printed_link_to_the_platform_opener() {
+    let r = Relay::start(base_settings(None));
+    let fifo = r.root.join("opened.fifo");
+    let c = CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // Safety: mkfifo reads the NUL-terminated path and creates a FIFO; no other memory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    // The instance's ~/.local/bin comes first on the CLI's PATH.
+    let stand_in = r.home.join(".local/bin").join(opener);
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\nprintf '%s|%s\\n' \"$#\" \"$1\" > '{}'\n",
+            fifo.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(reader));
+    });
+
+    let out = r.cli(&["settings", "--open", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let url = v["url"].as_str().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+
+    let opened = rx
+        .recv_timeout(relay_e2e::WAIT)
+        .expect("the opener never ran")
+        .unwrap();
+    assert_eq!(
+        opened.trim_end(),
+        format!("1|{url}"),
+        "{opener} got another link"
+    );
+}
