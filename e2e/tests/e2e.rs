@@ -10,6 +10,8 @@ mod config_dir;
 mod daemon_suite;
 #[path = "e2e/doctor_seatbelt.rs"]
 mod doctor_seatbelt;
+#[path = "e2e/readme_flow.rs"]
+mod readme_flow;
 #[path = "e2e/real_claude.rs"]
 mod real_claude;
 #[path = "e2e/seatbelt.rs"]
