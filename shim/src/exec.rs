@@ -16,7 +16,7 @@ use crate::resolve::{self, ResolveError};
 use crate::spawn::{self, Program, SpawnError, Stage};
 use crate::status::Event;
 use crate::wrap::{self, Wrap};
-use crate::{exit_codes, identity, landlock};
+use crate::{exit_codes, identity, landlock, seccomp};
 
 /// The environment variable naming the daemon's bridge socket.
 pub(crate) const BRIDGE_SOCKET_ENV: &str = "RELAY_BRIDGE_SOCKET";
@@ -186,10 +186,13 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         status.emit(Event::NoIdentity { pid: me });
     }
 
-    // 4. Landlock, applied to the shim itself so the launcher and target inherit it.
+    // 4. Landlock, applied to the shim itself so the launcher and target inherit it,
+    //    then the seccomp filter for the ways into TCP that Landlock does not see
+    //    (MPTCP, TCP Fast Open, io_uring): denied ports hold for every socket.
     if let Some(fd) = args.landlock_fd {
         landlock::restrict_self(fd).map_err(|e| Failure::setup("landlock", e))?;
         nix::unistd::close(fd).map_err(|e| Failure::setup("landlock", e.into()))?;
+        seccomp::install().map_err(|e| Failure::setup("seccomp", e))?;
     }
 
     // 5. Nothing but 0, 1, 2 (and 5 with the token) survives exec.

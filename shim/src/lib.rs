@@ -2,7 +2,7 @@
 //!
 //! One shim runs per session; its pid is the session root. In order it checks fd 5,
 //! starts a new session, proves its identity to the daemon, applies the host's Landlock
-//! ruleset, marks every other descriptor close-on-exec, resolves the target, wraps it in
+//! ruleset and the seccomp filter that completes it, marks every other descriptor close-on-exec, resolves the target, wraps it in
 //! the sandbox launcher, spawns it in its own process group, forwards signals to that
 //! group and exits with the target's code. Each step reports on the status fd
 //! ([`status::Event`]) and fails with its own exit code ([`exit_codes`]).
@@ -22,6 +22,7 @@ mod identity;
 mod json;
 mod ptyinit;
 mod resolve;
+mod seccomp;
 mod spawn;
 mod wrap;
 
