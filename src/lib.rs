@@ -5,11 +5,14 @@
 //! - [`protocol`]: the daemon ↔ host wire types.
 //! - [`peer`]: a socket peer's pid and a process's parent, per platform.
 //! - [`cloexec`]: close-on-exec descriptors on both platforms and the fork lock.
+//! - [`listen`]: accept loops, connection caps and the descriptor limit, shared by the
+//!   daemon and the host.
 
 pub mod cli;
 pub mod cloexec;
 pub mod daemon;
 pub mod host;
+pub mod listen;
 pub mod peer;
 pub mod protocol;
 pub mod sandbox;

@@ -37,6 +37,9 @@ pub struct Relay {
     pub project: PathBuf,
     bin_dir: PathBuf,
     uid: Option<u32>,
+    /// Start `relay serve` with this soft and hard `RLIMIT_NOFILE` (set before
+    /// `launch_daemon`), so a descriptor flood is cheap to make.
+    pub nofile_limit: Option<u64>,
     child: Option<Child>,
     pub ready: Value,
     /// The settings last written, for the Seatbelt policy file.
@@ -132,6 +135,7 @@ impl Relay {
             project,
             bin_dir,
             uid,
+            nofile_limit: None,
             child: None,
             ready: Value::Null,
             settings: Mutex::new(Value::Null),
@@ -166,6 +170,22 @@ impl Relay {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(n) = self.nofile_limit {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // Safety: setrlimit between fork and exec is async-signal-safe and only
+            // reads `lim`, a copied plain struct.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = cmd.spawn().expect("spawn relay serve");
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();

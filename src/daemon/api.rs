@@ -25,6 +25,10 @@ use super::{Daemon, EntryState};
 use crate::protocol::{PtySize, SessionKind};
 
 pub const BODY_MAX: usize = 64 * 1024;
+/// A request head (the first, or the next on a kept-alive connection) and a body must
+/// each arrive within this; an idle connection is closed after it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = READ_TIMEOUT;
 
 type Resp = Response<Full<Bytes>>;
 
@@ -64,13 +68,21 @@ fn empty(status: u16) -> Resp {
 }
 
 async fn parse_body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
-    let bytes = match Limited::new(req.into_body(), BODY_MAX).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => {
+    let collect = Limited::new(req.into_body(), BODY_MAX).collect();
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, collect).await {
+        Ok(Ok(c)) => c.to_bytes(),
+        Ok(Err(_)) => {
             return Err(ApiError::error(
                 413,
                 "payload_too_large",
                 format!("request body larger than {BODY_MAX} bytes"),
+            ))
+        }
+        Err(_) => {
+            return Err(ApiError::error(
+                408,
+                "request_timeout",
+                format!("request body not received within {BODY_TIMEOUT:?}"),
             ))
         }
     };
@@ -333,7 +345,10 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 "set api.listen in settings.json to serve the Settings page",
             );
         };
-        let code = d.web.new_code();
+        let code = match d.web.new_code() {
+            Ok(c) => c,
+            Err(e) => return refuse(500, "internal", format!("login code: {e}")),
+        };
         return json_resp(
             201,
             &json!({"url": format!("http://{addr}/login?code={code}"), "expires_in_s": 60}),
@@ -641,30 +656,29 @@ pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
     Ok(l)
 }
 
-fn serve_conn<S>(d: Arc<Daemon>, peer: Peer, io: S)
+/// Serves one connection: HTTP/1.1 with upgrades, the request head within
+/// [`READ_TIMEOUT`] (which also closes a kept-alive connection that stays idle).
+async fn serve_conn<S>(d: Arc<Daemon>, peer: Peer, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    tokio::spawn(async move {
-        let svc = service_fn(move |req| {
-            let d = d.clone();
-            async move { Ok::<_, Infallible>(route(d, peer, req).await) }
-        });
-        let _ = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(10))
-            .serve_connection(TokioIo::new(io), svc)
-            .with_upgrades()
-            .await;
+    let svc = service_fn(move |req| {
+        let d = d.clone();
+        async move { Ok::<_, Infallible>(route(d, peer, req).await) }
     });
+    let _ = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(READ_TIMEOUT)
+        .serve_connection(TokioIo::new(io), svc)
+        .with_upgrades()
+        .await;
 }
 
-pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener) {
+/// `relay.sock`: same uid only, by the peer's credentials. At most `cap` connections at
+/// once; an accept that fails for lack of descriptors pauses (`src/listen.rs`).
+pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener, cap: usize) {
     let me = nix::unistd::geteuid().as_raw();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+    crate::listen::serve("relay: relay.sock", listener, cap, move |stream| {
         let cred = stream.peer_cred().ok();
         let peer = Peer {
             pid: crate::peer::peer_pid(&stream),
@@ -672,46 +686,47 @@ pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener) {
             cookie: false,
             tcp: false,
         };
-        serve_conn(d.clone(), peer, stream);
-    }
+        serve_conn(d.clone(), peer, stream)
+    })
+    .await
 }
 
-pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+/// The loopback TCP listener: the bearer (or a Settings-page cookie) per request. At
+/// most `cap` connections at once: a flood waits in the kernel's backlog, not here.
+pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener, cap: usize) {
+    crate::listen::serve("relay: api (tcp)", listener, cap, move |stream| {
         let d2 = d.clone();
-        tokio::spawn(async move {
-            // The bearer is checked per request inside a small wrapper service.
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let d = d2.clone();
-                async move {
-                    let ok = req
-                        .headers()
-                        .get(hyper::header::AUTHORIZATION)
-                        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-                        .is_some_and(|t| crate::host::same_secret(t, d.api_token.as_bytes()));
-                    let cookie = d.web.cookie_ok(
-                        req.headers()
-                            .get(hyper::header::COOKIE)
-                            .and_then(|v| v.to_str().ok()),
-                    );
-                    let peer = Peer {
-                        pid: None,
-                        authorized: ok,
-                        cookie,
-                        tcp: true,
-                    };
-                    Ok::<_, Infallible>(route(d, peer, req).await)
-                }
-            });
+        // The bearer is checked per request inside a small wrapper service.
+        let svc = service_fn(move |req: Request<Incoming>| {
+            let d = d2.clone();
+            async move {
+                let ok = req
+                    .headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+                    .is_some_and(|t| crate::host::same_secret(t, d.api_token.as_bytes()));
+                let cookie = d.web.cookie_ok(
+                    req.headers()
+                        .get(hyper::header::COOKIE)
+                        .and_then(|v| v.to_str().ok()),
+                );
+                let peer = Peer {
+                    pid: None,
+                    authorized: ok,
+                    cookie,
+                    tcp: true,
+                };
+                Ok::<_, Infallible>(route(d, peer, req).await)
+            }
+        });
+        async move {
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
+                .header_read_timeout(READ_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc)
                 .with_upgrades()
                 .await;
-        });
-    }
+        }
+    })
+    .await
 }

@@ -14,6 +14,8 @@ use tokio::net::UnixListener;
 use super::Daemon;
 
 const LINE_MAX: u64 = 4096;
+/// The Hello must arrive, and the answer leave, within this.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Secrets waiting for their Hello, by session id.
 #[derive(Default)]
@@ -43,18 +45,21 @@ impl Pending {
     }
 }
 
-pub async fn serve(daemon: Arc<Daemon>, path: &Path) -> std::io::Result<()> {
+/// Binds the bridge socket (start-up) and serves it on its own task: at most `cap`
+/// Hellos at once, each within 10 s; an accept that fails for lack of descriptors
+/// pauses (`src/listen.rs`).
+pub async fn serve(daemon: Arc<Daemon>, path: &Path, cap: usize) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     let me = nix::unistd::geteuid().as_raw();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
+    tokio::spawn(crate::listen::serve(
+        "relay: bridge.sock",
+        listener,
+        cap,
+        move |stream| {
             let daemon = daemon.clone();
-            tokio::spawn(async move {
+            async move {
                 let cred = stream.peer_cred().ok();
                 if cred.map(|c| c.uid()) != Some(me) {
                     return;
@@ -63,16 +68,16 @@ pub async fn serve(daemon: Arc<Daemon>, path: &Path) -> std::io::Result<()> {
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let mut r = BufReader::new(read.take(LINE_MAX));
-                let got =
-                    tokio::time::timeout(Duration::from_secs(10), r.read_line(&mut line)).await;
+                let got = tokio::time::timeout(HELLO_TIMEOUT, r.read_line(&mut line)).await;
                 let answer = match got {
                     Ok(Ok(n)) if n > 0 => hello(&daemon, &line, peer_pid),
                     _ => refused("no Hello"),
                 };
-                let _ = write.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
+                let _ =
+                    tokio::time::timeout(HELLO_TIMEOUT, write.write_all(answer.as_bytes())).await;
+            }
+        },
+    ));
     Ok(())
 }
 

@@ -52,14 +52,21 @@ impl std::fmt::Display for HostCallError {
 }
 
 impl HostLink {
-    pub fn new(state_dir: PathBuf, host_bin: PathBuf, shim_bin: PathBuf, bridge: PathBuf) -> Self {
+    /// `secret` is the host's bearer, minted once at the daemon's start.
+    pub fn new(
+        state_dir: PathBuf,
+        host_bin: PathBuf,
+        shim_bin: PathBuf,
+        bridge: PathBuf,
+        secret: String,
+    ) -> Self {
         let (live, _) = watch::channel(None);
         HostLink {
             state_dir,
             host_bin,
             shim_bin,
             bridge,
-            secret: super::random_hex(32),
+            secret,
             live,
             stdin: Mutex::new(None),
         }

@@ -6,9 +6,9 @@
 //! below only, and request-supplied strings are capped.
 
 use std::collections::VecDeque;
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,26 +39,74 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn append_line(path: &PathBuf, value: &Value) {
-    let Ok(mut line) = serde_json::to_vec(value) else {
-        return;
-    };
-    line.push(b'\n');
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path);
-    match file {
-        Ok(mut f) => {
-            if let Err(e) = f.write_all(&line) {
-                eprintln!("relay: write {}: {e}", path.display());
-            }
+/// An append-only JSON-lines file (0600, never through a link), kept open between
+/// lines: a line needs no new descriptor, so descriptor pressure cannot lose it. The
+/// file is opened again when its path no longer names the open file (removed or
+/// replaced) and after a failed write.
+struct LineFile {
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+impl LineFile {
+    fn new(path: PathBuf) -> Self {
+        LineFile {
+            path,
+            file: Mutex::new(None),
         }
-        Err(e) => eprintln!("relay: open {}: {e}", path.display()),
+    }
+
+    fn open(&self) -> io::Result<File> {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)
+    }
+
+    /// Whether the open file is still the one at the path.
+    fn still_there(&self, f: &File) -> bool {
+        match (f.metadata(), std::fs::symlink_metadata(&self.path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
+    fn ensure_open(&self) -> io::Result<()> {
+        let mut slot = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|f| !self.still_there(f)) {
+            *slot = None;
+        }
+        if slot.is_none() {
+            *slot = Some(self.open()?);
+        }
+        Ok(())
+    }
+
+    fn append(&self, value: &Value) -> io::Result<()> {
+        let mut line = serde_json::to_vec(value)?;
+        line.push(b'\n');
+        let mut slot = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|f| !self.still_there(f)) {
+            *slot = None;
+        }
+        let file = match slot.as_mut() {
+            Some(f) => f,
+            None => slot.insert(self.open()?),
+        };
+        // One write(2) per line under O_APPEND: lines never interleave.
+        let written = file.write_all(&line);
+        if written.is_err() {
+            *slot = None;
+        }
+        written
     }
 }
+
+/// Attempts and pauses for an audit row: a row that cannot be written after these is
+/// an error the caller acts on (a launch is refused).
+const AUDIT_RETRIES: [Duration; 2] = [Duration::from_millis(20), Duration::from_millis(100)];
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct AuditRow {
@@ -90,19 +138,25 @@ pub struct AuditRow {
 }
 
 pub struct Audit {
-    path: PathBuf,
-    lock: Mutex<()>,
+    file: LineFile,
 }
 
 impl Audit {
     pub fn new(path: PathBuf) -> Self {
         Audit {
-            path,
-            lock: Mutex::new(()),
+            file: LineFile::new(path),
         }
     }
 
-    pub fn record(&self, row: &AuditRow) {
+    /// Opens the log at start-up, so later rows need no new descriptor.
+    pub fn open(&self) -> io::Result<()> {
+        self.file.ensure_open()
+    }
+
+    /// Appends one row, trying again twice (after 20 and 100 ms) when the write fails.
+    /// An `Err` means the row is not on disk; the launch path refuses the launch then,
+    /// other callers log it.
+    pub fn record(&self, row: &AuditRow) -> io::Result<()> {
         let mut v = serde_json::to_value(row).unwrap_or(Value::Null);
         if let Some(obj) = v.as_object_mut() {
             for s in obj.values_mut() {
@@ -112,12 +166,19 @@ impl Audit {
             }
             obj.insert("ts".into(), now_ms().into());
         }
-        let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        append_line(&self.path, &v);
+        let mut result = self.file.append(&v);
+        for pause in AUDIT_RETRIES {
+            if result.is_ok() {
+                break;
+            }
+            std::thread::sleep(pause);
+            result = self.file.append(&v);
+        }
+        result.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.file.path.display())))
     }
 
     pub fn path(&self) -> &PathBuf {
-        &self.path
+        &self.file.path
     }
 }
 
@@ -144,7 +205,7 @@ pub struct Event {
 }
 
 pub struct Events {
-    path: PathBuf,
+    file: LineFile,
     inner: Mutex<(u64, VecDeque<Value>)>,
     notify: Notify,
 }
@@ -152,7 +213,7 @@ pub struct Events {
 impl Events {
     pub fn new(path: PathBuf) -> Self {
         Events {
-            path,
+            file: LineFile::new(path),
             inner: Mutex::new((0, VecDeque::new())),
             notify: Notify::new(),
         }
@@ -172,13 +233,20 @@ impl Events {
                 obj.insert("seq".into(), inner.0.into());
                 obj.insert("ts".into(), now_ms().into());
             }
-            append_line(&self.path, &v);
+            if let Err(e) = self.file.append(&v) {
+                eprintln!("relay: write {}: {e}", self.file.path.display());
+            }
             inner.1.push_back(v);
             if inner.1.len() > EVENTS_KEPT {
                 inner.1.pop_front();
             }
         }
         self.notify.notify_waiters();
+    }
+
+    /// Opens the log at start-up, so later lines need no new descriptor.
+    pub fn open(&self) -> io::Result<()> {
+        self.file.ensure_open()
     }
 
     pub fn last_seq(&self) -> u64 {
@@ -224,6 +292,36 @@ mod tests {
         let c = cap(&long);
         assert!(c.len() <= STRING_CAP + "…".len());
         assert!(c.ends_with('…'));
+    }
+
+    #[test]
+    fn a_row_follows_a_replaced_log_and_an_unwritable_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::new(path.clone());
+        audit.open().unwrap();
+        let row = |action| AuditRow {
+            action,
+            outcome: "allowed",
+            ..Default::default()
+        };
+        audit.record(&row("one")).unwrap();
+        // Moved away (rotated): the next row goes to a new file at the path.
+        std::fs::rename(&path, dir.path().join("old.jsonl")).unwrap();
+        audit.record(&row("two")).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("\"two\"") && !text.contains("\"one\""),
+            "{text}"
+        );
+        // A folder in its place: the row cannot be written, and says where.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let e = audit.record(&row("three")).unwrap_err();
+        assert!(e.to_string().contains("audit.jsonl"), "{e}");
+        std::fs::remove_dir(&path).unwrap();
+        audit.record(&row("four")).unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("\"four\""));
     }
 
     #[test]

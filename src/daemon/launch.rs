@@ -6,7 +6,8 @@
 //! directory inside the project → template known and allowed → sandbox decision →
 //! `claude_token_file` checked and, for a sandboxed Claude launch, read (before any
 //! side effect) → sandbox spec (the token path denied on every sandboxed launch) →
-//! profile written last → identity secret → host launch → 201.
+//! profile written last → identity secret → host launch → the audit row (a row that
+//! cannot be written stops the session and refuses the launch) → 201.
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -144,12 +145,18 @@ fn claude_template(s: &Settings) -> Template {
         })
 }
 
-pub fn new_id(kind: SessionKind) -> String {
+pub fn new_id(kind: SessionKind) -> std::io::Result<String> {
     let prefix = match kind {
         SessionKind::Claude => "s",
         SessionKind::Pty => "t",
     };
-    format!("{prefix}-{}", &super::random_hex(6))
+    Ok(format!("{prefix}-{}", super::random_hex(6)?))
+}
+
+/// Random bytes are missing (the kernel refused them): an internal error, not a reason
+/// to stop the daemon.
+fn no_random(what: &str, e: std::io::Error) -> ApiError {
+    ApiError::error(500, "internal", format!("{what}: random bytes: {e}"))
 }
 
 struct Attempt<'a> {
@@ -173,7 +180,10 @@ impl Attempt<'_> {
         row.outcome = e.outcome;
         row.code = Some(e.code.into());
         row.error = Some(e.message.clone());
-        self.d.audit.record(&row);
+        if let Err(err) = self.d.audit.record(&row) {
+            // The launch is refused either way; the event below still records it.
+            eprintln!("relay: audit: refused launch: {err}");
+        }
         self.d.events.emit(&Event {
             name: "session.launch",
             status: Some(if e.outcome == "denied" {
@@ -226,7 +236,16 @@ pub fn kind_name(k: SessionKind) -> &'static str {
 pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiError> {
     let kind = input.kind.unwrap_or(SessionKind::Pty);
     let resume = input.resume_id.is_some();
-    let id = input.resume_id.clone().unwrap_or_else(|| new_id(kind));
+    let id = match input.resume_id.clone() {
+        Some(id) => id,
+        None => match new_id(kind) {
+            Ok(id) => id,
+            Err(e) => {
+                let e = no_random("session id", e);
+                return Err(refused_request(d, kind, "session_launch", None, e));
+            }
+        },
+    };
     let mut at = Attempt {
         d,
         row: AuditRow {
@@ -677,10 +696,11 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             },
         };
         // Its own name per attempt: two resumes of one id never share a profile.
-        let profile = d
-            .paths
-            .profiles()
-            .join(format!("{id}-{}.{ext}", super::random_hex(4)));
+        let suffix = match super::random_hex(4) {
+            Ok(s) => s,
+            Err(e) => return Err(at.refuse(no_random("profile name", e))),
+        };
+        let profile = d.paths.profiles().join(format!("{id}-{suffix}.{ext}"));
         let _ = std::fs::remove_file(&profile);
         if let Err(e) = write_new_0600(&profile, &bytes) {
             return Err(at.refuse(ApiError::sandbox(format!(
@@ -705,7 +725,10 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     };
 
     // 9. Identity, then the host.
-    let secret = super::random_hex(32);
+    let secret = match super::random_hex(32) {
+        Ok(s) => s,
+        Err(e) => return Err(at.refuse(no_random("identity secret", e))),
+    };
     d.bridge.expect(&id, &secret);
     let entry = Entry {
         id: id.clone(),
@@ -814,7 +837,26 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }
     };
     let entry = d.started(&id, launched.root_pid, launched.target_pid);
-    d.audit.record(&at.row);
+    if let Err(e) = d.audit.record(&at.row) {
+        // No launch runs unaudited: the session goes before anyone hears of it (its
+        // groups killed, the host's record dropped), and the launch is refused.
+        d.abort(&id);
+        for pid in [launched.root_pid, launched.target_pid] {
+            if pid > 1 {
+                // Safety: kill(2) on a process group of this session; no memory.
+                unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+            }
+        }
+        let _ = d
+            .host
+            .call("DELETE", &format!("/sessions/{id}"), None)
+            .await;
+        return Err(at.refuse(ApiError::error(
+            500,
+            "audit_unavailable",
+            format!("the audit row could not be written, so the session was stopped: {e}"),
+        )));
+    }
     d.events.emit(&Event {
         name: "session.launch",
         status: Some("ok"),

@@ -14,7 +14,6 @@ pub mod settings;
 pub mod web;
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,17 +25,47 @@ use journal::{Audit, AuditRow, Event, Events};
 
 pub const INSIDE_SESSION: &str = "this command cannot be run from inside a relay session";
 
-pub fn random_hex(bytes: usize) -> String {
+/// `bytes` random bytes as lowercase hex, from the kernel's generator (`getrandom` on
+/// Linux, `getentropy` elsewhere): no descriptor is opened, so descriptor pressure
+/// cannot stop relay from minting secrets. An error is the caller's to answer; the
+/// daemon never exits over it once started.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_err()
-    {
-        // No randomness, no secrets: refuse to go on rather than mint guessable ones.
-        eprintln!("relay: cannot read /dev/urandom");
-        std::process::exit(70);
+    fill_random(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // Safety: the kernel writes at most `rest.len()` bytes into `rest`, which is a
+        // live, exclusively borrowed slice.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(())
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
+    // getentropy takes at most 256 bytes per call.
+    for chunk in buf.chunks_mut(256) {
+        // Safety: the kernel writes exactly `chunk.len()` (≤ 256) bytes into `chunk`, a
+        // live, exclusively borrowed slice.
+        if unsafe { libc::getentropy(chunk.as_mut_ptr().cast(), chunk.len()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -319,7 +348,7 @@ impl Daemon {
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
         }
-        self.audit.record(&AuditRow {
+        let row = self.audit.record(&AuditRow {
             action: "session_end",
             session_id: Some(e.id.clone()),
             kind: Some(launch::kind_name(e.kind).into()),
@@ -331,6 +360,10 @@ impl Daemon {
             signal,
             ..Default::default()
         });
+        if let Err(err) = row {
+            // The session has ended either way; the event below still records it.
+            eprintln!("relay: audit: session_end of {}: {err}", e.id);
+        }
         self.events.emit(&Event {
             name: "session.exited",
             status: Some("ok"),
@@ -419,7 +452,7 @@ fn api_token(path: &Path) -> std::io::Result<String> {
         .open(path)
     {
         Ok(mut f) => {
-            let t = random_hex(32);
+            let t = random_hex(32)?;
             f.write_all(t.as_bytes())?;
             Ok(t)
         }
@@ -475,6 +508,12 @@ fn sibling(name: &str) -> PathBuf {
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
+    // Room for what a flood of connections cannot take (src/listen.rs).
+    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
+        eprintln!("relay: raise the descriptor limit: {e}");
+        crate::listen::nofile()
+    });
+    let cap = crate::listen::connection_cap(nofile);
     let home =
         paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
     let tmp = std::env::var_os("TMPDIR")
@@ -501,15 +540,25 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     }
     let token = api_token(&paths.api_token())
         .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
+    let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
     let host = Arc::new(hostlink::HostLink::new(
         paths.host_state(),
         sibling("relay-sessions"),
         sibling("relay-shim"),
         paths.bridge(),
+        host_secret,
     ));
+    let audit = Audit::new(paths.audit());
+    audit
+        .open()
+        .map_err(|e| format!("{}: {e}", paths.audit().display()))?;
+    let events = Events::new(paths.events());
+    events
+        .open()
+        .map_err(|e| format!("{}: {e}", paths.events().display()))?;
     let daemon = Arc::new(Daemon {
-        audit: Audit::new(paths.audit()),
-        events: Events::new(paths.events()),
+        audit,
+        events,
         paths,
         home,
         tmp,
@@ -538,7 +587,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         .map(|s| s.api.listen.clone())
         .unwrap_or_default();
 
-    bridge::serve(daemon.clone(), &daemon.paths.bridge())
+    bridge::serve(daemon.clone(), &daemon.paths.bridge(), cap)
         .await
         .map_err(|e| format!("bridge socket: {e}"))?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -575,9 +624,9 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
             watcher.check_token().await;
         }
     });
-    tokio::spawn(api::serve_unix(daemon.clone(), unix));
+    tokio::spawn(api::serve_unix(daemon.clone(), unix, cap));
     if let Some(l) = tcp {
-        tokio::spawn(api::serve_tcp(daemon.clone(), l));
+        tokio::spawn(api::serve_tcp(daemon.clone(), l, cap));
     }
     let ready = serde_json::json!({
         "pid": std::process::id(),

@@ -34,12 +34,12 @@ pub struct WebAuth {
 }
 
 impl WebAuth {
-    pub fn new_code(&self) -> String {
-        let code = super::random_hex(16);
+    pub fn new_code(&self) -> std::io::Result<String> {
+        let code = super::random_hex(16)?;
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
         codes.retain(|_, t| t.elapsed() < CODE_TTL);
         codes.insert(code.clone(), Instant::now());
-        code
+        Ok(code)
     }
 
     /// Trades a code (single use) for a session id.
@@ -52,7 +52,13 @@ impl WebAuth {
         if issued.elapsed() >= CODE_TTL {
             return None;
         }
-        let sid = super::random_hex(32);
+        let sid = match super::random_hex(32) {
+            Ok(sid) => sid,
+            Err(e) => {
+                eprintln!("relay: settings page session: random bytes: {e}");
+                return None;
+            }
+        };
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.retain(|_, t| t.elapsed() < SESSION_TTL);
         sessions.insert(sid.clone(), Instant::now());
@@ -81,7 +87,7 @@ mod tests {
     #[test]
     fn codes_are_single_use_and_cookies_must_match() {
         let w = WebAuth::default();
-        let code = w.new_code();
+        let code = w.new_code().unwrap();
         let sid = w.redeem(&code).expect("first use");
         assert!(w.redeem(&code).is_none(), "a code works once");
         assert!(w.cookie_ok(Some(&format!("a=b; {COOKIE}={sid}"))));

@@ -193,6 +193,11 @@ pub fn run() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    // Room for what a flood of connections cannot take (src/listen.rs).
+    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
+        eprintln!("relay-sessions: raise the descriptor limit: {e}");
+        crate::listen::nofile()
+    });
     if let Err(e) = fds::reserve_placeholders() {
         eprintln!("relay-sessions: reserve descriptors: {e}");
         return ExitCode::from(70);
@@ -214,7 +219,8 @@ pub fn run() -> ExitCode {
             return ExitCode::from(70);
         }
     };
-    match rt.block_on(server::serve(Arc::new(Host::new(cfg)))) {
+    let cap = crate::listen::connection_cap(nofile);
+    match rt.block_on(server::serve(Arc::new(Host::new(cfg)), cap)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("relay-sessions: {e}");

@@ -28,6 +28,9 @@ use crate::protocol::{
 
 /// Largest accepted request body (a launch request with its argv, env and token).
 pub const BODY_MAX: usize = 256 * 1024;
+/// A request head (the first, or the next on a kept-alive connection) and a body must
+/// each arrive within this; an idle connection is closed after it.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Resp = Response<Full<Bytes>>;
 
@@ -81,13 +84,20 @@ fn authorized(req: &Request<Incoming>, secret: &str) -> bool {
 
 async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
     let body = Limited::new(req.into_body(), BODY_MAX);
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => {
+    let bytes = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
+        Ok(Ok(c)) => c.to_bytes(),
+        Ok(Err(_)) => {
             return Err(error(
                 413,
                 "payload_too_large",
                 format!("request body larger than {BODY_MAX} bytes or unreadable"),
+            ))
+        }
+        Err(_) => {
+            return Err(error(
+                408,
+                "request_timeout",
+                format!("request body not received within {READ_TIMEOUT:?}"),
             ))
         }
     };
@@ -321,7 +331,7 @@ async fn end_all(host: &Arc<Host>) {
 
 /// Listens, announces `ready`, serves until SIGTERM or until stdin closes (the daemon
 /// is gone), then ends every session.
-pub async fn serve(host: Arc<Host>) -> std::io::Result<()> {
+pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
     prepare_dirs(&host)?;
     let sock = host.cfg.socket_path();
     match std::fs::remove_file(&sock) {
@@ -350,25 +360,27 @@ pub async fn serve(host: Arc<Host>) -> std::io::Result<()> {
         }
     };
     tokio::pin!(stdin_closed);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let peer_ok = parent.is_some() && crate::peer::peer_pid(&stream) == parent;
-                let host = host.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| handle(host.clone(), peer_ok, req));
-                    let _ = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(Duration::from_secs(10))
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .with_upgrades()
-                        .await;
-                });
+    // At most `cap` connections at once; an accept that fails for lack of descriptors
+    // pauses instead of spinning (src/listen.rs).
+    let served = host.clone();
+    let accepting =
+        crate::listen::serve("relay-sessions: host.sock", listener, cap, move |stream| {
+            let peer_ok = parent.is_some() && crate::peer::peer_pid(&stream) == parent;
+            let host = served.clone();
+            async move {
+                let svc = service_fn(move |req| handle(host.clone(), peer_ok, req));
+                let _ = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(READ_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .with_upgrades()
+                    .await;
             }
-            _ = term.recv() => break,
-            _ = &mut stdin_closed => break,
-        }
+        });
+    tokio::select! {
+        _ = accepting => {}
+        _ = term.recv() => {}
+        _ = &mut stdin_closed => {}
     }
     end_all(&host).await;
     let _ = std::fs::remove_file(&sock);

@@ -1,8 +1,12 @@
 //! Denied ports hold for every way into TCP (MPTCP, TCP Fast Open, io_uring), probed
 //! from inside a real bwrap session; and a flood of connections cannot take relay down.
 
-use std::io::Read;
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::{json, Value};
@@ -207,4 +211,268 @@ fn a_session_cannot_reach_a_denied_port_through_mptcp_or_tcp_fast_open() {
         &mut wrong,
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A sustained flood: connections to `addr`, each with a request head that never ends,
+/// opened until the listener takes no more (a connect times out: its backlog is full)
+/// or `n` are open; whenever the other side closes one, a new one is tried.
+struct Flood {
+    stop: Arc<AtomicBool>,
+    open: Arc<AtomicUsize>,
+    saturated: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flood {
+    fn start(addr: &str, n: usize) -> Flood {
+        let addr: std::net::SocketAddr = addr.parse().expect("api address");
+        let stop = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(AtomicUsize::new(0));
+        let saturated = Arc::new(AtomicBool::new(false));
+        let (stop2, open2, sat2) = (stop.clone(), open.clone(), saturated.clone());
+        let thread = std::thread::spawn(move || {
+            let mut conns: Vec<TcpStream> = Vec::new();
+            while !stop2.load(Ordering::SeqCst) {
+                while conns.len() < n {
+                    match TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+                        Ok(mut s) => {
+                            if s.write_all(b"POST /api/sessions HTTP/1.1\r\nX-Half: ")
+                                .is_ok()
+                            {
+                                conns.push(s);
+                            }
+                        }
+                        Err(_) => {
+                            sat2.store(true, Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                }
+                if conns.len() == n {
+                    sat2.store(true, Ordering::SeqCst);
+                }
+                open2.store(conns.len(), Ordering::SeqCst);
+                // Wait (bounded, so `stop` is seen) for the daemon to answer or close one.
+                let mut fds: Vec<libc::pollfd> = conns
+                    .iter()
+                    .map(|s| libc::pollfd {
+                        fd: s.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .collect();
+                // Safety: `fds` is a live array of pollfd of the length passed.
+                unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+                let closed: Vec<i32> = fds
+                    .iter()
+                    .filter(|p| p.revents != 0)
+                    .map(|p| p.fd)
+                    .collect();
+                conns.retain(|s| !closed.contains(&s.as_raw_fd()));
+            }
+        });
+        Flood {
+            stop,
+            open,
+            saturated,
+            thread: Some(thread),
+        }
+    }
+
+    fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    fn saturated(&self) -> bool {
+        self.saturated.load(Ordering::SeqCst)
+    }
+
+    /// Stops the flood and closes every connection.
+    fn end(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_flood_of_half_sent_api_connections_does_not_take_relay_down() {
+    // A daemon with 256 descriptors: the flood below holds more connections than that.
+    let mut r = Relay::prepare(None, false);
+    r.nofile_limit = Some(256);
+    r.write_settings(&base_settings(None));
+    r.launch_daemon();
+    let addr = r.ready["api"].as_str().expect("api address").to_string();
+    let token = std::fs::read_to_string(r.config.join("api-token")).unwrap();
+    let bearer = format!("Authorization: Bearer {}\r\n", token.trim());
+
+    // A session that runs through the whole flood.
+    let before = r.shell_terminal("exec sleep 600");
+    let before_id = before["id"].as_str().unwrap().to_string();
+
+    // Up to 400 held connections: more than the daemon has descriptors. The listener
+    // takes what it will and the kernel's backlog (128) the rest, then connects time out.
+    let flood = Flood::start(&addr, 400);
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || flood.saturated()),
+        "the flood never filled the listener ({} open)",
+        flood.open()
+    );
+    let held = flood.open();
+
+    // While flooded: the owner's launches over relay.sock work, each is audited, and
+    // the session from before keeps running.
+    let (status, v, _) = r.api("GET", "/api/status", None);
+    assert_eq!(status, 200, "{v}");
+    let mut during = Vec::new();
+    for i in 0..3 {
+        let v = r.shell_terminal(&format!("echo during-{i}"));
+        let id = v["id"].as_str().unwrap().to_string();
+        assert_eq!(r.wait_exited(&id)["exit_status"], 0);
+        during.push(id);
+    }
+    let rows = r.audit_rows();
+    for id in during.iter().chain([&before_id]) {
+        assert!(
+            rows.iter().any(|row| row["session_id"] == id.as_str()
+                && row["action"] == "session_launch"
+                && row["outcome"] == "allowed"),
+            "no launch row for {id}: {rows:?}"
+        );
+    }
+    for id in &during {
+        assert!(
+            rows.iter()
+                .any(|row| row["session_id"] == id.as_str() && row["action"] == "session_end"),
+            "no end row for {id}: {rows:?}"
+        );
+    }
+    eprintln!(
+        "flood: {held} connections held, {} at the end",
+        flood.open()
+    );
+    flood.end();
+    // The daemon never ran short of descriptors: it served 32 of them at a time (an
+    // eighth of its descriptors) and said so.
+    let out = r.output_text();
+    assert!(
+        !out.contains("Too many open files") && !out.contains("urandom"),
+        "the daemon ran short of descriptors:\n{out}"
+    );
+    assert!(
+        out.contains("relay: api (tcp): 32 connections open (the limit)"),
+        "no sign of the connection cap; output:\n{out}"
+    );
+
+    // After the flood: the TCP listener serves again, launches work, and the session
+    // from before never ended.
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || relay_e2e::tcp_http(
+            &addr,
+            "GET",
+            "/api/status",
+            &bearer
+        )
+        .0 == 200),
+        "the TCP listener did not come back"
+    );
+    let after = r.shell_terminal("echo after");
+    assert_eq!(
+        r.wait_exited(after["id"].as_str().unwrap())["exit_status"],
+        0
+    );
+    let list = r.cli_json(&["terminal", "list"]);
+    let still = list["terminals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == before_id.as_str())
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(still["state"], "running", "{list}");
+    assert!(
+        !r.all_events()
+            .iter()
+            .any(|e| e["name"] == "session.exited" && e["session_id"] == before_id.as_str()),
+        "the session from before ended"
+    );
+    let out = r.output_text();
+    assert!(
+        !out.contains("Too many open files"),
+        "the daemon ran short of descriptors:\n{out}"
+    );
+    // And it is still the same daemon: SIGTERM ends it with 0.
+    let st = r.stop().expect("the daemon was running");
+    assert_eq!(st.code(), Some(0), "{st:?}\n{}", r.output_text());
+}
+
+#[test]
+fn an_audit_row_that_cannot_be_written_refuses_the_launch() {
+    let mut s = base_settings(None);
+    s["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "open", "command": "/bin/sh", "sandbox": false}));
+    let r = Relay::start(s);
+    let audit = r.config.join("audit.jsonl");
+    // A folder where the log was: no row can be written.
+    let _ = std::fs::remove_file(&audit);
+    std::fs::create_dir(&audit).unwrap();
+    let marker = "987654";
+    let out = r.cli(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "open",
+        "--extra-arg",
+        "-c",
+        "--extra-arg",
+        &format!("exec sleep {marker}"),
+        "--json",
+    ]);
+    assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("audit_unavailable") && out.stderr.contains("audit.jsonl"),
+        "{}",
+        out.stderr
+    );
+    let ev = r.wait_event(|e| e["name"] == "session.launch" && e["status"] == "error");
+    assert_eq!(ev["code"], "audit_unavailable", "{ev}");
+    // Nothing runs: no terminal is listed, and the program it started is gone.
+    let list = r.cli_json(&["terminal", "list"]);
+    assert_eq!(list["terminals"], json!([]), "{list}");
+    let running = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|c| c == format!("sleep\0{marker}\0").as_bytes())
+    };
+    assert!(
+        relay_e2e::wait::until(Duration::from_secs(5), || !running()),
+        "the unaudited session still runs"
+    );
+
+    // The log back: launches are audited and run again.
+    std::fs::remove_dir(&audit).unwrap();
+    let v = r.shell_terminal("echo audited");
+    let id = v["id"].as_str().unwrap();
+    r.wait_exited(id);
+    assert!(
+        r.audit_rows()
+            .iter()
+            .any(|row| row["session_id"] == id && row["outcome"] == "allowed"),
+        "{:?}",
+        r.audit_rows()
+    );
 }
