@@ -33,6 +33,13 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// A full listener says so at most this often.
 const FULL_NOTE_EVERY: Duration = Duration::from_secs(60);
 
+/// One line on stderr. A broken stderr (a closed terminal) is ignored: `eprintln!` would
+/// panic there and take the accept loop with it.
+pub fn log(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{args}");
+}
+
 /// Raises the soft descriptor limit to the hard one and returns the soft limit now in
 /// force. macOS refuses a soft limit above `OPEN_MAX` (10240) even when the hard limit
 /// is unlimited, so that is tried next.
@@ -134,7 +141,9 @@ where
             Ok(s) => s,
             Err(_) => {
                 if full_noted.is_none_or(|t| t.elapsed() >= FULL_NOTE_EVERY) {
-                    eprintln!("{name}: {cap} connections open (the limit); new ones wait");
+                    log(format_args!(
+                        "{name}: {cap} connections open (the limit); new ones wait"
+                    ));
                     full_noted = Some(Instant::now());
                 }
                 match slots.clone().acquire_owned().await {
@@ -147,10 +156,10 @@ where
         match listener.accept_one().await {
             Ok(conn) => {
                 if let Some(since) = paused_since.take() {
-                    eprintln!(
+                    log(format_args!(
                         "{name}: accepting again after {} ms",
                         since.elapsed().as_millis()
-                    );
+                    ));
                 }
                 pause = MIN_PAUSE;
                 let fut = handle(conn);
@@ -163,7 +172,7 @@ where
             Err(e) => {
                 drop(slot);
                 if paused_since.is_none() {
-                    eprintln!("{name}: accept: {e}; pausing");
+                    log(format_args!("{name}: accept: {e}; pausing"));
                     paused_since = Some(Instant::now());
                 }
                 tokio::time::sleep(pause).await;

@@ -234,7 +234,10 @@ impl Events {
                 obj.insert("ts".into(), now_ms().into());
             }
             if let Err(e) = self.file.append(&v) {
-                eprintln!("relay: write {}: {e}", self.file.path.display());
+                crate::listen::log(format_args!(
+                    "relay: write {}: {e}",
+                    self.file.path.display()
+                ));
             }
             inner.1.push_back(v);
             if inner.1.len() > EVENTS_KEPT {

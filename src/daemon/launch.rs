@@ -182,7 +182,7 @@ impl Attempt<'_> {
         row.error = Some(e.message.clone());
         if let Err(err) = self.d.audit.record(&row) {
             // The launch is refused either way; the event below still records it.
-            eprintln!("relay: audit: refused launch: {err}");
+            crate::listen::log(format_args!("relay: audit: refused launch: {err}"));
         }
         self.d.events.emit(&Event {
             name: "session.launch",

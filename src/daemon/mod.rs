@@ -362,7 +362,7 @@ impl Daemon {
         });
         if let Err(err) = row {
             // The session has ended either way; the event below still records it.
-            eprintln!("relay: audit: session_end of {}: {err}", e.id);
+            crate::listen::log(format_args!("relay: audit: session_end of {}: {err}", e.id));
         }
         self.events.emit(&Event {
             name: "session.exited",

@@ -55,7 +55,9 @@ impl WebAuth {
         let sid = match super::random_hex(32) {
             Ok(sid) => sid,
             Err(e) => {
-                eprintln!("relay: settings page session: random bytes: {e}");
+                crate::listen::log(format_args!(
+                    "relay: settings page session: random bytes: {e}"
+                ));
                 return None;
             }
         };
