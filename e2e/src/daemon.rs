@@ -26,6 +26,9 @@ pub struct RelayOptions {
     /// Keep the config dir at `~/.config/relay` (the platform default) instead of
     /// beside the home folder.
     pub config_in_home: bool,
+    /// `PATH` for the daemon and every CLI call, `~/` against the instance's home;
+    /// `~/.local/bin:/usr/local/bin:/usr/bin:/bin` when `None`.
+    pub path: Option<String>,
 }
 
 pub struct Relay {
@@ -40,6 +43,8 @@ pub struct Relay {
     /// Start `relay serve` with this soft and hard `RLIMIT_NOFILE` (set before
     /// `launch_daemon`), so a descriptor flood is cheap to make.
     pub nofile_limit: Option<u64>,
+    /// See [`RelayOptions::path`].
+    pub path: Option<String>,
     child: Option<Child>,
     pub ready: Value,
     /// The settings last written, for the Seatbelt policy file.
@@ -79,11 +84,13 @@ impl Relay {
             settings,
             uid: None,
             config_in_home: false,
+            path: None,
         })
     }
 
     pub fn start_with(opts: RelayOptions) -> Relay {
         let mut r = Self::prepare(opts.uid, opts.config_in_home);
+        r.path = opts.path;
         if !opts.settings.is_null() {
             r.write_settings(&opts.settings);
         }
@@ -136,6 +143,7 @@ impl Relay {
             bin_dir,
             uid,
             nofile_limit: None,
+            path: None,
             child: None,
             ready: Value::Null,
             settings: Mutex::new(Value::Null),
@@ -146,10 +154,18 @@ impl Relay {
     }
 
     fn env(&self, cmd: &mut Command) {
-        let path = format!(
-            "{}:/usr/local/bin:/usr/bin:/bin",
-            self.home.join(".local/bin").display()
-        );
+        let home = self.home.display().to_string();
+        let path = self
+            .path
+            .as_deref()
+            .unwrap_or("~/.local/bin:/usr/local/bin:/usr/bin:/bin")
+            .split(':')
+            .map(|d| match d.strip_prefix("~/") {
+                Some(rest) => format!("{home}/{rest}"),
+                None => d.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(":");
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("TMPDIR", &self.tmp)

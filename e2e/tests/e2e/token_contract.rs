@@ -337,6 +337,7 @@ fn t09_an_unreadable_token_file_refuses_the_terminal_naming_the_path() {
         settings: base_settings(Some(TOKEN_SETTING)),
         uid: Some(NOBODY),
         config_in_home: false,
+        path: None,
     });
     let path = r.write_token(&token);
     std::os::unix::fs::chown(&path, Some(0), Some(0)).unwrap();
@@ -524,6 +525,7 @@ fn t14_a_session_cannot_rename_the_folders_above_the_config_dir_or_the_token() {
         settings: s,
         uid: None,
         config_in_home: true,
+        path: None,
     });
     let path = r.write_token(&token);
     let (id, _) = start_session(&r);
