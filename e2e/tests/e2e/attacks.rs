@@ -536,8 +536,7 @@ echo end
 "#;
 
 #[test]
-fn a_session_cannot_create_the_token_folder_or_plant_a_link_at_the_token_path() {
-    let token = fake_token();
+fn a_session_cannot_create_the_token_folder_while_the_token_is_missing() {
     let r = Relay::start(settings(true, &[("home-rw", json!({"read_write": ["~"]}))]));
     let path = r.token_path();
     let folder = path.parent().unwrap().to_path_buf();
@@ -557,6 +556,14 @@ fn a_session_cannot_create_the_token_folder_or_plant_a_link_at_the_token_path() 
     );
     assert!(!folder.exists());
     run_ok(&r, "p1", "shell", "true");
+}
+
+#[test]
+fn a_session_cannot_plant_a_link_at_the_token_path_before_the_token_is_saved() {
+    let token = fake_token();
+    let r = Relay::start(settings(true, &[("home-rw", json!({"read_write": ["~"]}))]));
+    let path = r.token_path();
+    let folder = path.parent().unwrap().to_path_buf();
 
     // The folder exists and the token does not yet.
     std::fs::create_dir_all(&folder).unwrap();
