@@ -487,6 +487,18 @@ sys.stdout.buffer.write(data)
         }
     }
 
+    /// One turn of a headless session over the API (`POST /api/sessions/{id}/message`),
+    /// which must answer 200: the reply's text.
+    pub fn turn(&self, id: &str, text: &str) -> String {
+        let (status, v, _) = self.api(
+            "POST",
+            &format!("/api/sessions/{id}/message"),
+            Some(&json!({ "text": text })),
+        );
+        assert_eq!(status, 200, "message: {v}");
+        v["text"].as_str().unwrap_or_default().to_string()
+    }
+
     pub fn wait_exited(&self, id: &str) -> Value {
         self.wait_event(|e| e["name"] == "session.exited" && e["session_id"] == id)
     }

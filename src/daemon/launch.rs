@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::guard;
+use super::guard::{self, expand};
 use super::journal::{AuditRow, Event};
 use super::settings::{self, BackendChoice, Settings, Template};
 use super::{Daemon, Entry, EntryState};
@@ -94,16 +94,6 @@ pub const PROVIDER_ARGS: &[&str] = &[
     "stream-json",
     "--verbose",
 ];
-
-fn expand(path: &str, home: &Path) -> PathBuf {
-    if path == "~" {
-        home.to_path_buf()
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        home.join(rest)
-    } else {
-        PathBuf::from(path)
-    }
-}
 
 /// Finds a program the way the shim will: a path is taken as is, a name is searched in
 /// the absolute entries of `path_env`.

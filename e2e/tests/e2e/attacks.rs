@@ -75,16 +75,6 @@ fn start_session(r: &Relay) -> (u16, Value, Vec<u8>) {
     r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})))
 }
 
-fn turn(r: &Relay, id: &str, text: &str) -> String {
-    let (status, v, _) = r.api(
-        "POST",
-        &format!("/api/sessions/{id}/message"),
-        Some(&json!({"text": text})),
-    );
-    assert_eq!(status, 200, "message: {v}");
-    v["text"].as_str().unwrap_or_default().to_string()
-}
-
 /// A `400 sandbox_unavailable` whose message holds every one of `needles`.
 fn assert_refused(status: u16, v: &Value, needles: &[&str]) {
     assert_eq!((status, v["code"].as_str()), (400, Some(REFUSED)), "{v}");
@@ -145,6 +135,23 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// A token session's turn is answered by the real program, which got the token, and
+/// no wrapper left a copy in the project.
+fn the_real_program_gets_the_token(r: &Relay, token: &str) {
+    let (status, v, _) = start_session(r);
+    assert_eq!(status, 201, "{v}");
+    let sid = v["id"].as_str().unwrap();
+    assert_eq!(r.turn(sid, "hi"), "echo: hi");
+    assert!(
+        !r.project.join("stolen").exists(),
+        "the wrapper got the token"
+    );
+    assert_eq!(
+        r.start_line(sid)["token_sha256"],
+        sha256_hex(token.as_bytes())
+    );
+}
+
 /// Every way a session with `~` read-write could swap the program a token launch runs for
 /// a wrapper that copies fd 5 into the project and runs (a copy of) the real program with
 /// the copy. Each line of `$TMPDIR/attempts` says whether one worked.
@@ -180,18 +187,7 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
     r.wait_exited(&id);
 
     // The next token launch runs the real program, and the token reaches it alone.
-    let (status, v, _) = start_session(&r);
-    assert_eq!(status, 201, "{v}");
-    let sid = v["id"].as_str().unwrap();
-    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
-    assert!(
-        !r.project.join("stolen").exists(),
-        "the wrapper got the token"
-    );
-    assert_eq!(
-        r.start_line(sid)["token_sha256"],
-        sha256_hex(token.as_bytes())
-    );
+    the_real_program_gets_the_token(&r, &token);
 
     let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
     assert!(attempts.ends_with("end\n"), "{attempts}");
@@ -234,18 +230,7 @@ fn a_program_planted_before_the_token_setting_never_gets_the_token() {
 
     r.write_settings(&settings(true, &templates));
     let path = r.write_token(&token);
-    let (status, v, _) = start_session(&r);
-    assert_eq!(status, 201, "{v}");
-    let sid = v["id"].as_str().unwrap();
-    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
-    assert!(
-        !r.project.join("stolen").exists(),
-        "the wrapper got the token"
-    );
-    assert_eq!(
-        r.start_line(sid)["token_sha256"],
-        sha256_hex(token.as_bytes())
-    );
+    the_real_program_gets_the_token(&r, &token);
     assert_eq!(std::fs::read_link(&link).unwrap(), real);
     assert_eq!(
         std::fs::read(&real).unwrap(),
@@ -300,7 +285,7 @@ fn an_unpinned_session_that_can_write_the_program_refuses_token_launches() {
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let sid = v["id"].as_str().unwrap();
-    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
+    assert_eq!(r.turn(sid, "hi"), "echo: hi");
     assert_eq!(
         r.start_line(sid)["token_sha256"],
         sha256_hex(token.as_bytes())
@@ -449,7 +434,7 @@ fn a_token_saved_by_rename_while_a_session_runs_stays_hidden() {
     assert_eq!(status, 201, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
     let cat = format!("!sh cat {}", path.display());
-    let reply = turn(&r, &id, &cat);
+    let reply = r.turn(&id, &cat);
     assert!(!reply.starts_with("exit: 0"), "{reply}");
 
     // The person saves a new token the way editors and `mv` do: a new file renamed over.
@@ -460,17 +445,17 @@ fn a_token_saved_by_rename_while_a_session_runs_stays_hidden() {
         p = path.display(),
         d = path.parent().unwrap().display()
     );
-    let reply = turn(&r, &id, &probe);
+    let reply = r.turn(&id, &probe);
     assert!(!reply.starts_with("exit: 0"), "{reply}");
     for (t, which) in [(&first, "old"), (&second, "new")] {
         let place = format!("the session's reads after the rename (the {which} token)");
         assert_absent(reply.as_bytes(), t, &place);
     }
-    let reply = turn(&r, &id, &cat);
+    let reply = r.turn(&id, &cat);
     assert!(!reply.starts_with("exit: 0"), "{reply}");
     assert_absent(reply.as_bytes(), &second, "the session's reads");
     // Hidden, so relay had no reason to stop it.
-    assert_eq!(turn(&r, &id, "still here"), "echo: still here");
+    assert_eq!(r.turn(&id, "still here"), "echo: still here");
     for t in [&first, &second] {
         assert_token_in_no_file(&r, t, &path);
     }
@@ -486,7 +471,7 @@ fn a_token_folder_replaced_while_a_session_runs_stops_the_session() {
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
-    assert_eq!(turn(&r, &id, "hi"), "echo: hi");
+    assert_eq!(r.turn(&id, "hi"), "echo: hi");
 
     // A new folder put in place of the old: the session's mask sits on the old one.
     let folder = path.parent().unwrap();
@@ -508,7 +493,7 @@ fn a_token_folder_replaced_while_a_session_runs_stops_the_session() {
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let next = v["id"].as_str().unwrap();
-    let reply = turn(&r, next, &format!("!sh cat {}", path.display()));
+    let reply = r.turn(next, &format!("!sh cat {}", path.display()));
     assert!(!reply.starts_with("exit: 0"), "{reply}");
     assert_eq!(
         r.start_line(next)["token_sha256"],
@@ -748,18 +733,7 @@ fn a_second_hard_link_to_the_claude_program_refuses_token_launches() {
         "the program changed"
     );
 
-    let (status, v, _) = start_session(&r);
-    assert_eq!(status, 201, "{v}");
-    let sid = v["id"].as_str().unwrap();
-    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
-    assert!(
-        !r.project.join("stolen").exists(),
-        "the wrapper got the token"
-    );
-    assert_eq!(
-        r.start_line(sid)["token_sha256"],
-        sha256_hex(token.as_bytes())
-    );
+    the_real_program_gets_the_token(&r, &token);
     assert_token_in_no_file(&r, &token, &path);
 }
 
@@ -781,7 +755,7 @@ fn a_program_planted_in_path_never_runs_beside_the_token() {
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let sid = v["id"].as_str().unwrap();
-    let reply = turn(&r, sid, "!sh git --version");
+    let reply = r.turn(sid, "!sh git --version");
     assert!(!reply.contains("planted"), "{reply}");
     assert!(!marker.exists(), "the planted git ran beside the token");
     let line = r.start_line(sid);
@@ -866,7 +840,7 @@ fn a_template_path_cannot_point_the_token_launch_at_another_claude() {
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let sid = v["id"].as_str().unwrap();
-    assert_eq!(turn(&r, sid, "hi"), "echo: hi");
+    assert_eq!(r.turn(sid, "hi"), "echo: hi");
     assert!(
         !r.project.join("stolen").exists(),
         "the wrapper got the token"

@@ -51,7 +51,7 @@ fn launch() -> Launched {
     assert_eq!(status, 201, "session start: {v}");
     assert_absent(&raw, &token, "the 201 body");
     let session = v["id"].as_str().unwrap().to_string();
-    assert_eq!(turn(&r, &session, "hi"), "echo: hi");
+    assert_eq!(r.turn(&session, "hi"), "echo: hi");
     // The launch path works: the token reached the agent on fd 5.
     let line = r.start_line(&session);
     assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()), "{line}");
@@ -63,22 +63,12 @@ fn launch() -> Launched {
     }
 }
 
-fn turn(r: &Relay, id: &str, text: &str) -> String {
-    let (status, v, _) = r.api(
-        "POST",
-        &format!("/api/sessions/{id}/message"),
-        Some(&json!({"text": text})),
-    );
-    assert_eq!(status, 200, "message: {v}");
-    v["text"].as_str().unwrap_or_default().to_string()
-}
-
 /// The checks that did not hold for the session: from the fake's answers for its one
 /// launch on Linux, from probes inside it on macOS.
 fn failures(l: &Launched, checks: &[Check]) -> Vec<String> {
     if seatbelt::enforced() {
         let script = seatbelt::probe_script(checks, &l.r.home.join("scratch"));
-        let out = turn(&l.r, &l.session, &format!("!sh {script}"));
+        let out = l.r.turn(&l.session, &format!("!sh {script}"));
         assert_absent(out.as_bytes(), &l.token, "a probe's reply");
         return seatbelt::failed_probes(&out, checks);
     }
@@ -189,8 +179,7 @@ fn seatbelt_session_cannot_rename_unlink_or_clone_the_folders_above_the_token_or
     );
     // Renaming something that is not above a denied path still works.
     let sibling = l.r.home.join("scratch");
-    let moved = turn(
-        &l.r,
+    let moved = l.r.turn(
         &l.session,
         &format!(
             "!sh mv '{0}' '{0}.moved' && mv '{0}.moved' '{0}' && echo renamed",

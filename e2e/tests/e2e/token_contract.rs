@@ -16,16 +16,6 @@ fn start_session(r: &Relay) -> (String, Vec<u8>) {
     (v["id"].as_str().unwrap().to_string(), raw)
 }
 
-fn turn(r: &Relay, id: &str, text: &str) -> String {
-    let (status, v, _) = r.api(
-        "POST",
-        &format!("/api/sessions/{id}/message"),
-        Some(&json!({"text": text})),
-    );
-    assert_eq!(status, 200, "message: {v}");
-    v["text"].as_str().unwrap_or_default().to_string()
-}
-
 fn with_template_env(mut s: Value, template: &str, env: Value) -> Value {
     for t in s["terminal_templates"].as_array_mut().unwrap() {
         if t["id"] == template {
@@ -55,7 +45,7 @@ fn t01_setting_empty_session_has_no_token_terminal_keeps_template_value() {
         .push(json!({"id": "tool", "command": "claude", "env": {FD_VAR: "9"}}));
     let r = Relay::start(s);
     let (id, _) = start_session(&r);
-    assert_eq!(turn(&r, &id, "hi"), "echo: hi");
+    assert_eq!(r.turn(&id, "hi"), "echo: hi");
     let line = r.start_line(&id);
     assert!(line["env"].get(FD_VAR).is_none(), "{line}");
     assert!(line.get("token_sha256").is_none(), "{line}");
@@ -70,7 +60,7 @@ fn t02_sandboxed_session_gets_the_token_on_fd5_after_its_hello() {
     let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&token);
     let (id, raw) = start_session(&r);
-    assert_eq!(turn(&r, &id, "hello"), "echo: hello");
+    assert_eq!(r.turn(&id, "hello"), "echo: hello");
     let line = r.start_line(&id);
     assert_eq!(line["env"][FD_VAR], "5", "{line}");
     assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()), "{line}");
@@ -130,10 +120,10 @@ fn t04_a_rewritten_token_file_reaches_the_next_launch_without_restart() {
     let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&first);
     let (a, _) = start_session(&r);
-    turn(&r, &a, "one");
+    r.turn(&a, "one");
     r.write_token(&second);
     let (b, _) = start_session(&r);
-    turn(&r, &b, "two");
+    r.turn(&b, "two");
     assert_eq!(
         r.start_line(&a)["token_sha256"],
         sha256_hex(first.as_bytes())
@@ -148,7 +138,7 @@ fn t04_a_rewritten_token_file_reaches_the_next_launch_without_restart() {
     r.write_token(&third);
     let resumed = r.cli_json(&["session", "resume", "--id", &a]);
     assert_eq!(resumed["state"], "running", "{resumed}");
-    turn(&r, &a, "three");
+    r.turn(&a, "three");
     let shas: Vec<Value> = r
         .start_lines()
         .into_iter()
@@ -177,7 +167,7 @@ fn t05_the_token_is_in_no_answer_listing_audit_event_or_file() {
     let mut r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&token);
     let (id, session_body) = start_session(&r);
-    let reply = turn(&r, &id, "a turn");
+    let reply = r.turn(&id, "a turn");
     let term = r.auth_status_terminal("claude-code");
     let (_, _, sessions) = r.api("GET", "/api/sessions", None);
     let terminals = r.cli_json(&["terminal", "list"]);
@@ -229,19 +219,18 @@ fn t06_a_session_cannot_cat_the_token_although_config_is_granted_read() {
     let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&token);
     let (id, _) = start_session(&r);
-    let reply = turn(&r, &id, &format!("!sh cat {}", path.display()));
+    let reply = r.turn(&id, &format!("!sh cat {}", path.display()));
     assert!(!reply.starts_with("exit: 0"), "{reply}");
     assert_absent(reply.as_bytes(), &token, "the reply");
     // The grant works: `~/.config` is readable. Only the token's own folder is masked,
     // whole (so a token saved there later by rename stays hidden).
     let folder = path.parent().unwrap();
-    let ls = turn(
-        &r,
+    let ls = r.turn(
         &id,
         &format!("!sh ls {}", folder.parent().unwrap().display()),
     );
     assert!(ls.starts_with("exit: 0") && ls.contains("acme-ltt"), "{ls}");
-    let ls = turn(&r, &id, &format!("!sh ls {}", folder.display()));
+    let ls = r.turn(&id, &format!("!sh ls {}", folder.display()));
     assert!(!ls.starts_with("exit: 0"), "{ls}");
     assert_token_nowhere(&r, &token, &path, &[]);
 }
@@ -534,13 +523,13 @@ fn t14_a_session_cannot_rename_the_folders_above_the_config_dir_or_the_token() {
         "mv \"$HOME/.config/acme-ltt\" \"$HOME/moved-ltt\"",
         "mv \"$HOME/.config/relay\" \"$HOME/moved-relay\"",
     ] {
-        let reply = turn(&r, &id, &format!("!sh {mv}"));
+        let reply = r.turn(&id, &format!("!sh {mv}"));
         assert!(!reply.starts_with("exit: 0"), "{mv} worked: {reply}");
     }
     assert!(r.config.join("settings.json").exists());
     assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), token);
     let (next, _) = start_session(&r);
-    turn(&r, &next, "hi");
+    r.turn(&next, "hi");
     assert_eq!(
         r.start_line(&next)["token_sha256"],
         sha256_hex(token.as_bytes())
