@@ -1,10 +1,12 @@
 //! Test stand-ins for relay's end-to-end suite.
 //!
-//! Two binaries live here, each a thin `main` over a module of this library:
+//! Three binaries live here, each a thin `main` over a module of this library:
 //!
 //! - `fakeagent` ([`agent`]) answers like Claude Code, in headless stream-json mode and
 //!   in interactive mode, and records a *start line* per launch (argv, cwd, watched
 //!   environment, open descriptors, a digest of the token read from the token fd).
+//! - `fakeapi` ([`api`]) stands in for the Anthropic API on loopback: it answers
+//!   Claude Code from a script and records the SHA-256 of each bearer it is sent.
 //! - `sandbox-exec` ([`sandbox_exec`]) stands in for macOS's `/usr/bin/sandbox-exec` on
 //!   Linux: it refuses a profile that is not well-formed SBPL ([`sbpl`]), records the
 //!   profile it was given, and execs the command with every descriptor as inherited.
@@ -14,6 +16,7 @@
 //! bytes anywhere: only sizes and digests.
 
 pub mod agent;
+pub mod api;
 pub mod call_log;
 pub mod sandbox_exec;
 pub mod sbpl;
