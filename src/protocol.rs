@@ -156,6 +156,19 @@ pub struct LaunchResponse {
     pub root_pid: u32,
     /// The target's pid as the shim reported it (the sandbox launcher when wrapped).
     pub target_pid: u32,
+    /// On a token launch: the routing variables in its environment (never values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+}
+
+/// Where a token launch's traffic goes, as its environment says: the names of the
+/// routing variables set (proxies, certificate authorities, the API's address), and the
+/// host of `ANTHROPIC_BASE_URL` when set, since it decides where the token is sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routing {
+    pub names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anthropic_base_url_host: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,6 +17,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::protocol::Routing;
+
 /// Request-supplied strings longer than this are cut (on a char boundary) with `…`.
 pub const STRING_CAP: usize = 256;
 const EVENTS_KEPT: usize = 4096;
@@ -135,6 +137,9 @@ pub struct AuditRow {
     pub exit_status: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// A token launch's routing variables (names, and the API's host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
 }
 
 pub struct Audit {
@@ -202,6 +207,9 @@ pub struct Event {
     pub signal: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// A token launch's routing variables (names, and the API's host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
 }
 
 pub struct Events {

@@ -525,6 +525,9 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             "CLAUDE_CONFIG_DIR".into(),
             claude_dir.to_string_lossy().into_owned(),
         );
+        // Claude Code refuses `bypassPermissions` as root unless told it is sandboxed;
+        // it is (docs/session-host.md, "claude (provider) sessions").
+        env.insert("IS_SANDBOX".into(), "1".into());
     }
 
     // 8. The sandbox spec and its profile, written last.
@@ -827,6 +830,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }
     };
     let entry = d.started(&id, launched.root_pid, launched.target_pid);
+    at.row.routing = launched.routing.clone();
     if let Err(e) = d.audit.record(&at.row) {
         // No launch runs unaudited: the session goes before anyone hears of it (its
         // groups killed, the host's record dropped), and the launch is refused.
@@ -852,6 +856,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         status: Some("ok"),
         session_id: Some(id.clone()),
         kind: Some(kind_name(kind).into()),
+        routing: launched.routing,
         ..Default::default()
     });
     Ok(entry)

@@ -224,6 +224,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         host_names,
         token_launch,
     });
+    let routing = token_launch.then(|| env::routing(&env));
     if is_pty && !env.contains_key(std::ffi::OsStr::new("TERM")) {
         env.insert("TERM".into(), "xterm-256color".into());
     }
@@ -422,6 +423,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         kind: req.kind,
         root_pid: shim_pid,
         target_pid,
+        routing,
     })
 }
 
