@@ -7,6 +7,7 @@
 //! - [`cloexec`]: close-on-exec descriptors on both platforms and the fork lock.
 //! - [`listen`]: accept loops, connection caps and the descriptor limit, shared by the
 //!   daemon and the host.
+//! - [`stream_body`]: streamed HTTP answers (a turn's events) from `Full`-bodied routers.
 
 pub mod cli;
 pub mod cloexec;
@@ -16,4 +17,5 @@ pub mod listen;
 pub mod peer;
 pub mod protocol;
 pub mod sandbox;
+pub mod stream_body;
 pub mod token;

@@ -179,6 +179,10 @@ pub struct TerminateRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageRequest {
     pub text: String,
+    /// Answer with the turn's events as they happen (`application/x-ndjson`, one
+    /// [`TurnEvent`] per line) instead of one [`MessageResponse`] at its end.
+    #[serde(default)]
+    pub stream: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,7 +190,64 @@ pub struct MessageResponse {
     pub session_id: String,
     pub text: String,
     pub is_error: bool,
+    /// When the turn failed on an API answer: its HTTP status, as Claude Code reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_error_status: Option<u16>,
 }
+
+/// What Claude Code says about itself in its `system`/`init` event: which build runs,
+/// on which model, how it signed in, in which permission mode, and its own session id
+/// (what `--resume` takes).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaudeInit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Claude Code's `apiKeySource` (`none` when it runs on an OAuth token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+}
+
+/// One thing that happened in a turn, as the host reads it from Claude Code's
+/// stream-json output (`src/host/provider.rs`). A streamed turn is these, one JSON
+/// line each, ending with `result` or `error`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// Claude Code's `system`/`init` line (it sends one at the start of each turn).
+    Init(ClaudeInit),
+    /// A piece of assistant text, as it arrives.
+    Text { text: String },
+    /// A tool call Claude Code is about to run.
+    ToolUse {
+        id: String,
+        name: String,
+        input: serde_json::Value,
+    },
+    /// What a tool call gave back (cut to [`TOOL_RESULT_MAX`] bytes).
+    ToolResult {
+        tool_use_id: String,
+        is_error: bool,
+        text: String,
+    },
+    /// The end of the turn: Claude Code's `result` line.
+    Result {
+        text: String,
+        is_error: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_error_status: Option<u16>,
+    },
+    /// The turn broke before a result: `code` is `session_exited`.
+    Error { code: String, message: String },
+}
+
+/// A tool result's text in a [`TurnEvent::ToolResult`] is cut to this many bytes.
+pub const TOOL_RESULT_MAX: usize = 16 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

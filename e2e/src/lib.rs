@@ -4,6 +4,7 @@
 //! and keeps its folder when the test failed.
 
 pub mod daemon;
+pub mod fakeapi;
 pub mod pty;
 pub mod seatbelt;
 pub mod wait;

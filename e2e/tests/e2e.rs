@@ -16,6 +16,8 @@ mod ports_and_pressure;
 mod readme_flow;
 #[path = "e2e/real_claude.rs"]
 mod real_claude;
+#[path = "e2e/real_turns.rs"]
+mod real_turns;
 #[path = "e2e/seatbelt.rs"]
 mod seatbelt;
 #[path = "e2e/settings_open.rs"]

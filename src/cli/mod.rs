@@ -6,6 +6,7 @@
 mod client;
 mod sandbox;
 pub mod termout;
+mod turn;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -131,6 +132,13 @@ enum SessionVerb {
         directory: Option<String>,
         #[arg(long)]
         name: Option<String>,
+        /// Claude Code's model for this session (over the template's `model`).
+        #[arg(long)]
+        model: Option<String>,
+        /// Claude Code's permission mode for this session (over the template's; default
+        /// for a sandboxed session: bypassPermissions).
+        #[arg(long = "permission-mode")]
+        permission_mode: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -140,6 +148,10 @@ enum SessionVerb {
         /// The message text (words are joined with spaces).
         #[arg(required = true)]
         text: Vec<String>,
+        /// Print the turn as it happens: text as it arrives, a line per tool call and
+        /// result (with --json: one JSON event per line).
+        #[arg(long)]
+        stream: bool,
         #[arg(long)]
         json: bool,
     },
@@ -277,6 +289,12 @@ pub fn run() -> ExitCode {
         Verb::Settings { open, json } => (json, settings_link(&Client::new(&config), open)),
         Verb::Audit { json } => (json, audit(&Client::new(&config))),
         Verb::Terminal(v) => terminal(&Client::new(&config), v),
+        Verb::Session(SessionVerb::Message {
+            id,
+            text,
+            stream,
+            json,
+        }) => return turn::run(&Client::new(&config), &id, &text.join(" "), stream, json),
         Verb::Session(v) => session(&Client::new(&config), v),
     };
     match result {
@@ -417,6 +435,8 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             project,
             directory,
             name,
+            model,
+            permission_mode,
             json,
         } => {
             let directory = directory.or_else(|| {
@@ -424,7 +444,13 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                     .ok()
                     .map(|d| d.to_string_lossy().into_owned())
             });
-            let body = json!({"project": project, "directory": directory, "name": name});
+            let mut body = json!({"project": project, "directory": directory, "name": name});
+            if let Some(m) = model {
+                body["model"] = m.into();
+            }
+            if let Some(p) = permission_mode {
+                body["permission_mode"] = p.into();
+            }
             (
                 json,
                 ok_json(c, "POST", "/api/sessions", Some(&body)).map(|v| Out {
@@ -434,23 +460,8 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                 }),
             )
         }
-        SessionVerb::Message { id, text, json } => {
-            let body = json!({"text": text.join(" ")});
-            (
-                json,
-                ok_json(
-                    c,
-                    "POST",
-                    &format!("/api/sessions/{id}/message"),
-                    Some(&body),
-                )
-                .map(|v| Out {
-                    text: v["text"].as_str().unwrap_or_default().to_string(),
-                    json: v,
-                    raw: None,
-                }),
-            )
-        }
+        // `run` hands messages to `turn::run` before this point.
+        SessionVerb::Message { json, .. } => (json, Err("message: internal dispatch".into())),
         SessionVerb::List { json } => (
             json,
             ok_json(c, "GET", "/api/sessions", None).map(|v| Out {

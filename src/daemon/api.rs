@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, UnixListener};
 use super::launch::{self, ApiError, LaunchInput};
 use super::{Daemon, EntryState};
 use crate::protocol::{PtySize, SessionKind};
+use crate::stream_body;
 
 pub const BODY_MAX: usize = 64 * 1024;
 /// A request head (the first, or the next on a kept-alive connection) and a body must
@@ -30,7 +31,7 @@ pub const BODY_MAX: usize = 64 * 1024;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = READ_TIMEOUT;
 
-type Resp = Response<Full<Bytes>>;
+pub(super) type Resp = Response<Full<Bytes>>;
 
 #[derive(Clone, Copy)]
 pub struct Peer {
@@ -43,7 +44,7 @@ pub struct Peer {
     pub tcp: bool,
 }
 
-fn json_resp<T: Serialize>(status: u16, body: &T) -> Resp {
+pub(super) fn json_resp<T: Serialize>(status: u16, body: &T) -> Resp {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     Response::builder()
         .status(status)
@@ -57,7 +58,7 @@ fn err(e: &ApiError) -> Resp {
     json_resp(e.status, e)
 }
 
-fn refuse(status: u16, code: &'static str, message: impl Into<String>) -> Resp {
+pub(super) fn refuse(status: u16, code: &'static str, message: impl Into<String>) -> Resp {
     err(&ApiError::error(status, code, message))
 }
 
@@ -105,7 +106,7 @@ async fn parse_body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Ap
     })
 }
 
-async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
+pub(super) async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
     parse_body(req).await.map_err(|e| err(&e))
 }
 
@@ -127,6 +128,10 @@ struct SessionStart {
     directory: Option<String>,
     name: Option<String>,
     template: Option<String>,
+    /// Claude Code's `--model` for this session, over the template's.
+    model: Option<String>,
+    /// Claude Code's `--permission-mode` for this session, over the template's.
+    permission_mode: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -143,12 +148,6 @@ struct TerminalStart {
     /// Take the project holding `directory` when `project` is absent.
     #[serde(default)]
     project_from_directory: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Message {
-    text: String,
 }
 
 fn inside(d: &Daemon, peer: Peer) -> Option<Resp> {
@@ -213,7 +212,7 @@ async fn host_passthrough(
         .map_err(|e| refuse(503, "host_unavailable", e.to_string()))
 }
 
-fn host_error(status: u16, bytes: &Bytes) -> Resp {
+pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     let message = v["message"]
         .as_str()
@@ -389,6 +388,8 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
                 template: b.template,
                 directory: b.directory,
                 name: b.name,
+                model: b.model,
+                permission_mode: b.permission_mode,
                 caller_pid: peer.pid,
                 ..Default::default()
             };
@@ -401,35 +402,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
             json_resp(200, &json!({"sessions": d.entries(SessionKind::Claude)}))
         }
         (Method::POST, ["api", "sessions", id, "message"]) => {
-            let id = id.to_string();
-            let m: Message = match body(req).await {
-                Ok(m) => m,
-                Err(r) => return r,
-            };
-            match d.entry(&id) {
-                Some(e) if e.kind == SessionKind::Claude && e.state == EntryState::Running => {}
-                Some(e) if e.kind == SessionKind::Claude => {
-                    return refuse(
-                        409,
-                        "session_not_running",
-                        format!("session {id} is {:?}; resume it first", e.state).to_lowercase(),
-                    )
-                }
-                _ => return refuse(404, "not_found", format!("no session {id}")),
-            }
-            let body = serde_json::to_vec(&json!({"text": m.text})).unwrap_or_default();
-            match host_passthrough(&d, "POST", &format!("/sessions/{id}/message"), Some(body)).await
-            {
-                Ok((200, bytes)) => {
-                    let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                    json_resp(
-                        200,
-                        &json!({"id": id, "text": v["text"], "is_error": v["is_error"]}),
-                    )
-                }
-                Ok((status, bytes)) => host_error(status, &bytes),
-                Err(r) => r,
-            }
+            super::turns::message(&d, id, req).await
         }
         (Method::POST, ["api", "sessions", id, "resume"]) => {
             let id = id.to_string();
@@ -664,7 +637,7 @@ where
 {
     let svc = service_fn(move |req| {
         let d = d.clone();
-        async move { Ok::<_, Infallible>(route(d, peer, req).await) }
+        async move { Ok::<_, Infallible>(stream_body::finish(route(d, peer, req).await)) }
     });
     let _ = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -716,7 +689,7 @@ pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener, cap: usize) {
                     cookie,
                     tcp: true,
                 };
-                Ok::<_, Infallible>(route(d, peer, req).await)
+                Ok::<_, Infallible>(stream_body::finish(route(d, peer, req).await))
             }
         });
         async move {

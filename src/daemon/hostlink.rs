@@ -292,4 +292,40 @@ impl HostLink {
             .to_bytes();
         Ok((status, bytes))
     }
+
+    /// One request to the host whose answer is read as it arrives (a streamed turn):
+    /// the status and the body, unread.
+    pub async fn call_streaming(
+        &self,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, HostCallError> {
+        let live = match self.live() {
+            Some(l) => l,
+            None => self
+                .wait_live(Duration::from_secs(5))
+                .await
+                .ok_or_else(|| HostCallError::Unavailable("not running".into()))?,
+        };
+        let stream = UnixStream::connect(&live.socket)
+            .await
+            .map_err(|e| HostCallError::Unavailable(e.to_string()))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "relay-sessions")
+            .header("authorization", format!("Bearer {}", self.secret))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        sender
+            .send_request(req)
+            .await
+            .map_err(|e| HostCallError::Io(e.to_string()))
+    }
 }

@@ -71,6 +71,10 @@ pub struct LaunchInput {
     pub extra_args: Vec<String>,
     /// Relaunch this dormant session under its own id.
     pub resume_id: Option<String>,
+    /// Sessions: Claude Code's `--model`, over the template's `model`.
+    pub model: Option<String>,
+    /// Sessions: Claude Code's `--permission-mode`, over the template's.
+    pub permission_mode: Option<String>,
     /// The connecting process, when known (unix socket peers).
     pub caller_pid: Option<u32>,
     /// No project named: take the project whose folder holds `directory` (the deepest
@@ -93,7 +97,23 @@ pub const PROVIDER_ARGS: &[&str] = &[
     "--output-format",
     "stream-json",
     "--verbose",
+    "--include-partial-messages",
 ];
+
+/// The permission mode of a sandboxed headless session when neither the request nor
+/// the template names one: nobody is there to answer a permission prompt, and the
+/// sandbox, not the prompt, is the boundary.
+pub const HEADLESS_SANDBOXED_PERMISSION_MODE: &str = "bypassPermissions";
+
+/// A Claude Code session id relay may pass to `--resume`: it comes from the session's
+/// own output, so it must look like one (Claude Code's are UUIDs) and never like a flag.
+pub fn valid_claude_session_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id.as_bytes()[0].is_ascii_alphanumeric()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
 
 /// Finds a program the way the shim will: a path is taken as is, a name is searched in
 /// the absolute entries of `path_env`.
@@ -132,6 +152,8 @@ fn claude_template(s: &Settings) -> Template {
             read: vec![],
             read_write: vec![],
             deny: vec![],
+            model: String::new(),
+            permission_mode: String::new(),
         })
 }
 
@@ -412,6 +434,60 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     let sandboxed = kind == SessionKind::Claude || template.sandbox;
     let claude_launch = kind == SessionKind::Claude || template.id == CLAUDE_CODE_TEMPLATE;
     at.row.sandboxed = Some(sandboxed);
+    // Model and permission mode: the request's, else (on a resume) the session's own,
+    // else the template's, else for a sandboxed headless session `bypassPermissions`.
+    if let Some(m) = input.model.as_deref().filter(|m| !settings::valid_model(m)) {
+        return Err(at.refuse(ApiError::denied(
+            400,
+            "invalid_request",
+            format!("model {m:?} is not a model name"),
+        )));
+    }
+    if let Some(p) = input
+        .permission_mode
+        .as_deref()
+        .filter(|p| !settings::valid_permission_mode(p))
+    {
+        return Err(at.refuse(ApiError::denied(
+            400,
+            "invalid_request",
+            format!("permission mode {p:?} is not one word of letters"),
+        )));
+    }
+    let prior = if resume { d.entry(&id) } else { None };
+    let (model, permission_mode) = if claude_launch {
+        let model = input
+            .model
+            .clone()
+            .or_else(|| prior.as_ref().and_then(|p| p.model.clone()))
+            .or_else(|| non_empty(&template.model).map(str::to_string));
+        let mode = input
+            .permission_mode
+            .clone()
+            .or_else(|| prior.as_ref().and_then(|p| p.permission_mode.clone()))
+            .or_else(|| non_empty(&template.permission_mode).map(str::to_string))
+            .or_else(|| {
+                (kind == SessionKind::Claude && sandboxed)
+                    .then(|| HEADLESS_SANDBOXED_PERMISSION_MODE.to_string())
+            });
+        (model, mode)
+    } else {
+        (None, None)
+    };
+    let claude_flags: Vec<String> = model
+        .iter()
+        .flat_map(|m| ["--model".to_string(), m.clone()])
+        .chain(
+            permission_mode
+                .iter()
+                .flat_map(|p| ["--permission-mode".to_string(), p.clone()]),
+        )
+        .collect();
+    let prior_claude = prior.as_ref().and_then(|p| p.claude.clone());
+    let resume_session = prior_claude
+        .as_ref()
+        .and_then(|c| c.session_id.clone())
+        .filter(|s| valid_claude_session_id(s));
     // 7. The token setting: its path is denied on every sandboxed launch; a sandboxed
     //    Claude launch reads it, before any side effect.
     let token_path = match settings::token_file_path(&settings.claude_token_file, &d.home) {
@@ -446,8 +522,12 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 .unwrap_or_else(|| settings.claude_path.clone());
             let mut a = vec![program];
             a.extend(PROVIDER_ARGS.iter().map(|s| s.to_string()));
-            if resume {
-                a.push("--continue".into());
+            a.extend(claude_flags.iter().cloned());
+            // Continue Claude Code's own conversation, by the id it gave (a session
+            // that never took a turn has none, and starts a new one).
+            if let Some(sid) = &resume_session {
+                a.push("--resume".into());
+                a.push(sid.clone());
             }
             a
         }
@@ -456,6 +536,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|| template.command.clone());
             let mut a = vec![program];
+            a.extend(claude_flags.iter().cloned());
             a.extend(template.args.iter().cloned());
             a
         }
@@ -740,6 +821,9 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         profile: at.profile.clone(),
         pty: (kind == SessionKind::Pty).then(|| input.pty.unwrap_or_default()),
         token_passed: token.is_some(),
+        model,
+        permission_mode,
+        claude: prior_claude,
         reach,
         stop_reason: None,
     };

@@ -11,6 +11,7 @@ pub mod journal;
 pub mod launch;
 pub mod paths;
 pub mod settings;
+pub mod turns;
 pub mod web;
 
 use std::collections::HashMap;
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 
-use crate::protocol::{ExitReason, HostEvent, PtySize, SessionKind};
+use crate::protocol::{ClaudeInit, ExitReason, HostEvent, PtySize, SessionKind};
 use journal::{Audit, AuditRow, Event, Events};
 
 pub const INSIDE_SESSION: &str = "this command cannot be run from inside a relay session";
@@ -106,6 +107,17 @@ pub struct Entry {
     pub pty: Option<PtySize>,
     /// Whether this launch carried the token on fd 5 (never the token itself).
     pub token_passed: bool,
+    /// Claude launches: the `--model` relay passed (absent: Claude Code's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Claude launches: the `--permission-mode` relay passed (absent: Claude Code's own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// Sessions: what Claude Code said in its last `system`/`init` event (its version,
+    /// model, `apiKeySource`, permission mode and session id). Kept across stop and
+    /// resume: the session id is what a resume passes to `--resume`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claude: Option<ClaudeInit>,
     /// What this launch's sandbox let it reach, for the guards of later launches and the
     /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches.
     #[serde(skip)]
@@ -213,6 +225,21 @@ impl Daemon {
         e.root_pid = Some(root_pid);
         e.target_pid = Some(target_pid);
         e.clone()
+    }
+
+    /// Records what Claude Code said in a turn's `init` line. The lines come from a
+    /// sandboxed process, so every string is capped.
+    pub fn set_claude(&self, id: &str, init: ClaudeInit) {
+        let cap = |v: Option<String>| v.map(|s| journal::cap(&s));
+        if let Some(e) = self.ledger().get_mut(id) {
+            e.claude = Some(ClaudeInit {
+                session_id: cap(init.session_id),
+                version: cap(init.version),
+                model: cap(init.model),
+                api_key_source: cap(init.api_key_source),
+                permission_mode: cap(init.permission_mode),
+            });
+        }
     }
 
     /// Called by the bridge when a shim's Hello names this session.

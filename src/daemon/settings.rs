@@ -90,6 +90,29 @@ pub struct Template {
     pub read_write: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
+    /// Claude launches only: `--model` for Claude Code (`""`: its default).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
+    /// Claude launches only: `--permission-mode` for Claude Code (`""`: relay's default,
+    /// `bypassPermissions` for a sandboxed headless session, else Claude Code's own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub permission_mode: String,
+}
+
+/// A `--model` value relay passes on: a model name or alias, 1-128 characters of
+/// letters, digits and `._:/@[]-`, not starting with `-` (it must not read as a flag).
+pub fn valid_model(m: &str) -> bool {
+    (1..=128).contains(&m.len())
+        && !m.starts_with('-')
+        && m.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/@[]-".contains(&b))
+}
+
+/// A `--permission-mode` value relay passes on: one word of 1-32 ASCII letters.
+/// Claude Code itself checks it against its own list (2.1.332: `acceptEdits`, `auto`,
+/// `bypassPermissions`, `manual`, `dontAsk`, `plan`).
+pub fn valid_permission_mode(m: &str) -> bool {
+    (1..=32).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_alphabetic())
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,6 +191,8 @@ const TEMPLATE_KEYS: &[&str] = &[
     "read",
     "read_write",
     "deny",
+    "model",
+    "permission_mode",
 ];
 const SANDBOX_KEYS: &[&str] = &[
     "denied_loopback_ports",
@@ -267,6 +292,18 @@ fn validate(s: &Settings) -> Result<(), String> {
         if t.command.is_empty() {
             return Err(format!("terminal template {:?} has an empty command", t.id));
         }
+        if !t.model.is_empty() && !valid_model(&t.model) {
+            return Err(format!(
+                "terminal template {:?}: model {:?} is not a model name",
+                t.id, t.model
+            ));
+        }
+        if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
+            return Err(format!(
+                "terminal template {:?}: permission_mode {:?} is not one word of letters",
+                t.id, t.permission_mode
+            ));
+        }
     }
     if !s.api.listen.is_empty() {
         let addr: std::net::SocketAddr = s.api.listen.parse().map_err(|_| {
@@ -322,6 +359,8 @@ pub fn seed() -> Settings {
                 read: vec![],
                 read_write: vec![],
                 deny: vec![],
+                model: String::new(),
+                permission_mode: String::new(),
             },
             Template {
                 id: crate::protocol::CLAUDE_CODE_TEMPLATE.into(),
@@ -333,6 +372,8 @@ pub fn seed() -> Settings {
                 read: vec![],
                 read_write: vec![],
                 deny: vec![],
+                model: String::new(),
+                permission_mode: String::new(),
             },
         ],
         session_sandbox: SessionSandbox::default(),
@@ -447,5 +488,27 @@ mod tests {
         let l = parse(p, br#"{"terminal_templates":[{"id":"a","command":"x"},{"id":"b","command":"x","sandbox":false}]}"#).unwrap();
         assert!(l.settings.terminal_templates[0].sandbox);
         assert!(!l.settings.terminal_templates[1].sandbox);
+    }
+
+    #[test]
+    fn model_and_permission_mode_are_checked_in_the_file() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(p, br#"{"terminal_templates":[{"id":"claude-code","command":"claude","model":"claude-opus-4-1[1m]","permission_mode":"acceptEdits"}]}"#).unwrap();
+        assert_eq!(
+            l.settings.terminal_templates[0].model,
+            "claude-opus-4-1[1m]"
+        );
+        assert!(l.unknown_keys.is_empty());
+        for bad in [
+            br#"{"terminal_templates":[{"id":"c","command":"x","model":"--dangerously-skip-permissions"}]}"#.as_slice(),
+            br#"{"terminal_templates":[{"id":"c","command":"x","model":"a b"}]}"#,
+            br#"{"terminal_templates":[{"id":"c","command":"x","permission_mode":"plan --x"}]}"#,
+        ] {
+            let e = parse(p, bad).err().unwrap();
+            assert!(e.problem.contains("terminal template \"c\""), "{e}");
+        }
+        assert!(valid_permission_mode("bypassPermissions"));
+        assert!(!valid_permission_mode(""));
+        assert!(valid_model("sonnet") && !valid_model("") && !valid_model("-m"));
     }
 }

@@ -1,29 +1,35 @@
 //! `claude` sessions: Claude Code headless in stream-json mode over stdin/stdout pipes.
-//! A turn writes one user line and reads stdout lines until the `result` line.
+//! A turn writes one user line and reads stdout lines until the `result` line, turning
+//! each into [`TurnEvent`]s as it goes ([`Parser`]).
+//!
+//! A turn always reads to its own end, whoever listens: the caller runs it on a task of
+//! its own, and a listener that went away (a client that hung up) only stops receiving
+//! the events. So the next turn never reads the output of one that was abandoned
+//! (docs/session-host.md, "claude (provider) sessions").
 
 use std::io;
+use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
-use tokio::sync::Mutex;
+use tokio::sync::{mpsc, Mutex};
+
+use crate::protocol::{ClaudeInit, TurnEvent, TOOL_RESULT_MAX};
 
 /// A stdout line longer than this ends the turn with an error.
 const LINE_MAX: usize = 8 * 1024 * 1024;
 
 pub struct Provider {
-    io: Mutex<TurnIo>,
+    io: Arc<Mutex<TurnIo>>,
 }
 
 struct TurnIo {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
-    turns: u64,
-}
-
-pub struct Turn {
-    pub text: String,
-    pub is_error: bool,
+    /// A turn broke off mid-way (oversized line, pipe error): the stream is out of step,
+    /// so every later turn fails too instead of reading a stranger's answer.
+    broken: bool,
 }
 
 #[derive(Debug)]
@@ -32,15 +38,20 @@ pub enum TurnError {
     Ended,
     Io(io::Error),
     Oversized,
+    /// An earlier turn broke off mid-way.
+    Broken,
 }
 
 impl std::fmt::Display for TurnError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TurnError::Ended => write!(f, "the session ended before answering"),
+            TurnError::Ended => write!(f, "Claude Code ended before answering"),
             TurnError::Io(e) => write!(f, "session pipe: {e}"),
             TurnError::Oversized => {
                 write!(f, "the session wrote a line larger than {LINE_MAX} bytes")
+            }
+            TurnError::Broken => {
+                write!(f, "an earlier turn broke off; stop and resume the session")
             }
         }
     }
@@ -49,52 +60,185 @@ impl std::fmt::Display for TurnError {
 impl Provider {
     pub fn new(stdin: ChildStdin, stdout: ChildStdout) -> Self {
         Provider {
-            io: Mutex::new(TurnIo {
+            io: Arc::new(Mutex::new(TurnIo {
                 stdin,
                 stdout: BufReader::new(stdout),
-                turns: 0,
-            }),
+                broken: false,
+            })),
         }
     }
 
-    /// One turn; turns of one session run one at a time.
-    pub async fn message(&self, text: &str) -> Result<Turn, TurnError> {
+    /// One turn: its events go to `events` (a closed receiver is fine); returns at the
+    /// `result` line. Turns of one session run one at a time, in the order they take
+    /// the lock.
+    pub async fn turn(
+        &self,
+        text: &str,
+        events: &mpsc::Sender<TurnEvent>,
+    ) -> Result<(), TurnError> {
         let mut io = self.io.lock().await;
-        let line = serde_json::json!({
-            "type": "user",
-            "message": {"role": "user", "content": text},
-        });
-        let mut bytes = serde_json::to_vec(&line).map_err(|e| TurnError::Io(e.into()))?;
-        bytes.push(b'\n');
-        io.stdin.write_all(&bytes).await.map_err(TurnError::Io)?;
-        io.stdin.flush().await.map_err(TurnError::Io)?;
-        io.turns += 1;
-        loop {
-            let mut buf = Vec::new();
-            let n = (&mut io.stdout)
-                .take(LINE_MAX as u64 + 1)
-                .read_until(b'\n', &mut buf)
-                .await
-                .map_err(TurnError::Io)?;
-            if n == 0 {
-                return Err(TurnError::Ended);
-            }
-            if n > LINE_MAX {
-                return Err(TurnError::Oversized);
-            }
-            let Ok(v) = serde_json::from_slice::<Value>(&buf) else {
-                continue;
-            };
-            if v.get("type").and_then(Value::as_str) == Some("result") {
-                let text = v
-                    .get("result")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                return Ok(Turn { text, is_error });
-            }
+        if io.broken {
+            return Err(TurnError::Broken);
         }
+        let r = run_turn(&mut io, text, events).await;
+        if matches!(r, Err(TurnError::Io(_)) | Err(TurnError::Oversized)) {
+            io.broken = true;
+        }
+        r
+    }
+}
+
+async fn run_turn(
+    io: &mut TurnIo,
+    text: &str,
+    events: &mpsc::Sender<TurnEvent>,
+) -> Result<(), TurnError> {
+    let line = serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": text},
+    });
+    let mut bytes = serde_json::to_vec(&line).map_err(|e| TurnError::Io(e.into()))?;
+    bytes.push(b'\n');
+    match io.stdin.write_all(&bytes).await {
+        Ok(()) => {}
+        // The agent is gone: the same as its stdout closing.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(TurnError::Ended),
+        Err(e) => return Err(TurnError::Io(e)),
+    }
+    io.stdin.flush().await.map_err(TurnError::Io)?;
+    let mut parser = Parser::default();
+    loop {
+        let mut buf = Vec::new();
+        let n = (&mut io.stdout)
+            .take(LINE_MAX as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await
+            .map_err(TurnError::Io)?;
+        if n == 0 {
+            return Err(TurnError::Ended);
+        }
+        if n > LINE_MAX {
+            return Err(TurnError::Oversized);
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&buf) else {
+            continue;
+        };
+        let (out, end) = parser.line(&v);
+        for ev in out {
+            // A listener that went away does not stop the turn.
+            let _ = events.send(ev).await;
+        }
+        if end {
+            return Ok(());
+        }
+    }
+}
+
+/// Turns Claude Code's stream-json lines into [`TurnEvent`]s.
+///
+/// - `system`/`init` → `init`;
+/// - `stream_event` text deltas (relay runs Claude Code with
+///   `--include-partial-messages`) → `text` as it arrives; once a turn has had one,
+///   the whole `assistant` messages' text blocks are not sent again. A program that
+///   sends no deltas (the fake agent) has its text taken from the `assistant` lines;
+/// - `assistant` `tool_use` blocks → `tool_use`;
+/// - `user` `tool_result` blocks → `tool_result` (text cut to [`TOOL_RESULT_MAX`]);
+/// - `result` → `result`, the end of the turn. Anything else is skipped.
+#[derive(Default)]
+pub struct Parser {
+    partial: bool,
+}
+
+fn s(v: &Value) -> Option<String> {
+    v.as_str().map(str::to_string)
+}
+
+fn cut(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(t) => t.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+impl Parser {
+    /// The events of one line, and whether it ends the turn.
+    pub fn line(&mut self, v: &Value) -> (Vec<TurnEvent>, bool) {
+        let mut out = Vec::new();
+        match v["type"].as_str() {
+            Some("system") if v["subtype"] == "init" => out.push(TurnEvent::Init(ClaudeInit {
+                session_id: s(&v["session_id"]),
+                version: s(&v["claude_code_version"]),
+                model: s(&v["model"]),
+                api_key_source: s(&v["apiKeySource"]),
+                permission_mode: s(&v["permissionMode"]),
+            })),
+            Some("stream_event") => {
+                let ev = &v["event"];
+                if ev["type"] == "content_block_delta" && ev["delta"]["type"] == "text_delta" {
+                    self.partial = true;
+                    if let Some(t) = ev["delta"]["text"].as_str().filter(|t| !t.is_empty()) {
+                        out.push(TurnEvent::Text { text: t.into() });
+                    }
+                }
+            }
+            Some("assistant") => {
+                for b in v["message"]["content"].as_array().into_iter().flatten() {
+                    match b["type"].as_str() {
+                        Some("text") if !self.partial => {
+                            if let Some(t) = b["text"].as_str().filter(|t| !t.is_empty()) {
+                                out.push(TurnEvent::Text { text: t.into() });
+                            }
+                        }
+                        Some("tool_use") => out.push(TurnEvent::ToolUse {
+                            id: s(&b["id"]).unwrap_or_default(),
+                            name: s(&b["name"]).unwrap_or_default(),
+                            input: b["input"].clone(),
+                        }),
+                        _ => {}
+                    }
+                }
+            }
+            Some("user") => {
+                for b in v["message"]["content"].as_array().into_iter().flatten() {
+                    if b["type"] == "tool_result" {
+                        out.push(TurnEvent::ToolResult {
+                            tool_use_id: s(&b["tool_use_id"]).unwrap_or_default(),
+                            is_error: b["is_error"].as_bool().unwrap_or(false),
+                            text: cut(content_text(&b["content"]), TOOL_RESULT_MAX),
+                        });
+                    }
+                }
+            }
+            Some("result") => {
+                out.push(TurnEvent::Result {
+                    text: s(&v["result"]).unwrap_or_default(),
+                    is_error: v["is_error"].as_bool().unwrap_or(false),
+                    api_error_status: v["api_error_status"]
+                        .as_u64()
+                        .and_then(|n| u16::try_from(n).ok()),
+                });
+                return (out, true);
+            }
+            _ => {}
+        }
+        (out, false)
     }
 }
 
@@ -106,5 +250,100 @@ pub async fn drain_stderr(mut stderr: ChildStderr, sink: impl Fn(&[u8])) {
             Ok(0) | Err(_) => return,
             Ok(n) => sink(&buf[..n]),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(lines: &[Value]) -> Vec<TurnEvent> {
+        let mut p = Parser::default();
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            let (ev, end) = p.line(l);
+            out.extend(ev);
+            assert_eq!(end, i + 1 == lines.len(), "end at line {i}");
+        }
+        out
+    }
+
+    #[test]
+    fn a_streamed_tool_turn_reads_as_text_pieces_a_call_its_result_and_the_end() {
+        let got = run(&[
+            json!({"type":"system","subtype":"init","session_id":"abc","claude_code_version":"2.1.332",
+                   "model":"claude-sonnet-5-5","apiKeySource":"none","permissionMode":"bypassPermissions"}),
+            json!({"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"let me "}}}),
+            json!({"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"run it"}}}),
+            json!({"type":"assistant","message":{"content":[{"type":"text","text":"let me run it"}]}}),
+            json!({"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]}}),
+            json!({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,
+                   "content":[{"type":"text","text":"cat: token: Permission denied"}]}]}}),
+            json!({"type":"rate_limit_event"}),
+            json!({"type":"result","result":"done","is_error":false}),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                TurnEvent::Init(ClaudeInit {
+                    session_id: Some("abc".into()),
+                    version: Some("2.1.332".into()),
+                    model: Some("claude-sonnet-5-5".into()),
+                    api_key_source: Some("none".into()),
+                    permission_mode: Some("bypassPermissions".into()),
+                }),
+                TurnEvent::Text {
+                    text: "let me ".into()
+                },
+                TurnEvent::Text {
+                    text: "run it".into()
+                },
+                TurnEvent::ToolUse {
+                    id: "t1".into(),
+                    name: "Bash".into(),
+                    input: json!({"command":"ls"})
+                },
+                TurnEvent::ToolResult {
+                    tool_use_id: "t1".into(),
+                    is_error: true,
+                    text: "cat: token: Permission denied".into()
+                },
+                TurnEvent::Result {
+                    text: "done".into(),
+                    is_error: false,
+                    api_error_status: None
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn without_deltas_text_comes_from_the_assistant_lines_and_errors_keep_their_status() {
+        let got = run(&[
+            json!({"type":"assistant","message":{"content":[{"type":"text","text":"echo: hi"}]}}),
+            json!({"type":"result","result":"API Error: 401 bad","is_error":true,"api_error_status":401}),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                TurnEvent::Text {
+                    text: "echo: hi".into()
+                },
+                TurnEvent::Result {
+                    text: "API Error: 401 bad".into(),
+                    is_error: true,
+                    api_error_status: Some(401)
+                },
+            ]
+        );
+        let long = "é".repeat(TOOL_RESULT_MAX);
+        let got = Parser::default()
+            .line(&json!({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"x","content":long}]}}))
+            .0;
+        let TurnEvent::ToolResult { text, .. } = &got[0] else {
+            panic!()
+        };
+        assert!(text.len() <= TOOL_RESULT_MAX + "…".len() && text.ends_with('…'));
     }
 }

@@ -18,13 +18,16 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::io::AsyncReadExt;
 use tokio::net::UnixListener;
+use tokio::sync::mpsc;
 
 use super::launch::{self, LaunchError};
-use super::{Host, SessionIo, Slot};
+use super::provider::TurnError;
+use super::{Host, Session, SessionIo, Slot};
 use crate::protocol::{
     HostErrorBody, HostEvent, LaunchRequest, MessageRequest, MessageResponse, SessionList,
-    SessionState, TerminateRequest, HOST_PROTOCOL_VERSION,
+    SessionState, TerminateRequest, TurnEvent, HOST_PROTOCOL_VERSION,
 };
+use crate::stream_body;
 
 /// Largest accepted request body (a launch request with its argv, env and token).
 pub const BODY_MAX: usize = 256 * 1024;
@@ -243,33 +246,7 @@ async fn handle(
         (Method::POST, ["sessions", id, "message"]) => {
             let id = id.to_string();
             match read_json::<MessageRequest>(req).await {
-                Ok(m) => match host.live(&id) {
-                    Some(s) => match &s.io {
-                        SessionIo::Provider(p)
-                            if s.info.lock().unwrap_or_else(|p| p.into_inner()).state
-                                == SessionState::Running =>
-                        {
-                            match p.message(&m.text).await {
-                                Ok(t) => json(
-                                    200,
-                                    &MessageResponse {
-                                        session_id: id,
-                                        text: t.text,
-                                        is_error: t.is_error,
-                                    },
-                                ),
-                                Err(e) => error(409, "session_exited", e.to_string()),
-                            }
-                        }
-                        SessionIo::Provider(_) => {
-                            error(409, "session_exited", format!("session {id} has exited"))
-                        }
-                        SessionIo::Terminal(_) => {
-                            error(400, "invalid_spec", "messages are for claude sessions")
-                        }
-                    },
-                    None => error(404, "not_found", format!("no session {id}")),
-                },
+                Ok(m) => message(&host, &id, m).await,
                 Err(r) => r,
             }
         }
@@ -299,6 +276,105 @@ async fn handle(
         _ => error(404, "not_found", "no such route"),
     };
     Ok(resp)
+}
+
+/// How long a broken turn waits for the session's exit, to say how it ended.
+const EXIT_REPORT_WAIT: Duration = Duration::from_secs(2);
+
+/// What a turn that broke says: the exit of Claude Code when it ended.
+async fn ended_message(session: &Arc<Session>, e: &TurnError) -> String {
+    if !matches!(e, TurnError::Ended) {
+        return e.to_string();
+    }
+    let mut exited = session.exited.clone();
+    let _ = tokio::time::timeout(EXIT_REPORT_WAIT, exited.wait_for(|x| *x)).await;
+    let info = session
+        .info
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    match (info.state, info.exit_status, info.exit_signal) {
+        (SessionState::Exited, _, Some(sig)) => {
+            format!("Claude Code was killed by signal {sig} before answering")
+        }
+        (SessionState::Exited, Some(code), None) => {
+            format!("Claude Code exited with status {code} before answering")
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// `POST /sessions/{id}/message`: one turn, on a task of its own so that it reads to
+/// its end whatever happens to this request. `stream: true` answers the events as they
+/// happen (`application/x-ndjson`); otherwise one `MessageResponse` at the end, or
+/// `409 session_exited` when the turn broke.
+async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
+    let Some(session) = host.live(id) else {
+        return error(404, "not_found", format!("no session {id}"));
+    };
+    let provider = match &session.io {
+        SessionIo::Provider(p) => p.clone(),
+        SessionIo::Terminal(_) => {
+            return error(400, "invalid_spec", "messages are for claude sessions")
+        }
+    };
+    if session.info.lock().unwrap_or_else(|p| p.into_inner()).state != SessionState::Running {
+        return error(409, "session_exited", format!("session {id} has exited"));
+    }
+    let (tx, mut rx) = mpsc::channel::<TurnEvent>(64);
+    let text = m.text;
+    tokio::spawn(async move {
+        if let Err(e) = provider.turn(&text, &tx).await {
+            let message = ended_message(&session, &e).await;
+            let _ = tx
+                .send(TurnEvent::Error {
+                    code: "session_exited".into(),
+                    message,
+                })
+                .await;
+        }
+    });
+    if m.stream {
+        let (lines, body) = mpsc::channel::<Bytes>(64);
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                let mut line = serde_json::to_vec(&ev).unwrap_or_default();
+                line.push(b'\n');
+                if lines.send(Bytes::from(line)).await.is_err() {
+                    // The listener went away; the turn goes on without it.
+                    return;
+                }
+            }
+        });
+        return stream_body::streamed(200, "application/x-ndjson", body);
+    }
+    let mut end = None;
+    while let Some(ev) = rx.recv().await {
+        if matches!(ev, TurnEvent::Result { .. } | TurnEvent::Error { .. }) {
+            end = Some(ev);
+        }
+    }
+    match end {
+        Some(TurnEvent::Result {
+            text,
+            is_error,
+            api_error_status,
+        }) => json(
+            200,
+            &MessageResponse {
+                session_id: id.to_string(),
+                text,
+                is_error,
+                api_error_status,
+            },
+        ),
+        Some(TurnEvent::Error { message, .. }) => error(409, "session_exited", message),
+        _ => error(
+            409,
+            "session_exited",
+            format!("session {id} ended the turn without an answer"),
+        ),
+    }
 }
 
 fn prepare_dirs(host: &Host) -> std::io::Result<()> {
@@ -368,7 +444,10 @@ pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
             let peer_ok = parent.is_some() && crate::peer::peer_pid(&stream) == parent;
             let host = served.clone();
             async move {
-                let svc = service_fn(move |req| handle(host.clone(), peer_ok, req));
+                let svc = service_fn(move |req| {
+                    let host = host.clone();
+                    async move { handle(host, peer_ok, req).await.map(stream_body::finish) }
+                });
                 let _ = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(READ_TIMEOUT)

@@ -1,0 +1,474 @@
+//! Sessions that do real work: the pinned real Claude Code takes turns under relay's
+//! real sandbox against `fakeapi`, the Anthropic API stand-in, and every test asserts on
+//! what the stand-in recorded — the SHA-256 of each bearer it was sent, the OAuth beta,
+//! the tool results, the conversation. `claude auth status` can only say that *some*
+//! token is present; these show that the token on fd 5 is the one that reaches the API.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::fakeapi::FakeApi;
+use relay_e2e::pty::Pty;
+use relay_e2e::{assert_absent, random_hex, sha256_hex};
+use serde_json::{json, Value};
+
+/// The real Claude Code binary: `RELAY_E2E_CLAUDE_CODE`, set by .ci/run. Missing in CI
+/// is a failure; elsewhere a printed skip.
+fn claude_code() -> Option<PathBuf> {
+    match std::env::var_os("RELAY_E2E_CLAUDE_CODE").map(PathBuf::from) {
+        Some(p) if p.is_file() => Some(p),
+        other => {
+            let why =
+                format!("real Claude Code binary not found (RELAY_E2E_CLAUDE_CODE={other:?})");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{why}: .ci/run installs it"
+            );
+            eprintln!("SKIP real Claude Code: {why}");
+            None
+        }
+    }
+}
+
+fn fake_oauth_token() -> String {
+    format!("sk-ant-oat01-{}", random_hex(40))
+}
+
+/// Base settings with the real Claude Code as both `claude_path` (sessions) and the
+/// `claude-code` template's command, sent to `api`; a failing API call ends a turn at
+/// once (`CLAUDE_CODE_MAX_RETRIES=0`).
+fn settings(claude: &Path, api: &FakeApi, token: Option<&str>) -> Value {
+    let mut s = base_settings(token);
+    s["claude_path"] = json!(claude);
+    s["terminal_templates"][0]["command"] = json!(claude);
+    s["terminal_templates"][0]["env"] =
+        json!({"ANTHROPIC_BASE_URL": api.url(), "CLAUDE_CODE_MAX_RETRIES": "0"});
+    s
+}
+
+/// A relay whose settings point Claude Code at a `fakeapi` started with `script`, and
+/// the token file written (the setting set when `with_token`).
+fn relay_with_api(claude: &Path, script: Value, with_token: bool) -> (Relay, FakeApi, String) {
+    let mut r = Relay::prepare(None, false);
+    let api = FakeApi::start(&r.root, &script);
+    let token = fake_oauth_token();
+    r.write_token(&token);
+    r.write_settings(&settings(claude, &api, with_token.then_some(TOKEN_SETTING)));
+    r.launch_daemon();
+    (r, api, token)
+}
+
+fn start_session(r: &Relay, extra: &[&str]) -> String {
+    let mut args = vec!["session", "start", "--project", "p1"];
+    args.extend_from_slice(extra);
+    let v = r.cli_json(&args);
+    v["id"].as_str().expect("session id").to_string()
+}
+
+/// `relay session message --id ID TEXT` (plus `flags`).
+fn message(r: &Relay, id: &str, text: &str, flags: &[&str]) -> relay_e2e::daemon::Cli {
+    let mut args = vec!["session", "message", "--id", id];
+    args.extend_from_slice(flags);
+    args.push(text);
+    r.cli(&args)
+}
+
+fn session_entry(r: &Relay, id: &str) -> Value {
+    let list = r.cli_json(&["session", "list"]);
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no session {id} in {list}"))
+}
+
+/// Every Messages request carried the token's bearer and the OAuth beta.
+fn assert_every_bearer_is(api: &FakeApi, requests: &[Value], token: &str) {
+    assert!(
+        !requests.is_empty(),
+        "the stand-in got no Messages request: {:?}",
+        api.records()
+    );
+    let want = sha256_hex(token.as_bytes());
+    for q in requests {
+        assert_eq!(
+            q["bearer_sha256"], want,
+            "a request without the token's bearer: {q}"
+        );
+        assert!(
+            q["anthropic_beta"]
+                .as_str()
+                .is_some_and(|b| b.split(',').any(|x| x == "oauth-2025-04-20")),
+            "no OAuth beta: {q}"
+        );
+    }
+}
+
+/// The token in nothing relay or the stand-in wrote but the token file.
+fn assert_token_nowhere(r: &Relay, token: &str, extra: &[(&str, &[u8])]) {
+    assert_absent(&r.output(), token, "the daemon's output");
+    let events = serde_json::to_vec(&r.all_events()).unwrap();
+    assert_absent(&events, token, "the events");
+    for (p, bytes) in r.all_files(&[&r.token_path()]) {
+        assert_absent(&bytes, token, &p.display().to_string());
+    }
+    for (place, bytes) in extra {
+        assert_absent(bytes, token, place);
+    }
+}
+
+#[test]
+fn real_turn_sends_the_token_files_bearer_and_its_reply_reaches_relay_session_message() {
+    let Some(claude) = claude_code() else { return };
+    let reply = format!("pong-{}", random_hex(4));
+    let (r, api, token) = relay_with_api(&claude, json!({"turns": [{"text": reply}]}), true);
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "ping", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, format!("{reply}\n"));
+    let requests = api.messages();
+    assert_every_bearer_is(&api, &requests, &token);
+    assert!(
+        requests.iter().any(|q| q["user_texts"] == json!(["ping"])),
+        "{requests:?}"
+    );
+    // What Claude Code said about itself, and what relay asked of it.
+    let e = session_entry(&r, &id);
+    assert_eq!(e["permission_mode"], "bypassPermissions", "{e}");
+    assert_eq!(e["claude"]["permission_mode"], "bypassPermissions", "{e}");
+    assert_eq!(e["claude"]["version"], "2.1.332", "{e}");
+    assert_eq!(e["claude"]["api_key_source"], "none", "{e}");
+    assert!(
+        e["claude"]["model"].as_str().is_some_and(|m| !m.is_empty()),
+        "{e}"
+    );
+    assert_eq!(e["claude"]["model"], requests[0]["model"], "{e}");
+    // The launch names where the token goes.
+    let launch =
+        r.wait_event(|ev| ev["name"] == "session.launch" && ev["session_id"] == id.as_str());
+    assert_eq!(
+        launch["routing"],
+        json!({"names": ["ANTHROPIC_BASE_URL"], "anthropic_base_url_host": format!("127.0.0.1:{}", api.port)}),
+        "{launch}"
+    );
+    let row = r
+        .audit_rows()
+        .into_iter()
+        .find(|a| a["action"] == "session_launch" && a["session_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(row["routing"], launch["routing"], "{row}");
+    let record = std::fs::read(&api.record).unwrap();
+    assert_token_nowhere(
+        &r,
+        &token,
+        &[
+            ("the reply", out.stdout.as_bytes()),
+            ("the stand-in's record", &record),
+        ],
+    );
+}
+
+#[test]
+fn real_tool_turn_writes_in_the_session_directory_and_cannot_read_the_token_file() {
+    let Some(claude) = claude_code() else { return };
+    let mut r = Relay::prepare(None, false);
+    let token_path = r.token_path();
+    let marker = format!("made-by-claude-{}", random_hex(4));
+    let script = json!({"turns": [
+        {"text": "I will make the file and look at the token.", "tool_use": [
+            {"id": "toolu_write", "name": "Bash", "input": {"command": format!("echo {marker} > hello.txt && echo wrote", ), "description": "write a file"}},
+            {"id": "toolu_read", "name": "Bash", "input": {"command": format!("cat {}", token_path.display()), "description": "read the token"}},
+        ]},
+        {"text": "finished the work"},
+    ]});
+    let api = FakeApi::start(&r.root, &script);
+    let token = fake_oauth_token();
+    r.write_token(&token);
+    r.write_settings(&settings(&claude, &api, Some(TOKEN_SETTING)));
+    r.launch_daemon();
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "make hello.txt, then show me the token file", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "finished the work\n");
+
+    // The file was made by the sandboxed tool, in the session directory, on the host.
+    let made = std::fs::read_to_string(r.project.join("hello.txt")).unwrap_or_else(|e| {
+        panic!(
+            "hello.txt was not made ({e}); stand-in saw {:?}",
+            api.messages()
+        )
+    });
+    assert_eq!(made.trim(), marker);
+    let requests = api.messages();
+    let results: Vec<Value> = requests
+        .last()
+        .map(|q| q["tool_results"].as_array().cloned().unwrap_or_default())
+        .unwrap_or_default();
+    let by_id = |tid: &str| {
+        results
+            .iter()
+            .find(|t| t["tool_use_id"] == tid)
+            .cloned()
+            .unwrap_or_else(|| panic!("no tool_result {tid} in {results:?}"))
+    };
+    let wrote = by_id("toolu_write");
+    assert_eq!(wrote["is_error"], false, "{wrote}");
+    assert!(wrote["text"].as_str().unwrap().contains("wrote"), "{wrote}");
+    let read = by_id("toolu_read");
+    assert_eq!(
+        read["is_error"], true,
+        "the token read was not refused: {read}"
+    );
+    assert!(
+        read["text"].as_str().unwrap().contains("Permission denied"),
+        "{read}"
+    );
+    assert_every_bearer_is(&api, &requests, &token);
+    let record = std::fs::read(&api.record).unwrap();
+    assert_token_nowhere(
+        &r,
+        &token,
+        &[
+            ("the reply", out.stdout.as_bytes()),
+            ("the tool results", &record),
+        ],
+    );
+}
+
+#[test]
+fn real_stream_shows_the_tool_call_before_the_final_text() {
+    let Some(claude) = claude_code() else { return };
+    let script = |word: &str| {
+        json!({"turns": [
+            {"text": "Checking.", "tool_use": [{"id": "toolu_echo", "name": "Bash", "input": {"command": format!("echo {word}"), "description": "echo"}}]},
+            {"text": format!("the final text {word}")},
+        ]})
+    };
+    let (r, api, token) = relay_with_api(&claude, script("one"), true);
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "stream this", &["--stream"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let tool = lines
+        .iter()
+        .position(|l| l.starts_with("[tool] Bash ") && l.contains("echo one"))
+        .unwrap_or_else(|| panic!("no tool line:\n{}", out.stdout));
+    let result = lines
+        .iter()
+        .position(|l| *l == "[tool result] one")
+        .unwrap_or_else(|| panic!("no tool result line:\n{}", out.stdout));
+    let last = lines
+        .iter()
+        .position(|l| l.contains("the final text one"))
+        .unwrap_or_else(|| panic!("no final text:\n{}", out.stdout));
+    assert!(tool < result && result < last, "{}", out.stdout);
+    assert!(
+        lines[..tool].iter().any(|l| l.contains("Checking.")),
+        "{}",
+        out.stdout
+    );
+
+    // --json: one event per line, in the order they happened.
+    api.set_script(&script("two"));
+    let out = message(&r, &id, "stream again", &["--stream", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let at = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k} in {kinds:?}"))
+    };
+    assert_eq!(kinds[0], "init", "{kinds:?}");
+    assert!(at("tool_use") < at("tool_result"), "{kinds:?}");
+    assert_eq!(*kinds.last().unwrap(), "result", "{kinds:?}");
+    let text: String = events
+        .iter()
+        .skip(at("tool_result"))
+        .filter(|e| e["type"] == "text")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "the final text two");
+    assert_eq!(events[at("tool_use")]["input"]["command"], "echo two");
+    assert_every_bearer_is(&api, &api.messages(), &token);
+}
+
+#[test]
+fn real_api_401_fails_the_turn_with_its_status_and_the_next_turn_works() {
+    let Some(claude) = claude_code() else { return };
+    let script =
+        json!({"turns": [{"error": {"status": 401, "message": "fakeapi: token rejected"}}]});
+    let (r, api, token) = relay_with_api(&claude, script, true);
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "hello", &[]);
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!(out.stdout, "");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("error: the turn failed (API status 401): "),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("fakeapi: token rejected"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        api.messages().iter().all(|q| q["status"] == 401),
+        "{:?}",
+        api.messages()
+    );
+    let pid = session_entry(&r, &id)["root_pid"].clone();
+
+    // The stand-in answers again: the same Claude Code takes the next turn.
+    api.set_script(&json!({"turns": [{"text": "back to work"}]}));
+    let out = message(&r, &id, "again", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "back to work\n");
+    let e = session_entry(&r, &id);
+    assert_eq!(e["state"], "running");
+    assert_eq!(e["root_pid"], pid, "{e}");
+    assert_every_bearer_is(&api, &api.messages(), &token);
+}
+
+#[test]
+fn real_rewritten_token_file_reaches_the_next_launch_without_a_restart() {
+    let Some(claude) = claude_code() else { return };
+    let (r, api, first) = relay_with_api(&claude, json!({"turns": [{"text": "ok"}]}), true);
+    let a = start_session(&r, &[]);
+    let out = message(&r, &a, "first launch", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let second = fake_oauth_token();
+    r.write_token(&second);
+    let b = start_session(&r, &[]);
+    let out = message(&r, &b, "second launch", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let of = |text: &str| -> Vec<Value> {
+        api.messages()
+            .into_iter()
+            .filter(|q| {
+                q["user_texts"]
+                    .as_array()
+                    .is_some_and(|u| u.contains(&json!(text)))
+            })
+            .collect()
+    };
+    assert_every_bearer_is(&api, &of("first launch"), &first);
+    assert_every_bearer_is(&api, &of("second launch"), &second);
+    assert_ne!(sha256_hex(first.as_bytes()), sha256_hex(second.as_bytes()));
+}
+
+#[test]
+fn real_claude_without_the_token_setting_sends_no_bearer() {
+    let Some(claude) = claude_code() else { return };
+    let (r, api, token) = relay_with_api(&claude, json!({"turns": [{"text": "reachable"}]}), false);
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "hello", &[]);
+    assert_eq!(
+        out.status, 1,
+        "a turn without a token answered: {}",
+        out.stdout
+    );
+    assert!(out.stderr.contains("Not logged in"), "{}", out.stderr);
+    let records = api.records();
+    assert!(
+        records
+            .iter()
+            .all(|q| q["bearer_sha256"].is_null() && q["x_api_key_sha256"].is_null()),
+        "a credential reached the stand-in: {records:?}"
+    );
+    // The stand-in was reachable all along: the same launch with the setting gets there.
+    r.write_settings(&settings(&claude, &api, Some(TOKEN_SETTING)));
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "hello again", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "reachable\n");
+    assert_every_bearer_is(&api, &api.messages(), &token);
+}
+
+#[test]
+fn real_resume_after_stop_sends_the_earlier_turns() {
+    let Some(claude) = claude_code() else { return };
+    let word = format!("pelican-{}", random_hex(4));
+    let (r, api, token) = relay_with_api(&claude, json!({"turns": [{"text": "noted"}]}), true);
+    let id = start_session(&r, &[]);
+    let first = format!("remember the word {word}");
+    let out = message(&r, &id, &first, &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let claude_id = session_entry(&r, &id)["claude"]["session_id"].clone();
+    assert!(claude_id.is_string(), "no Claude session id");
+    let before = api.messages().len();
+
+    r.cli_json(&["session", "stop", "--id", &id]);
+    r.cli_json(&["session", "resume", "--id", &id]);
+    let out = message(&r, &id, "which word was it?", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let after = api.messages();
+    let resumed = after
+        .get(before)
+        .unwrap_or_else(|| panic!("no request after resume: {after:?}"));
+    let texts = resumed["user_texts"].as_array().unwrap();
+    assert!(
+        texts.contains(&json!(first)),
+        "the earlier turn is not in {resumed}"
+    );
+    assert!(texts.contains(&json!("which word was it?")), "{resumed}");
+    assert!(resumed["messages"].as_u64().unwrap() >= 3, "{resumed}");
+    let e = session_entry(&r, &id);
+    assert_eq!(e["claude"]["session_id"], claude_id, "{e}");
+    // The resume passed Claude Code's own id, not a guess.
+    let audit = r.audit_rows();
+    assert!(audit.iter().any(|a| a["action"] == "session_resume"
+        && a["session_id"] == id.as_str()
+        && a["outcome"] == "allowed"));
+    assert_every_bearer_is(&api, &after, &token);
+}
+
+#[test]
+fn real_interactive_claude_code_on_a_pty_sends_the_bearer_and_shows_the_reply() {
+    let Some(claude) = claude_code() else { return };
+    let reply = format!("pty-pong-{}", random_hex(4));
+    // Only the streamed turn takes the scripted reply: Claude Code's start-up probe is
+    // a non-streaming request and gets the stand-in's plain `ok`.
+    let (r, api, token) = relay_with_api(
+        &claude,
+        json!({"turns": [{"stream": true, "text": reply}]}),
+        true,
+    );
+    let mut pty = Pty::spawn(r.cli_command(&["sandbox", "claude-code"]), 120, 35);
+    // The main prompt's footer (with an API that answers, Claude Code shows its
+    // permission mode there).
+    pty.wait_for_within("shift+tab to cycle", Duration::from_secs(60));
+    // One word: Claude Code draws the words of a line with cursor moves between them.
+    pty.write(b"say-the-word");
+    pty.wait_for("say-the-word");
+    pty.write(b"\r");
+    pty.wait_for(&reply);
+    let turns: Vec<Value> = api
+        .messages()
+        .into_iter()
+        .filter(|q| q["stream"] == true)
+        .collect();
+    assert!(
+        turns.iter().any(|q| q["user_texts"]
+            .as_array()
+            .is_some_and(|u| u.contains(&json!("say-the-word")))),
+        "{turns:?}"
+    );
+    assert_every_bearer_is(&api, &api.messages(), &token);
+    let screen = pty.screen();
+    assert_absent(screen.as_bytes(), &token, "the screen");
+    // Safety: SIGHUP to our own child, as a closing terminal sends.
+    unsafe { libc::kill(pty.child.id() as libc::pid_t, libc::SIGHUP) };
+    let _ = relay_e2e::wait::child_within(&mut pty.child, relay_e2e::WAIT);
+}

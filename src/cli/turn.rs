@@ -1,0 +1,215 @@
+//! `relay session message`: one turn. Without `--stream` it prints the final text; with
+//! it, the turn as it happens — assistant text as it arrives and one line per tool call
+//! and per tool result (`--json`: each event as one JSON line). A turn that fails (an
+//! API error, Claude Code ending) is one `error:` line and exit 1 (docs/cli.md).
+
+use std::process::ExitCode;
+
+use serde_json::{json, Value};
+
+use super::client::{Client, Streamed};
+use super::{emit, fail, json_bytes, termout, text_line};
+
+/// A tool call's input and a tool result's text are cut to this many characters on
+/// their line.
+const SHOWN_MAX: usize = 200;
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn shorten(text: &str) -> String {
+    let line = one_line(text);
+    match line.char_indices().nth(SHOWN_MAX) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
+}
+
+/// The `error:` text of a turn whose result is an error.
+pub fn turn_failed(text: &str, api_status: Option<u64>) -> String {
+    let what = match api_status {
+        Some(s) => format!("the turn failed (API status {s})"),
+        None => "the turn failed".to_string(),
+    };
+    if text.trim().is_empty() {
+        what
+    } else {
+        format!("{what}: {}", one_line(text))
+    }
+}
+
+/// The text form of a streamed turn, event by event.
+#[derive(Default)]
+pub struct Renderer {
+    /// Something was written that did not end a line.
+    mid_line: bool,
+}
+
+impl Renderer {
+    /// What one event prints (control bytes made visible).
+    pub fn event(&mut self, v: &Value) -> String {
+        let line = |r: &mut Renderer, text: String| {
+            let lead = if r.mid_line { "\n" } else { "" };
+            r.mid_line = false;
+            format!("{lead}{}\n", termout::visible(text.as_bytes()))
+        };
+        match v["type"].as_str() {
+            Some("text") => {
+                let t = termout::visible(v["text"].as_str().unwrap_or_default().as_bytes());
+                if !t.is_empty() {
+                    self.mid_line = !t.ends_with('\n');
+                }
+                t
+            }
+            Some("tool_use") => line(
+                self,
+                format!(
+                    "[tool] {} {}",
+                    v["name"].as_str().unwrap_or("?"),
+                    shorten(&v["input"].to_string())
+                ),
+            ),
+            Some("tool_result") => {
+                let label = if v["is_error"] == true {
+                    "[tool error]"
+                } else {
+                    "[tool result]"
+                };
+                line(
+                    self,
+                    format!(
+                        "{label} {}",
+                        shorten(v["text"].as_str().unwrap_or_default())
+                    ),
+                )
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// What ends the output: a newline when the last text did not end its line.
+    pub fn finish(&mut self) -> String {
+        if std::mem::take(&mut self.mid_line) {
+            "\n".into()
+        } else {
+            String::new()
+        }
+    }
+}
+
+pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> ExitCode {
+    let path = format!("/api/sessions/{id}/message");
+    if !stream {
+        let a = match c.call("POST", &path, Some(&json!({"text": text}))) {
+            Ok(a) => a,
+            Err(e) => return fail(e),
+        };
+        if a.status != 200 {
+            return fail(a.error_text());
+        }
+        let v = a.json();
+        if v["is_error"] == true {
+            return fail(turn_failed(
+                v["text"].as_str().unwrap_or_default(),
+                v["api_error_status"].as_u64(),
+            ));
+        }
+        let bytes = if json_out {
+            json_bytes(&v)
+        } else {
+            text_line(v["text"].as_str().unwrap_or_default())
+        };
+        return emit(&bytes, ExitCode::SUCCESS);
+    }
+    let mut r = Renderer::default();
+    let mut last: Option<Value> = None;
+    let mut out_closed = false;
+    let answer = c.call_lines(
+        "POST",
+        &path,
+        &json!({"text": text, "stream": true}),
+        |line| {
+            let Ok(v) = serde_json::from_slice::<Value>(line) else {
+                return;
+            };
+            let bytes = if json_out {
+                json_bytes(&v)
+            } else {
+                r.event(&v).into_bytes()
+            };
+            if matches!(v["type"].as_str(), Some("result" | "error")) {
+                last = Some(v);
+            }
+            if !bytes.is_empty() && !out_closed {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                // A reader that went away stops the printing, not the turn.
+                out_closed = out.write_all(&bytes).and_then(|()| out.flush()).is_err();
+            }
+        },
+    );
+    let tail = r.finish();
+    if !json_out && !tail.is_empty() {
+        let _ = emit(tail.as_bytes(), ExitCode::SUCCESS);
+    }
+    match answer {
+        Err(e) => fail(e),
+        Ok(Streamed::Refused(a)) => fail(a.error_text()),
+        Ok(Streamed::Lines) => match last {
+            Some(v) if v["type"] == "result" && v["is_error"] != true => ExitCode::SUCCESS,
+            Some(v) if v["type"] == "result" => fail(turn_failed(
+                v["text"].as_str().unwrap_or_default(),
+                v["api_error_status"].as_u64(),
+            )),
+            Some(v) => fail(format!(
+                "{} ({})",
+                v["message"].as_str().unwrap_or("the turn broke off"),
+                v["code"].as_str().unwrap_or("session_exited")
+            )),
+            None => fail("the turn ended without an answer (session_exited)"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streamed_turn_reads_as_text_with_one_line_per_tool_call_and_result() {
+        let mut r = Renderer::default();
+        let mut out = String::new();
+        for ev in [
+            json!({"type": "init", "model": "m"}),
+            json!({"type": "text", "text": "let me "}),
+            json!({"type": "text", "text": "look"}),
+            json!({"type": "tool_use", "id": "t", "name": "Bash", "input": {"command": "cat x"}}),
+            json!({"type": "tool_result", "tool_use_id": "t", "is_error": true, "text": "cat: x:\nPermission denied"}),
+            json!({"type": "tool_result", "tool_use_id": "u", "is_error": false, "text": "ok"}),
+            json!({"type": "text", "text": "done \u{1b}]52;c;eA==\u{7}"}),
+            json!({"type": "result", "text": "done", "is_error": false}),
+        ] {
+            out.push_str(&r.event(&ev));
+        }
+        out.push_str(&r.finish());
+        assert_eq!(
+            out,
+            "let me look\n[tool] Bash {\"command\":\"cat x\"}\n[tool error] cat: x: Permission denied\n[tool result] ok\ndone ^[]52;c;eA==^G\n"
+        );
+        assert_eq!(r.finish(), "");
+    }
+
+    #[test]
+    fn long_inputs_are_cut_and_failures_name_the_status() {
+        let mut r = Renderer::default();
+        let long = "x".repeat(500);
+        let line = r.event(&json!({"type": "tool_result", "is_error": false, "text": long}));
+        assert_eq!(line.chars().count(), "[tool result] ".len() + SHOWN_MAX + 2);
+        assert_eq!(
+            turn_failed("API Error: 401\n{\"message\":\"bad\"}", Some(401)),
+            "the turn failed (API status 401): API Error: 401 {\"message\":\"bad\"}"
+        );
+        assert_eq!(turn_failed("", None), "the turn failed");
+    }
+}

@@ -1,0 +1,166 @@
+//! `POST /api/sessions/{id}/message`: one turn, through the host's streamed message
+//! route. The daemon reads the host's events on a task of its own, so the turn is
+//! followed to its end (and Claude Code's `init` reaches the ledger) even when the
+//! client hangs up; the client gets either the events as they happen (`"stream":
+//! true`, `application/x-ndjson`) or one answer at the end (docs/routes.md,
+//! "Sessions, messages, resume, stop").
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use hyper::body::{Bytes, Incoming};
+use hyper::Request;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use super::api::{body, host_error, json_resp, refuse, Resp};
+use super::{Daemon, EntryState};
+use crate::protocol::{SessionKind, TurnEvent};
+use crate::stream_body;
+
+/// A host event line longer than this ends the turn (the host's own lines stay below:
+/// it cuts tool results and reads Claude Code's lines up to 8 MiB).
+const LINE_MAX: usize = 9 * 1024 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Message {
+    text: String,
+    #[serde(default)]
+    stream: bool,
+}
+
+fn broken(message: &str) -> TurnEvent {
+    TurnEvent::Error {
+        code: "session_exited".into(),
+        message: message.into(),
+    }
+}
+
+fn line_of(ev: &TurnEvent) -> Bytes {
+    let mut line = serde_json::to_vec(ev).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp {
+    let m: Message = match body(req).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    match d.entry(id) {
+        Some(e) if e.kind == SessionKind::Claude && e.state == EntryState::Running => {}
+        Some(e) if e.kind == SessionKind::Claude => {
+            return refuse(
+                409,
+                "session_not_running",
+                format!("session {id} is {:?}; resume it first", e.state).to_lowercase(),
+            )
+        }
+        _ => return refuse(404, "not_found", format!("no session {id}")),
+    }
+    let host_body =
+        serde_json::to_vec(&json!({"text": m.text, "stream": true})).unwrap_or_default();
+    let answer = match d
+        .host
+        .call_streaming("POST", &format!("/sessions/{id}/message"), host_body)
+        .await
+    {
+        Ok(a) => a,
+        Err(e) => return refuse(503, "host_unavailable", e.to_string()),
+    };
+    let status = answer.status().as_u16();
+    if status != 200 {
+        let bytes = answer
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        return host_error(status, &bytes);
+    }
+    let (client_tx, client_rx) = mpsc::channel::<Bytes>(64);
+    let (end_tx, end_rx) = oneshot::channel::<TurnEvent>();
+    let client = m.stream.then_some(client_tx);
+    tokio::spawn(follow(
+        d.clone(),
+        id.to_string(),
+        answer.into_body(),
+        client,
+        end_tx,
+    ));
+    if m.stream {
+        return stream_body::streamed(200, "application/x-ndjson", client_rx);
+    }
+    match end_rx.await {
+        Ok(TurnEvent::Result {
+            text,
+            is_error,
+            api_error_status,
+        }) => {
+            let mut v = json!({"id": id, "text": text, "is_error": is_error});
+            if let Some(s) = api_error_status {
+                v["api_error_status"] = s.into();
+            }
+            json_resp(200, &v)
+        }
+        Ok(TurnEvent::Error { message, .. }) => refuse(409, "session_exited", message),
+        _ => refuse(409, "session_exited", "the turn ended without an answer"),
+    }
+}
+
+/// Reads the host's event lines to the end of the turn: records `init` in the ledger,
+/// passes every event to `client` while it listens, and hands the last one (`result`
+/// or `error`) to `end`.
+async fn follow(
+    d: Arc<Daemon>,
+    id: String,
+    mut host: Incoming,
+    mut client: Option<mpsc::Sender<Bytes>>,
+    end: oneshot::Sender<TurnEvent>,
+) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last = None;
+    'read: while let Some(frame) = host.frame().await {
+        let Ok(frame) = frame else { break };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        buf.extend_from_slice(&data);
+        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=pos).collect();
+            let Ok(ev) = serde_json::from_slice::<TurnEvent>(&line) else {
+                continue;
+            };
+            match &ev {
+                TurnEvent::Init(init) => d.set_claude(&id, init.clone()),
+                TurnEvent::Result { .. } | TurnEvent::Error { .. } => last = Some(ev.clone()),
+                _ => {}
+            }
+            if let Some(c) = &client {
+                if c.send(line_of(&ev)).await.is_err() {
+                    // The client hung up; the turn is still read to its end.
+                    client = None;
+                }
+            }
+            if last.is_some() {
+                break 'read;
+            }
+        }
+        if buf.len() > LINE_MAX {
+            break;
+        }
+    }
+    let last = match last {
+        Some(ev) => ev,
+        None => {
+            let ev = broken("the session host ended the turn without an answer");
+            if let Some(c) = &client {
+                let _ = c.send(line_of(&ev)).await;
+            }
+            ev
+        }
+    };
+    let _ = end.send(last);
+}
