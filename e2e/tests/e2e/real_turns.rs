@@ -7,10 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use std::process::Stdio;
+
+use relay_e2e::daemon::{base_settings, Cli, Relay, TOKEN_SETTING};
 use relay_e2e::fakeapi::FakeApi;
 use relay_e2e::pty::Pty;
-use relay_e2e::{assert_absent, random_hex, sha256_hex};
+use relay_e2e::{assert_absent, random_hex, sha256_hex, wait, WAIT};
 use serde_json::{json, Value};
 
 /// The real Claude Code binary: `RELAY_E2E_CLAUDE_CODE`, set by .ci/run. Missing in CI
@@ -66,12 +68,51 @@ fn start_session(r: &Relay, extra: &[&str]) -> String {
     v["id"].as_str().expect("session id").to_string()
 }
 
-/// `relay session message --id ID TEXT` (plus `flags`).
-fn message(r: &Relay, id: &str, text: &str, flags: &[&str]) -> relay_e2e::daemon::Cli {
+/// `relay session message --id ID TEXT` (plus `flags`), bounded by [`WAIT`]: relay
+/// has no turn timeout of its own, and a turn that never answers must fail the test.
+fn message(r: &Relay, id: &str, text: &str, flags: &[&str]) -> Cli {
+    use std::io::Read;
     let mut args = vec!["session", "message", "--id", id];
     args.extend_from_slice(flags);
     args.push(text);
-    r.cli(&args)
+    let mut cmd = r.cli_command(&args);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run relay");
+    let pipes = [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ];
+    let readers: Vec<_> = pipes
+        .into_iter()
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                if let Some(mut p) = p {
+                    let _ = p.read_to_string(&mut s);
+                }
+                s
+            })
+        })
+        .collect();
+    let Some(status) = wait::child_within(&mut child, WAIT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("relay session message {text:?} gave no answer within {WAIT:?}");
+    };
+    let mut out = readers.into_iter().map(|t| t.join().unwrap_or_default());
+    Cli {
+        status: status.code().unwrap_or(-1),
+        stdout: out.next().unwrap_or_default(),
+        stderr: out.next().unwrap_or_default(),
+    }
 }
 
 fn session_entry(r: &Relay, id: &str) -> Value {
@@ -470,5 +511,73 @@ fn real_interactive_claude_code_on_a_pty_sends_the_bearer_and_shows_the_reply() 
     assert_absent(screen.as_bytes(), &token, "the screen");
     // Safety: SIGHUP to our own child, as a closing terminal sends.
     unsafe { libc::kill(pty.child.id() as libc::pid_t, libc::SIGHUP) };
-    let _ = relay_e2e::wait::child_within(&mut pty.child, relay_e2e::WAIT);
+    let _ = wait::child_within(&mut pty.child, WAIT);
+}
+
+// The two below run the fake agent: what they prove is relay's part of a turn.
+
+#[test]
+fn a_client_that_hangs_up_mid_turn_leaves_the_next_turn_its_own_answer() {
+    use std::io::Write;
+    let r = Relay::start(base_settings(None));
+    let id = start_session(&r, &[]);
+    let fifo = r.project.join("release");
+    nix_mkfifo(&fifo);
+    let started = r.project.join("started");
+    // The first turn (streamed, as `relay session message --stream` asks) blocks inside
+    // the session until the test releases it.
+    let body = json!({"text": "!sh touch started; cat release; seq 1 5000; echo late-answer", "stream": true})
+        .to_string();
+    let mut s = std::os::unix::net::UnixStream::connect(r.socket()).unwrap();
+    write!(
+        s,
+        "POST /api/sessions/{id}/message HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    assert!(
+        wait::until(WAIT, || started.exists()),
+        "the first turn never started"
+    );
+    drop(s); // the client hangs up mid-turn
+    std::fs::write(&fifo, b"go\n").unwrap(); // the abandoned turn now answers
+    let out = message(&r, &id, "hello", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout == "echo: hello\n",
+        "the next turn read another turn's answer: {:.300}",
+        out.stdout
+    );
+    let out = message(&r, &id, "again", &["--stream", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("\"echo: again\""), "{}", out.stdout);
+    assert!(!out.stdout.contains("late-answer"), "{}", out.stdout);
+}
+
+#[test]
+fn a_turn_whose_claude_code_exits_is_one_error_line_and_exit_1() {
+    let r = Relay::start(base_settings(None));
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "!exit 3", &[]);
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        "error: Claude Code exited with status 3 before answering (session_exited)\n"
+    );
+    r.wait_exited(&id);
+    let out = message(&r, &id, "hello", &["--stream"]);
+    assert_eq!(out.status, 1);
+    assert!(
+        out.stderr.contains("resume it first (session_not_running)"),
+        "{}",
+        out.stderr
+    );
+}
+
+fn nix_mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // Safety: a NUL-terminated path; mkfifo touches no memory of ours.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
 }

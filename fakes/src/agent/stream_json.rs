@@ -2,8 +2,8 @@
 //!
 //! In: `{"type":"user","message":{"role":"user","content":…}}` where content is a string
 //! or an array of `{"type":"text","text":…}` blocks (their texts are joined). Lines of any
-//! other type and blank lines are ignored. Out, per turn: an `assistant` line with the
-//! reply, then a `result` line. A `system`/`init` line comes once, before the first line
+//! other type and blank lines are ignored. Out, per turn: one `assistant` line per line
+//! of the reply, then a `result` line with the whole reply. A `system`/`init` line comes once, before the first line
 //! of output. A line that is not a JSON object or has no usable content is answered with
 //! an `error_during_execution` result and the session carries on.
 
@@ -136,10 +136,14 @@ pub fn run<R: BufRead, W: Write>(mut input: R, out: &mut W, session: &Session) -
                 }
                 Answer::Reply(reply) => {
                     turns += 1;
-                    vec![
-                        assistant_line(session, &reply),
-                        result_line(session, Ok(&reply), turns),
-                    ]
+                    // One assistant line per line of the reply, as Claude Code sends a
+                    // message per content block: a long answer is many events.
+                    let mut lines: Vec<String> = reply
+                        .split_inclusive('\n')
+                        .map(|part| assistant_line(session, part))
+                        .collect();
+                    lines.push(result_line(session, Ok(&reply), turns));
+                    lines
                 }
             },
         };
@@ -267,5 +271,19 @@ mod tests {
         );
         assert_eq!(code, 9);
         assert!(lines.is_empty());
+    }
+
+    #[test]
+    fn a_reply_of_several_lines_is_one_assistant_line_each() {
+        let (_, lines) = drive(
+            "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"!sh printf 'a\\\\nb\\\\n'\"}}\n",
+        );
+        let texts: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["type"] == "assistant")
+            .map(|l| l["message"]["content"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["exit: 0\n", "a\n", "b\n"]);
+        assert_eq!(lines.last().unwrap()["result"], "exit: 0\na\nb\n");
     }
 }
