@@ -1210,7 +1210,25 @@ fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::seed_claude_config;
+    use super::{seed_claude_config, valid_claude_session_id};
+
+    #[test]
+    fn a_claude_session_id_never_reads_as_a_flag() {
+        assert!(valid_claude_session_id(
+            "8de61dd1-5a4e-4dfd-8348-32de2d9458ac"
+        ));
+        assert!(valid_claude_session_id("fake-4242"));
+        for bad in [
+            "",
+            "-x",
+            "--dangerously-skip-permissions",
+            "a b",
+            "a/b",
+            &"a".repeat(129),
+        ] {
+            assert!(!valid_claude_session_id(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn seeding_never_follows_a_planted_link_and_never_blocks_on_a_fifo() {
