@@ -1,7 +1,8 @@
 //! Reading `claude_token_file` (DESIGN.md section 4): opened without following a link
 //! and without blocking on a FIFO, checked to be one regular file with one link and at
-//! most 4096 bytes, trimmed, refused when empty. Every error names the path and the
-//! reason, never the bytes.
+//! most 4096 bytes, trimmed, refused when empty or when it holds an Anthropic API key
+//! (relay hands Claude Code a `claude setup-token` token, nothing else; docs/THREAT-MODEL.md,
+//! "Other sign-ins"). Every error names the path and the reason, never the bytes.
 
 use std::fmt;
 use std::fs::OpenOptions;
@@ -12,6 +13,23 @@ use std::path::{Path, PathBuf};
 use crate::protocol::Secret;
 
 pub const TOKEN_MAX_BYTES: u64 = 4096;
+
+/// How an Anthropic API key begins (`sk-ant-api03-…`).
+const API_KEY_PREFIX: &str = "sk-ant-api";
+/// How a `claude setup-token` token begins.
+pub const SETUP_TOKEN_PREFIX: &str = "sk-ant-oat01-";
+
+/// Whether `token` has the shape of a `claude setup-token` token: the prefix, then
+/// base64url characters. Anything else is still handed over (Claude Code decides), but
+/// `relay doctor` warns.
+pub fn looks_like_setup_token(token: &str) -> bool {
+    token.strip_prefix(SETUP_TOKEN_PREFIX).is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
 
 /// What was read, plus the identity of the file, so a later check can notice a swap.
 /// `Debug` shows only the length of the token.
@@ -85,6 +103,13 @@ pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
     if trimmed.is_empty() {
         return Err(err("is empty".into()));
     }
+    if trimmed.starts_with(API_KEY_PREFIX) {
+        // An API key would bill a console account and bypass the subscription the
+        // owner set up; relay takes only what `claude setup-token` prints.
+        return Err(err(
+            "holds an API key; relay takes a token from claude setup-token".into(),
+        ));
+    }
     Ok(TokenFile {
         token: Secret::new(trimmed),
         dev: meta.dev(),
@@ -148,5 +173,42 @@ mod tests {
         let fifo = d.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert!(reason(read_token_file(&fifo)).contains("regular file"));
+    }
+
+    #[test]
+    fn an_api_key_is_refused_with_the_path_and_never_the_key() {
+        let d = tempfile::tempdir().unwrap();
+        let key = "sk-ant-api03-AbCdEf0123456789_-xyz";
+        let p = write(d.path(), "key", &format!("  {key}\n"));
+        let e = read_token_file(&p).expect_err("an API key is refused");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "claude_token_file {}: holds an API key; relay takes a token from claude setup-token",
+                p.display()
+            )
+        );
+        assert!(!e.to_string().contains("AbCdEf"), "{e}");
+        // Anything else is handed over; only its shape is judged (by `relay doctor`).
+        for other in [TOKEN, "sk-ant-oat01-AbC_d-9", "sk-ant-ort01-x", "sk-ant-ap"] {
+            let p = write(d.path(), "other", other);
+            assert_eq!(read_token_file(&p).unwrap().token.expose(), other);
+        }
+    }
+
+    #[test]
+    fn only_a_setup_token_has_the_setup_token_shape() {
+        assert!(looks_like_setup_token("sk-ant-oat01-AbC_d-9"));
+        for other in [
+            TOKEN,
+            "sk-ant-oat01-",
+            "sk-ant-oat01-abc def",
+            "sk-ant-oat01-abc=",
+            "sk-ant-ort01-abc",
+            "sk-ant-api03-abc",
+            "SK-ANT-OAT01-abc",
+        ] {
+            assert!(!looks_like_setup_token(other), "{other}");
+        }
     }
 }

@@ -28,6 +28,8 @@ mod settings_page;
 mod terminal_output;
 #[path = "e2e/token_contract.rs"]
 mod token_contract;
+#[path = "e2e/token_hygiene.rs"]
+mod token_hygiene;
 
 use std::path::{Path, PathBuf};
 

@@ -236,24 +236,46 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
         meta.nlink(),
         meta.len()
     );
-    if let Err(e) = crate::token::read_token_file(&path) {
-        return (
-            check(
-                "token_file",
-                Status::Fail,
-                format!("{detail}; {}", e.reason),
-                Some("keep one regular 0600 file of at most 4096 bytes, no links"),
-            ),
-            Some(path),
-        );
-    }
+    let shaped = match crate::token::read_token_file(&path) {
+        Ok(t) => crate::token::looks_like_setup_token(t.token.expose()),
+        Err(e) => {
+            let fix = if e.reason.contains("API key") {
+                "run `claude setup-token` and save the token it prints in place of the API key"
+            } else {
+                "keep one regular 0600 file of at most 4096 bytes, no links"
+            };
+            return (
+                check(
+                    "token_file",
+                    Status::Fail,
+                    format!("{detail}; {}", e.reason),
+                    Some(fix),
+                ),
+                Some(path),
+            );
+        }
+    };
+    // Warnings only: launches go on (Claude Code judges a token it does not know).
+    let mut notes = Vec::new();
+    let mut fixes = Vec::new();
     if mode & 0o077 != 0 {
+        notes.push("readable by others".to_string());
+        fixes.push(format!("chmod 600 {}", path.display()));
+    }
+    if !shaped {
+        notes.push(format!(
+            "does not look like a token from `claude setup-token` ({}…)",
+            crate::token::SETUP_TOKEN_PREFIX
+        ));
+        fixes.push("run `claude setup-token` and save the token it prints".into());
+    }
+    if !notes.is_empty() {
         return (
             check(
                 "token_file",
                 Status::Warn,
-                detail,
-                Some(&format!("chmod 600 {}", path.display())),
+                format!("{detail}; {}", notes.join("; ")),
+                Some(&fixes.join("; ")),
             ),
             Some(path),
         );

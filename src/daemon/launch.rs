@@ -5,7 +5,9 @@
 //! Order: caller not inside a session → settings readable → project given and known →
 //! directory inside the project → template known and allowed → sandbox decision →
 //! `claude_token_file` checked and, for a sandboxed Claude launch, read (before any
-//! side effect) → sandbox spec (the token path denied on every sandboxed launch) →
+//! side effect) → the session temp dir and its Claude config folder → for a token
+//! launch, the Claude settings it will see checked for another sign-in
+//! (`claude_settings`) → sandbox spec (the token path denied on every sandboxed launch) →
 //! profile written last → identity secret → host launch → the audit row (a row that
 //! cannot be written stops the session and refuses the launch) → 201.
 
@@ -601,6 +603,16 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 "spawn_failed",
                 format!("claude config {}: {e}", claude_dir.display()),
             )));
+        }
+        // What that folder, the managed settings and the project's settings say must not
+        // sign Claude Code in another way beside the token (an `apiKeyHelper`, an API
+        // key in `env`, another provider): a resume reads what the session wrote there.
+        if token.is_some() {
+            if let Err(e) =
+                super::claude_settings::check_launch(&claude_dir, &directory, &project_real)
+            {
+                return Err(at.refuse(ApiError::sandbox(e)));
+            }
         }
         env.insert(
             "CLAUDE_CONFIG_DIR".into(),

@@ -1,0 +1,289 @@
+//! Token hygiene beyond the contract, through the real daemon, host, shim and bwrap:
+//! Claude settings that would sign Claude Code in another way refuse the token launch
+//! (naming the file and the key, never a value), a token file holding an API key is
+//! refused, and `relay doctor` warns on a token not shaped like a setup token. The guards
+//! are in `docs/THREAT-MODEL.md` ("Other sign-ins"); `docs/testing.md`
+//! says which guard was removed to see each test fail.
+
+use std::path::{Path, PathBuf};
+
+use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::{assert_absent, fake_token};
+use serde_json::{json, Value};
+
+const REFUSED: &str = "sandbox_unavailable";
+
+/// A value a hostile file would carry: 16 random bytes in hex, made inside the
+/// session's shell so the command line that planted it never holds it.
+const RANDOM_VALUE: &str = "sk-ant-api03-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')";
+
+fn start_session(r: &Relay) -> (u16, Value, Vec<u8>) {
+    r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})))
+}
+
+fn turn(r: &Relay, id: &str, text: &str) -> String {
+    let (status, v, _) = r.api(
+        "POST",
+        &format!("/api/sessions/{id}/message"),
+        Some(&json!({"text": text})),
+    );
+    assert_eq!(status, 200, "message: {v}");
+    v["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// Runs `script` in a token-less sandboxed shell terminal in the project, to its end.
+fn in_a_shell(r: &Relay, script: &str) {
+    let v = r.shell_terminal(script);
+    let ev = r.wait_exited(v["id"].as_str().unwrap());
+    assert_eq!(ev["exit_status"], 0, "{script}: {ev}");
+}
+
+/// The value a planted settings file holds under `key` (`env.NAME` or a top-level key).
+fn planted_value(file: &Path, key: &str) -> String {
+    let v: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let value = match key.strip_prefix("env.") {
+        Some(name) => &v["env"][name],
+        None => &v[key],
+    };
+    let value = value.as_str().unwrap().to_string();
+    assert!(value.len() > 20, "{file:?}: {value}");
+    value
+}
+
+/// Asserts the launch was refused `400 sandbox_unavailable` naming `file` and `key`,
+/// and that the refusal is in the audit row and the event too.
+fn assert_refused_naming(r: &Relay, status: u16, v: &Value, action: &str, file: &Path, key: &str) {
+    assert_eq!((status, v["code"].as_str()), (400, Some(REFUSED)), "{v}");
+    let named = format!("the Claude settings file {} sets {key} ", file.display());
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains(&named), "{msg}");
+    let row = r
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|row| row["action"] == action)
+        .unwrap();
+    assert_eq!(
+        (row["outcome"].as_str(), row["code"].as_str()),
+        (Some("error"), Some(REFUSED)),
+        "{row}"
+    );
+    assert!(row["error"].as_str().unwrap().contains(&named), "{row}");
+    let ev = r.wait_event(|e| e["name"] == "session.launch" && e["status"] == "error");
+    assert!(ev["reason"].as_str().unwrap().contains(&named), "{ev}");
+}
+
+/// The value appears in no answer, log, audit row, event or file relay keeps (the file
+/// that holds it aside).
+fn assert_value_nowhere(r: &Relay, value: &str, holders: &[&Path], answers: &[&[u8]]) {
+    assert_absent(&r.output(), value, "the daemon's stdout/stderr");
+    for (path, bytes) in r.all_files(holders) {
+        assert_absent(&bytes, value, &path.display().to_string());
+    }
+    for (i, a) in answers.iter().enumerate() {
+        assert_absent(a, value, &format!("answer {i}"));
+    }
+}
+
+#[test]
+fn an_api_key_helper_planted_in_the_projects_settings_refuses_the_token_launch() {
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let token_path = r.write_token(&fake_token());
+    // A token-less session plants a helper that would sign the next Claude in, as
+    // whatever its program prints.
+    in_a_shell(
+        &r,
+        &format!(
+            "mkdir -p .claude && printf '{{\"apiKeyHelper\": \"echo %s\"}}' \"{RANDOM_VALUE}\" > .claude/settings.json"
+        ),
+    );
+    let file = std::fs::canonicalize(&r.project)
+        .unwrap()
+        .join(".claude/settings.json");
+    let value = planted_value(&file, "apiKeyHelper");
+
+    let (status, v, raw) = start_session(&r);
+    assert_refused_naming(&r, status, &v, "session_launch", &file, "apiKeyHelper");
+    // Nothing ran: no Claude stand-in was started.
+    assert!(r.start_lines().is_empty(), "{:?}", r.start_lines());
+    assert_value_nowhere(&r, &value, &[&file, &token_path], &[&raw]);
+
+    // The file gone, token launches go on.
+    std::fs::remove_file(&file).unwrap();
+    let (status, v, _) = start_session(&r);
+    assert_eq!(status, 201, "{v}");
+}
+
+#[test]
+fn an_api_key_in_the_projects_local_settings_env_refuses_the_token_launch() {
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let token_path = r.write_token(&fake_token());
+    in_a_shell(
+        &r,
+        &format!(
+            "mkdir -p .claude && printf '{{\"env\": {{\"DEBUG\": \"1\", \"ANTHROPIC_API_KEY\": \"%s\"}}}}' \"{RANDOM_VALUE}\" > .claude/settings.local.json"
+        ),
+    );
+    let file = std::fs::canonicalize(&r.project)
+        .unwrap()
+        .join(".claude/settings.local.json");
+    let value = planted_value(&file, "env.ANTHROPIC_API_KEY");
+
+    // A Claude Code terminal is a token launch too.
+    let (status, v, raw) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "claude-code"})),
+    );
+    assert_refused_naming(
+        &r,
+        status,
+        &v,
+        "session_launch",
+        &file,
+        "env.ANTHROPIC_API_KEY",
+    );
+    assert!(r.start_lines().is_empty(), "{:?}", r.start_lines());
+    // A token-less launch is not a Claude sign-in: the shell still starts.
+    in_a_shell(&r, "true");
+    assert_value_nowhere(&r, &value, &[&file, &token_path], &[&raw]);
+}
+
+#[test]
+fn a_sign_in_a_session_wrote_into_its_own_claude_config_refuses_its_resume() {
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let token_path = r.write_token(&fake_token());
+    let (status, v, _) = start_session(&r);
+    assert_eq!(status, 201, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    // The session writes the user settings of its own next launch.
+    let out = turn(
+        &r,
+        &id,
+        &format!(
+            "!sh printf '{{\"env\": {{\"ANTHROPIC_AUTH_TOKEN\": \"%s\"}}}}' \"{RANDOM_VALUE}\" > \"$CLAUDE_CONFIG_DIR/settings.json\""
+        ),
+    );
+    assert!(out.starts_with("exit: 0"), "{out}");
+    let file: PathBuf = r
+        .tmp
+        .join(format!("relay-{id}/claude-config/settings.json"));
+    let value = planted_value(&file, "env.ANTHROPIC_AUTH_TOKEN");
+    assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
+    r.wait_exited(&id);
+
+    let (status, v, raw) = r.api("POST", &format!("/api/sessions/{id}/resume"), None);
+    assert_refused_naming(
+        &r,
+        status,
+        &v,
+        "session_resume",
+        &file,
+        "env.ANTHROPIC_AUTH_TOKEN",
+    );
+    assert_eq!(
+        r.start_lines()
+            .iter()
+            .filter(|l| l["env"]["RELAY_SESSION_ID"] == id.as_str())
+            .count(),
+        1,
+        "the resume started the Claude stand-in"
+    );
+    assert_value_nowhere(&r, &value, &[&file, &token_path], &[&raw]);
+
+    // The key gone, the session resumes.
+    std::fs::write(&file, "{}").unwrap();
+    let resumed = r.cli_json(&["session", "resume", "--id", &id]);
+    assert_eq!(resumed["state"], "running", "{resumed}");
+}
+
+#[test]
+fn a_token_file_holding_an_api_key_refuses_the_launch_and_names_no_key() {
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let key = format!("sk-ant-api03-{}", relay_e2e::random_hex(32));
+    let path = r.write_token(&key);
+    let (status, v, raw) = start_session(&r);
+    assert_eq!((status, v["code"].as_str()), (400, Some(REFUSED)), "{v}");
+    assert_eq!(
+        v["error"],
+        format!(
+            "claude_token_file {}: holds an API key; relay takes a token from claude setup-token",
+            path.display()
+        ),
+        "{v}"
+    );
+    assert!(r.start_lines().is_empty(), "{:?}", r.start_lines());
+    let row = r.audit_rows().into_iter().next_back().unwrap();
+    assert_eq!(row["code"], REFUSED, "{row}");
+    assert!(row["error"].as_str().unwrap().contains("holds an API key"));
+    // `relay doctor` says the same, and fails.
+    let out = r.cli(&["doctor", "--json"]);
+    let doctor: Value = serde_json::from_str(&out.stdout).unwrap();
+    let check = token_check(&doctor);
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("holds an API key"),
+        "{check}"
+    );
+    assert_value_nowhere(&r, &key, &[&path], &[&raw, out.stdout.as_bytes()]);
+}
+
+fn token_check(doctor: &Value) -> Value {
+    doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "token_file")
+        .cloned()
+        .unwrap_or_else(|| panic!("no token_file check: {doctor}"))
+}
+
+#[test]
+fn relay_doctor_warns_on_a_token_not_shaped_like_a_setup_token_and_launches_go_on() {
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let odd = fake_token();
+    let path = r.write_token(&odd);
+    let doctor = || {
+        let out = r.cli(&["doctor", "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
+        (v, out.stdout)
+    };
+    let (v, first) = doctor();
+    let check = token_check(&v);
+    assert_eq!(check["status"], "warn", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("does not look like a token from `claude setup-token` (sk-ant-oat01-…)"),
+        "{check}"
+    );
+    assert!(
+        check["fix"]
+            .as_str()
+            .unwrap()
+            .contains("claude setup-token"),
+        "{check}"
+    );
+    // A warning: the launch goes on, with the token handed over as it is.
+    let (status, v2, raw) = start_session(&r);
+    assert_eq!(status, 201, "{v2}");
+
+    let shaped = format!("sk-ant-oat01-{}", relay_e2e::random_hex(40));
+    r.write_token(&shaped);
+    let (v, second) = doctor();
+    let check = token_check(&v);
+    assert_eq!(check["status"], "ok", "{check}");
+    for t in [&odd, &shaped] {
+        assert_value_nowhere(
+            &r,
+            t,
+            &[&path],
+            &[&raw, first.as_bytes(), second.as_bytes()],
+        );
+    }
+}
