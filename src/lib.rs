@@ -8,10 +8,12 @@
 //! - [`listen`]: accept loops, connection caps and the descriptor limit, shared by the
 //!   daemon and the host.
 //! - [`stream_body`]: streamed HTTP answers (a turn's events) from `Full`-bodied routers.
+//! - [`harden`]: no core dumps and no same-uid memory readers for the daemon and the host.
 
 pub mod cli;
 pub mod cloexec;
 pub mod daemon;
+pub mod harden;
 pub mod host;
 pub mod listen;
 pub mod peer;

@@ -536,6 +536,8 @@ fn sibling(name: &str) -> PathBuf {
 
 /// Runs the daemon until SIGTERM/SIGINT.
 pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
+    // It reads the token at every launch: no core dump, no same-uid reader of its memory.
+    crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
     // Room for what a flood of connections cannot take (src/listen.rs).
     let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
         eprintln!("relay: raise the descriptor limit: {e}");

@@ -179,6 +179,12 @@ fn default_shim() -> PathBuf {
 }
 
 pub fn run() -> ExitCode {
+    // It holds the token while it writes a launch's pipe, and its bearer: no core dump,
+    // no same-uid reader of its memory (src/harden.rs).
+    if let Err(e) = crate::harden::harden_process() {
+        eprintln!("relay-sessions: harden: {e}");
+        return ExitCode::from(70);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

@@ -1,13 +1,15 @@
 //! Token hygiene beyond the contract, through the real daemon, host, shim and bwrap:
 //! Claude settings that would sign Claude Code in another way refuse the token launch
 //! (naming the file and the key, never a value), a token file holding an API key is
-//! refused, and `relay doctor` warns on a token not shaped like a setup token. The guards
-//! are in `docs/THREAT-MODEL.md` ("Other sign-ins"); `docs/testing.md`
+//! refused, `relay doctor` warns on a token not shaped like a setup token, and the
+//! daemon and the host keep same-uid readers out of their memory. The guards are in
+//! `docs/THREAT-MODEL.md` ("Other sign-ins", "Hardened processes"); `docs/testing.md`
 //! says which guard was removed to see each test fail.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::daemon::{base_settings, Relay, RelayOptions, TOKEN_SETTING};
 use relay_e2e::{assert_absent, fake_token};
 use serde_json::{json, Value};
 
@@ -286,4 +288,113 @@ fn relay_doctor_warns_on_a_token_not_shaped_like_a_setup_token_and_launches_go_o
             &[&raw, first.as_bytes(), second.as_bytes()],
         );
     }
+}
+
+/// What a process of `uid`, holding no capability, can open of each pid's `/proc`
+/// files: a line `<pid>:<file>:open|denied` each. Also of a process of its own it
+/// starts (`self-child`), which shows the prober can read what the kernel allows it.
+fn probe_proc_as(uid: u32, pids: &[u32]) -> String {
+    let script = r#"
+sleep 30 &
+child=$!
+for pid in "$@" self-child; do
+  [ "$pid" = self-child ] && p=$child || p=$pid
+  for f in mem environ maps; do
+    if { true 3<"/proc/$p/$f"; } 2>/dev/null; then r=open; else r=denied; fi
+    echo "$pid:$f:$r"
+  done
+done
+kill $child
+"#;
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .args([
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .args(pids.iter().map(|p| p.to_string()));
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("setpriv (util-linux) must be installed: {e}");
+    });
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_same_uid_process_cannot_read_the_daemons_or_the_hosts_memory() {
+    if relay_e2e::bwrap_only("a_same_uid_process_cannot_read_the_daemons_or_the_hosts_memory") {
+        return;
+    }
+    // As root the kernel's capability check alone would keep a capless prober out, so
+    // the instance runs as `nobody` and so does the prober.
+    const NOBODY: u32 = 65534;
+    let r = Relay::start_with(RelayOptions {
+        settings: base_settings(None),
+        uid: Some(NOBODY),
+        config_in_home: false,
+        path: None,
+    });
+    let daemon = r.ready["pid"].as_u64().unwrap() as u32;
+    let host = r.wait_event(|e| e["name"] == "host.started")["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    for pid in [daemon, host] {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(
+            status
+                .lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("65534")),
+            "{pid} is not nobody's: {status}"
+        );
+        // Non-dumpable: the kernel gives its sensitive /proc files to root.
+        for f in ["environ", "mem", "maps", "fd"] {
+            let meta = std::fs::metadata(format!("/proc/{pid}/{f}")).unwrap();
+            assert_eq!(
+                meta.uid(),
+                0,
+                "/proc/{pid}/{f} belongs to uid {}",
+                meta.uid()
+            );
+        }
+        // No core file, and the limit cannot be raised again.
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        assert_eq!(core_limit(&limits), Some(("0", "0")), "{pid}: {limits}");
+    }
+    let seen = probe_proc_as(NOBODY, &[daemon, host]);
+    for pid in [daemon, host] {
+        for f in ["mem", "environ", "maps"] {
+            assert!(
+                seen.contains(&format!("{pid}:{f}:denied\n")),
+                "a same-uid process opened /proc/{pid}/{f}:\n{seen}"
+            );
+        }
+    }
+    // The prober can open what the kernel lets it: its own child's memory.
+    for f in ["mem", "environ", "maps"] {
+        assert!(
+            seen.contains(&format!("self-child:{f}:open\n")),
+            "the prober cannot open its own child's {f}:\n{seen}"
+        );
+    }
+    // Sessions inherit the core limit (a Claude target holds the token too).
+    let v = r.shell_terminal("grep 'Max core file size' /proc/self/limits");
+    let id = v["id"].as_str().unwrap();
+    r.wait_exited(id);
+    let (_, _, log) = r.api("GET", &format!("/api/terminals/{id}/log"), None);
+    let log = String::from_utf8_lossy(&log);
+    assert_eq!(core_limit(&log), Some(("0", "0")), "{log}");
+}
+
+/// The soft and hard core limits of a `/proc/<pid>/limits` text.
+fn core_limit(limits: &str) -> Option<(&str, &str)> {
+    let line = limits.lines().find(|l| l.contains("Max core file size"))?;
+    let mut words = line.split("Max core file size").nth(1)?.split_whitespace();
+    Some((words.next()?, words.next()?))
 }
