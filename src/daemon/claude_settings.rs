@@ -1,7 +1,8 @@
 //! The Claude settings a token launch will see, checked for another way to sign Claude
 //! Code in (docs/THREAT-MODEL.md, "Other sign-ins"). A settings file that names an
 //! `apiKeyHelper`, or whose `env` sets a sign-in variable (`ANTHROPIC_API_KEY`,
-//! `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, …) or a provider switch
+//! `ANTHROPIC_AUTH_TOKEN`, `CLAUDE_CODE_OAUTH_TOKEN`, …: the names a token launch removes
+//! from its environment, src/host/env.rs) or a provider switch
 //! (`CLAUDE_CODE_USE_BEDROCK`, any `CLAUDE_CODE_USE_*`), would have the session run on
 //! something other than its owner's setup token — or hand a program of the project's
 //! choosing a credential. Such a launch is refused, naming the file and the key, never
@@ -44,23 +45,19 @@ pub const MANAGED_DIR: &str = if cfg!(target_os = "macos") {
 const SIGN_IN_KEYS: &[&str] = &["apiKeyHelper"];
 
 /// Whether an `env` entry of this name signs Claude Code in, hands it a credential, or
-/// switches it to another provider: `CLAUDE_CODE_USE_*`, and every `ANTHROPIC_*` or
-/// `CLAUDE_CODE_*` name that ends like a credential or its descriptor (`_API_KEY`,
-/// `_TOKEN`, `_TOKEN_FILE`, `_FILE_DESCRIPTOR`). Names are compared in upper case; a
-/// name with other characters than letters, digits and `_` is not a variable Claude
-/// Code reads.
+/// switches it to another provider: every name a token launch removes from its
+/// environment (`is_sign_in`, src/host/env.rs: the credential, descriptor and provider
+/// names Claude Code reads, and every `ANTHROPIC_*` or `CLAUDE_CODE_*` name ending like
+/// a credential), and any `CLAUDE_CODE_USE_*`. What routes the traffic
+/// (`ANTHROPIC_BASE_URL`, proxies, CAs) is the person's, as in the environment. Names
+/// are compared in upper case; a name with other characters than letters, digits and
+/// `_` is not a variable Claude Code reads.
 pub fn is_sign_in_name(name: &str) -> bool {
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return false;
     }
     let n = name.to_ascii_uppercase();
-    if n.starts_with("CLAUDE_CODE_USE_") {
-        return true;
-    }
-    (n.starts_with("ANTHROPIC_") || n.starts_with("CLAUDE_CODE_"))
-        && ["_API_KEY", "_TOKEN", "_TOKEN_FILE", "_FILE_DESCRIPTOR"]
-            .iter()
-            .any(|end| n.ends_with(end))
+    n.starts_with("CLAUDE_CODE_USE_") || crate::host::env::is_sign_in(&n)
 }
 
 /// The sign-in keys a parsed settings document sets, as `apiKeyHelper` and
@@ -279,6 +276,7 @@ mod tests {
             "CLAUDE_CODE_USE_SOMETHING_NEW",
             "ANTHROPIC_FOUNDRY_API_KEY",
             "ANTHROPIC_IDENTITY_TOKEN_FILE",
+            "AWS_BEARER_TOKEN_BEDROCK",
             "anthropic_api_key",
         ] {
             assert!(is_sign_in_name(n), "{n}");
@@ -287,6 +285,9 @@ mod tests {
             "",
             "ANTHROPIC_MODEL",
             "ANTHROPIC_BASE_URL",
+            "HTTPS_PROXY",
+            "NODE_EXTRA_CA_CERTS",
+            "CLAUDE_CODE_CLIENT_KEY",
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
             "DISABLE_TELEMETRY",
             "GITHUB_TOKEN",

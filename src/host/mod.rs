@@ -7,7 +7,7 @@
 //! The host listens on `DIR/host.sock` (0600) and prints a `ready` line.
 
 mod attach;
-mod env;
+pub(crate) mod env;
 mod fds;
 mod launch;
 mod provider;
