@@ -149,10 +149,57 @@ pub fn check_files(files: &[PathBuf]) -> Result<(), String> {
 }
 
 /// The check a token launch runs: its config folder, the managed settings of this
-/// platform, the session directory's and the project folder's settings.
+/// platform, the session directory's and the project folder's settings; and in the
+/// config folder's own `settings.json` — the user settings a token launch loads — no
+/// key that makes Claude Code run a command by itself.
 pub fn check_launch(config_dir: &Path, directory: &Path, project: &Path) -> Result<(), String> {
     let files = settings_files(config_dir, directory, project, Path::new(MANAGED_DIR))?;
-    check_files(&files)
+    check_files(&files)?;
+    check_code_keys(&config_dir.join("settings.json"))
+}
+
+/// Top-level keys of a settings file that make Claude Code run a command on its own,
+/// beside the token: the config folder lies in the session's temp dir, which a template
+/// granting relay's `TMPDIR` lets another session write (docs/THREAT-MODEL.md, "Code a
+/// project names").
+const CODE_KEYS: &[&str] = &[
+    "hooks",
+    "statusLine",
+    "otelHeadersHelper",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "enabledPlugins",
+];
+
+fn check_code_keys(f: &Path) -> Result<(), String> {
+    let Some(bytes) = read_settings_file(f).map_err(|reason| refusal_unreadable(f, &reason))?
+    else {
+        return Ok(());
+    };
+    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+    let doc: Value =
+        serde_json::from_slice(text).map_err(|_| refusal_unreadable(f, "is not valid JSON"))?;
+    let keys: Vec<&str> = doc
+        .as_object()
+        .map(|o| {
+            CODE_KEYS
+                .iter()
+                .copied()
+                .filter(|k| o.contains_key(*k))
+                .collect()
+        })
+        .unwrap_or_default();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the Claude settings file {} sets {}: commands Claude Code would run beside the token, \
+         in a folder relay seeded and another session may have written; remove {} and launch \
+         again",
+        f.display(),
+        keys.join(", "),
+        if keys.len() == 1 { "it" } else { "them" }
+    ))
 }
 
 fn refusal_unreadable(f: &Path, reason: &str) -> String {
@@ -258,6 +305,24 @@ mod tests {
         let e = check(t).expect_err("refused");
         assert!(!e.contains(VALUE) && !e.contains("planted-value"), "{e}");
         e
+    }
+
+    #[test]
+    fn commands_in_the_config_folders_own_settings_refuse_and_elsewhere_are_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("claude-config");
+        std::fs::create_dir_all(&cfg).unwrap();
+        std::fs::write(
+            cfg.join("settings.json"),
+            r#"{"hooks": {"SessionStart": []}, "statusLine": {"command": "x"}, "theme": "dark"}"#,
+        )
+        .unwrap();
+        let err = check_code_keys(&cfg.join("settings.json")).unwrap_err();
+        assert!(err.contains("hooks, statusLine"), "{err}");
+        assert!(!err.contains("SessionStart"), "{err}");
+        std::fs::write(cfg.join("settings.json"), r#"{"theme": "dark"}"#).unwrap();
+        assert!(check_code_keys(&cfg.join("settings.json")).is_ok());
+        assert!(check_code_keys(&cfg.join("missing.json")).is_ok());
     }
 
     #[test]
