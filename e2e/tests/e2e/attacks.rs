@@ -911,7 +911,6 @@ fn a_hook_planted_in_another_sessions_claude_config_never_runs_on_its_resume() {
         .unwrap()
         .push(json!({"id": "tmp-rw", "command": "/bin/sh"}));
     let r = Relay::start(s.clone());
-    let mut s = s;
     s["terminal_templates"]
         .as_array_mut()
         .unwrap()
