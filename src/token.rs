@@ -117,6 +117,17 @@ pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
     })
 }
 
+/// The token's fingerprint: the first 12 hex characters of its SHA-256. It tells which
+/// token a session runs on (the ledger, lists, audit rows) without being the token.
+pub fn fingerprint(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An io::Error's reason without any payload (io errors never carry file content, but
 /// keep the wording short and stable).
 fn plain_io(e: &std::io::Error) -> String {
@@ -153,6 +164,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = write(d.path(), "t", &format!("{TOKEN}\n"));
         assert_eq!(read_token_file(&p).unwrap().token.expose(), TOKEN);
+    }
+
+    #[test]
+    fn the_fingerprint_is_twelve_hex_of_the_sha256() {
+        // sha256("abc") = ba7816bf8f01cfea414140de5dae2223…
+        assert_eq!(fingerprint("abc"), "ba7816bf8f01");
+        assert_eq!(fingerprint(TOKEN).len(), 12);
+        assert!(!TOKEN.contains(&fingerprint(TOKEN)));
     }
 
     #[test]

@@ -50,8 +50,10 @@ enum Verb {
         #[arg(long)]
         json: bool,
     },
-    /// The audit log.
+    /// The audit log; `audit scan` looks for the token in every file relay keeps.
     Audit {
+        #[command(subcommand)]
+        verb: Option<AuditVerb>,
         #[arg(long)]
         json: bool,
     },
@@ -76,6 +78,17 @@ enum Verb {
     },
     /// Print the version.
     Version {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditVerb {
+    /// Look for the current token (raw, base64, URL-encoded, JSON-escaped) in every log,
+    /// transcript and file relay keeps; report file and offset, never the value. Exits 1
+    /// when it finds one.
+    Scan {
         #[arg(long)]
         json: bool,
     },
@@ -116,6 +129,13 @@ enum TerminalVerb {
         json: bool,
     },
     Stop {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an ended terminal: its record, logs and temp folder.
+    Purge {
         #[arg(long)]
         id: String,
         #[arg(long)]
@@ -166,6 +186,14 @@ enum SessionVerb {
         json: bool,
     },
     Resume {
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an ended (dormant) session: its record, logs and temp folder (Claude's
+    /// config and transcripts).
+    Purge {
         #[arg(long)]
         id: String,
         #[arg(long)]
@@ -287,7 +315,11 @@ pub fn run() -> ExitCode {
         ),
         Verb::Status { json } => (json, status(&Client::new(&config))),
         Verb::Settings { open, json } => (json, settings_link(&Client::new(&config), open)),
-        Verb::Audit { json } => (json, audit(&Client::new(&config))),
+        Verb::Audit {
+            verb: Some(AuditVerb::Scan { json }),
+            json: json_before,
+        } => return audit_scan(&Client::new(&config), json || json_before),
+        Verb::Audit { verb: None, json } => (json, audit(&Client::new(&config))),
         Verb::Terminal(v) => terminal(&Client::new(&config), v),
         Verb::Session(SessionVerb::Message {
             id,
@@ -352,6 +384,12 @@ fn describe(e: &Value) -> String {
     }
     if let Some(code) = e["exit_status"].as_i64() {
         s.push_str(&format!("  exit={code}"));
+    }
+    if let Some(fp) = e["token_fingerprint"].as_str() {
+        s.push_str(&format!("  token={fp}"));
+    }
+    if e["stale"] == true {
+        s.push_str("  stale");
     }
     s
 }
@@ -426,6 +464,7 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                 raw: None,
             }),
         ),
+        TerminalVerb::Purge { id, json } => (json, purge(c, "terminals", &id)),
     }
 }
 
@@ -478,6 +517,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                 raw: None,
             }),
         ),
+        SessionVerb::Purge { id, json } => (json, purge(c, "sessions", &id)),
         SessionVerb::Resume { id, json } => (
             json,
             ok_json(c, "POST", &format!("/api/sessions/{id}/resume"), None).map(|v| Out {
@@ -487,6 +527,62 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             }),
         ),
     }
+}
+
+fn purge(c: &Client, what: &str, id: &str) -> Result<Out, String> {
+    ok_json(c, "POST", &format!("/api/{what}/{id}/purge"), None).map(|v| Out {
+        text: format!("purged {}", describe(&v["entry"])),
+        json: v,
+        raw: None,
+    })
+}
+
+/// `relay audit scan`: the report on stdout either way; exit 1 when the token was found
+/// (as `relay doctor` does with a failed check).
+fn audit_scan(c: &Client, json_out: bool) -> ExitCode {
+    let v = match ok_json(c, "POST", "/api/audit/scan", None) {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    let findings = v["findings"].as_array().cloned().unwrap_or_default();
+    let code = if findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if json_out {
+        return emit(&json_bytes(&v), code);
+    }
+    let mut text = String::new();
+    for f in &findings {
+        let place = match f["offset"].as_u64() {
+            Some(o) => format!("{}:{o}", f["file"].as_str().unwrap_or("?")),
+            None => format!("{} (its name)", f["file"].as_str().unwrap_or("?")),
+        };
+        text.push_str(&format!(
+            "found  {place}  {}\n",
+            f["encoding"].as_str().unwrap_or("?")
+        ));
+    }
+    for f in v["skipped"].as_array().cloned().unwrap_or_default() {
+        text.push_str(&format!(
+            "skipped  {}  {}\n",
+            f["file"].as_str().unwrap_or("?"),
+            f["why"].as_str().unwrap_or("?")
+        ));
+    }
+    text.push_str(&format!(
+        "scanned {} files ({} bytes) for the token {}: {}",
+        v["files"],
+        v["bytes"],
+        v["token_fingerprint"].as_str().unwrap_or("?"),
+        if findings.is_empty() {
+            "not found".to_string()
+        } else {
+            format!("found in {} places", findings.len())
+        }
+    ));
+    emit(&text_line(&text), code)
 }
 
 fn audit(c: &Client) -> Result<Out, String> {

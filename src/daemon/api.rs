@@ -447,6 +447,9 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
             }
         }
         (Method::DELETE, ["api", "sessions", id]) => stop(&d, id, SessionKind::Claude).await,
+        (Method::POST, ["api", "sessions", id, "purge"]) => {
+            purge(&d, id, SessionKind::Claude).await
+        }
         (Method::POST, ["api", "terminals"]) => {
             let b: TerminalStart = match launch_body(&d, SessionKind::Pty, req).await {
                 Ok(b) => b,
@@ -523,6 +526,25 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
             }
         }
         (Method::DELETE, ["api", "terminals", id]) => stop(&d, id, SessionKind::Pty).await,
+        (Method::POST, ["api", "terminals", id, "purge"]) => purge(&d, id, SessionKind::Pty).await,
+        (Method::POST, ["api", "audit", "scan"]) => {
+            let d2 = d.clone();
+            match tokio::task::spawn_blocking(move || super::scan::run(&d2)).await {
+                Ok(Ok((report, fingerprint))) => json_resp(
+                    200,
+                    &json!({
+                        "ok": report.findings.is_empty(),
+                        "token_fingerprint": fingerprint,
+                        "files": report.files,
+                        "bytes": report.bytes,
+                        "findings": report.findings,
+                        "skipped": report.skipped,
+                    }),
+                ),
+                Ok(Err(e)) => err(&e),
+                Err(e) => refuse(500, "internal", format!("scan: {e}")),
+            }
+        }
         (Method::GET, ["api", "audit"]) => {
             let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
             let rows: Vec<Value> = text
@@ -579,6 +601,15 @@ async fn launch_detached(d: &Arc<Daemon>, input: LaunchInput) -> Result<super::E
             "spawn_failed",
             format!("launch task: {e}"),
         )),
+    }
+}
+
+/// `POST /api/{sessions,terminals}/{id}/purge`: an ended session's record, logs and
+/// temp folder (`src/daemon/purge.rs`).
+async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
+    match super::purge::purge(d, id, kind, "purged").await {
+        Ok(e) => json_resp(200, &json!({"id": e.id, "purged": true, "entry": e})),
+        Err(e) => err(&e),
     }
 }
 

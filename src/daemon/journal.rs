@@ -133,6 +133,9 @@ pub struct AuditRow {
     pub sandboxed: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_passed: Option<bool>,
+    /// The fingerprint of the token a launch carried (`crate::token::fingerprint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_fingerprint: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -509,6 +509,12 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         _ => None,
     };
     at.row.token_passed = Some(token.is_some());
+    // Which token this launch runs on, for the ledger, the lists, the audit rows and the
+    // token watcher; never the token.
+    let token_fingerprint = token
+        .as_ref()
+        .map(|t| crate::token::fingerprint(t.expose()));
+    at.row.token_fingerprint = token_fingerprint.clone();
 
     // The program, found on the PATH the launch will run with.
     let claude_path_env = guard::claude_path_env(&settings);
@@ -836,6 +842,9 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         model,
         permission_mode,
         claude: prior_claude,
+        token_fingerprint,
+        stale: false,
+        ended_ms: None,
         reach,
         stop_reason: None,
     };

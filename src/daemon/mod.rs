@@ -11,6 +11,9 @@ pub mod hostlink;
 pub mod journal;
 pub mod launch;
 pub mod paths;
+pub mod purge;
+pub mod rotation;
+pub mod scan;
 pub mod settings;
 pub mod turns;
 pub mod web;
@@ -119,12 +122,23 @@ pub struct Entry {
     /// resume: the session id is what a resume passes to `--resume`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claude: Option<ClaudeInit>,
+    /// The fingerprint of the token it carried (`crate::token::fingerprint`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_fingerprint: Option<String>,
+    /// It runs on another token than the file holds now (`claude_token_on_change:
+    /// keep`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    /// When it ended, for `retain_ended`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
     /// What this launch's sandbox let it reach, for the guards of later launches and the
     /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches.
     #[serde(skip)]
     pub reach: Reach,
-    /// Why relay stopped it, when relay did (`claude_token_changed`): the exit event
-    /// and the audit row carry this instead of the host's reason.
+    /// Why relay stopped it, when relay did (`claude_token_changed`,
+    /// `claude_token_replaced`, `claude_token_removed`): the exit event and the audit
+    /// row carry this instead of the host's reason.
     #[serde(skip)]
     pub stop_reason: Option<&'static str>,
 }
@@ -154,6 +168,17 @@ pub struct Daemon {
     pub events: Events,
     pub api_token: String,
     ledger: Mutex<HashMap<String, Entry>>,
+    /// Purged sandboxed sessions, kept for what they could write: what an ended
+    /// session wrote stays, so the pins' check (`sandboxed_since_start`) must still see
+    /// them until `relay serve` restarts.
+    purged: Mutex<Vec<Entry>>,
+    /// The token watcher's memory (`rotation::Watch`).
+    token_watch: Mutex<rotation::Watch>,
+    /// `tmp`, canonical at start: session temp folders are removed only below it, and
+    /// only while it still resolves to itself (`purge::remove_session_dir`).
+    pub tmp_real: PathBuf,
+    /// Ids whose automatic purge failed once (not tried again every tick).
+    purge_failed: Mutex<std::collections::HashSet<String>>,
     api_addr: OnceLock<Option<std::net::SocketAddr>>,
     /// The last settings problem, for `relay status`.
     pub settings_note: Mutex<Option<String>>,
@@ -222,7 +247,11 @@ impl Daemon {
     fn started(&self, id: &str, root_pid: u32, target_pid: u32) -> Entry {
         let mut l = self.ledger();
         let e = l.get_mut(id).expect("entry reserved by begin");
-        e.state = EntryState::Running;
+        // A session can end before its launch is answered (its exit line came first):
+        // it stays ended.
+        if e.state == EntryState::Launching {
+            e.state = EntryState::Running;
+        }
         e.root_pid = Some(root_pid);
         e.target_pid = Some(target_pid);
         e.clone()
@@ -260,22 +289,36 @@ impl Daemon {
             .collect()
     }
 
-    /// Every sandboxed session of this daemon's life, running or ended, but `except`.
+    /// Every sandboxed session of this daemon's life, running, ended or purged, but
+    /// `except`.
     pub fn sandboxed_since_start(&self, except: &str) -> Vec<Entry> {
-        self.ledger()
+        let mut v: Vec<Entry> = self
+            .ledger()
             .values()
             .filter(|e| e.sandboxed && e.id != except)
             .cloned()
-            .collect()
+            .collect();
+        v.extend(
+            self.purged
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|e| e.id != except)
+                .cloned(),
+        );
+        v
     }
 
     /// Marks a running session as stopped by relay for `reason` and asks the host to
-    /// end it; its exit event and audit row carry `reason`.
+    /// end it; its exit event and audit row carry `reason`. The first reason given
+    /// stays (the token watcher gives exposure's first).
     pub async fn stop_for(&self, id: &str, reason: &'static str) {
         {
             let mut l = self.ledger();
             match l.get_mut(id) {
-                Some(e) if e.state == EntryState::Running => e.stop_reason = Some(reason),
+                Some(e) if e.state == EntryState::Running && e.stop_reason.is_none() => {
+                    e.stop_reason = Some(reason)
+                }
                 _ => return,
             }
         }
@@ -283,43 +326,76 @@ impl Daemon {
         let _ = self.host.call("POST", "/terminate", Some(body)).await;
     }
 
-    /// One look at the token (the token watcher calls this every second): stops, with
-    /// reason `claude_token_changed`, every running sandboxed session that could now see
-    /// a token it was not protected from — a session started before the setting named
-    /// this path (and whose grants reach the token's folder), or one whose grants reach
-    /// the token's folder when that folder was replaced since it started (a replaced
-    /// folder is no longer under the session's mask). Returns the ids it stopped.
+    /// One look at the token (the token watcher calls this every second). First
+    /// exposure: stops, with reason `claude_token_changed`, every running sandboxed
+    /// session that could now see a token it was not protected from — a session started
+    /// before the setting named this path (and whose grants reach the token's folder),
+    /// or one whose grants reach the token's folder when that folder was replaced since
+    /// it started (a replaced folder is no longer under the session's mask). Then
+    /// rotation: every running session that got the token and runs on another one than
+    /// the file holds now is handled as `claude_token_on_change` says (`stop`: reason
+    /// `claude_token_replaced`, or `claude_token_removed`; `keep`: marked `stale`).
+    /// Exposure wins: a session it stops keeps `claude_token_changed`. Returns the ids
+    /// it stopped.
     pub async fn check_token(&self) -> Vec<String> {
         let Ok(settings) = settings::load(&self.paths.settings()) else {
             return vec![];
         };
-        let Ok(Some(token)) =
-            settings::token_file_path(&settings.settings.claude_token_file, &self.home)
-        else {
+        let settings = settings.settings;
+        let Ok(token) = settings::token_file_path(&settings.claude_token_file, &self.home) else {
             return vec![];
         };
-        // The deepest part of the token's path that exists now: what a grant must reach
-        // for the session to see the token or make its folder.
-        let mut near = token.clone();
-        while !near.exists() && near.pop() {}
-        let near = std::fs::canonicalize(&near).unwrap_or(near);
-        let mut stop = Vec::new();
-        for e in self.live_sandboxed("") {
-            let unprotected = e.reach.token_path.as_ref() != Some(&token)
-                && e.reach.grants.iter().any(|g| near.starts_with(g));
-            let unmasked = e
-                .reach
-                .token_folder
-                .as_ref()
-                .is_some_and(|(folder, id)| guard::identity(folder) != *id);
-            if (unprotected || unmasked) && e.state == EntryState::Running {
-                stop.push(e.id.clone());
+        let mut stop: Vec<(String, &'static str)> = Vec::new();
+        if let Some(token) = &token {
+            // The deepest part of the token's path that exists now: what a grant must
+            // reach for the session to see the token or make its folder.
+            let mut near = token.clone();
+            while !near.exists() && near.pop() {}
+            let near = std::fs::canonicalize(&near).unwrap_or(near);
+            for e in self.live_sandboxed("") {
+                let unprotected = e.reach.token_path.as_ref() != Some(token)
+                    && e.reach.grants.iter().any(|g| near.starts_with(g));
+                let unmasked = e
+                    .reach
+                    .token_folder
+                    .as_ref()
+                    .is_some_and(|(folder, id)| guard::identity(folder) != *id);
+                if (unprotected || unmasked) && e.state == EntryState::Running {
+                    stop.push((e.id.clone(), "claude_token_changed"));
+                }
             }
         }
-        for id in &stop {
-            self.stop_for(id, "claude_token_changed").await;
+        // Rotation: the file is read only when its key changed.
+        let now = self
+            .token_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(token.as_deref());
+        {
+            let mut l = self.ledger();
+            for e in l.values_mut() {
+                if e.state != EntryState::Running
+                    || !e.token_passed
+                    || e.stop_reason.is_some()
+                    || stop.iter().any(|(id, _)| *id == e.id)
+                {
+                    continue;
+                }
+                match rotation::decide(
+                    e.token_fingerprint.as_deref(),
+                    &now,
+                    settings.claude_token_on_change,
+                ) {
+                    rotation::Action::Stop(reason) => stop.push((e.id.clone(), reason)),
+                    rotation::Action::Stale(stale) => e.stale = stale,
+                    rotation::Action::Nothing => {}
+                }
+            }
         }
-        stop
+        for (id, reason) in &stop {
+            self.stop_for(id, reason).await;
+        }
+        stop.into_iter().map(|(id, _)| id).collect()
     }
 
     fn live_roots(&self) -> Vec<u32> {
@@ -366,6 +442,7 @@ impl Daemon {
             };
             e.exit_status = exit_status;
             e.exit_signal = signal;
+            e.ended_ms = Some(journal::now_ms());
             e.clone()
         };
         let reason = entry.stop_reason.unwrap_or(reason_name(reason));
@@ -386,6 +463,7 @@ impl Daemon {
             error: Some(reason.into()),
             exit_status,
             signal,
+            token_fingerprint: e.token_fingerprint.clone(),
             ..Default::default()
         });
         if let Err(err) = row {
@@ -416,6 +494,7 @@ impl Daemon {
                     } else {
                         EntryState::Exited
                     };
+                    e.ended_ms = Some(journal::now_ms());
                     e.clone()
                 })
                 .collect()
@@ -550,6 +629,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .unwrap_or_else(|| "/tmp".into());
+    let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
     let paths = paths::Paths { config: config_dir };
     ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
     ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
@@ -596,6 +676,10 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         bridge: bridge::Pending::default(),
         api_token: token,
         ledger: Mutex::new(HashMap::new()),
+        purged: Mutex::new(Vec::new()),
+        token_watch: Mutex::new(rotation::Watch::default()),
+        tmp_real,
+        purge_failed: Mutex::new(Default::default()),
         api_addr: OnceLock::new(),
         settings_note: Mutex::new(None),
         web: web::WebAuth::default(),
@@ -645,13 +729,17 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     };
     let addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
     let _ = daemon.api_addr.set(addr);
-    // The token watcher: a token that appears or is replaced while sessions run.
+    // The token watcher: a token that appears, is replaced or removed while sessions
+    // run; and on the same tick, ended sessions past `retain_ended`.
     let watcher = daemon.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        let mut n: u64 = 0;
         loop {
             tick.tick().await;
             watcher.check_token().await;
+            purge::sweep(&watcher, n.is_multiple_of(60)).await;
+            n += 1;
         }
     });
     tokio::spawn(api::serve_unix(daemon.clone(), unix, cap));

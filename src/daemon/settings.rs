@@ -42,6 +42,107 @@ pub struct Settings {
         skip_serializing_if = "is_default_claude_path"
     )]
     pub claude_path: String,
+    /// What happens to sessions running on the token when `claude_token_file`'s content
+    /// changes (docs/settings.md).
+    #[serde(default, skip_serializing_if = "is_stop")]
+    pub claude_token_on_change: OnTokenChange,
+    /// How long an ended session's record, logs and temp folder are kept.
+    #[serde(default, skip_serializing_if = "Retention::is_default")]
+    pub retain_ended: Retention,
+}
+
+/// `claude_token_on_change`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTokenChange {
+    /// Sessions on the old token are stopped: sessions go dormant (a resume runs on the
+    /// new token), terminals end.
+    #[default]
+    Stop,
+    /// They go on, listed as `stale`.
+    Keep,
+}
+
+fn is_stop(v: &OnTokenChange) -> bool {
+    *v == OnTokenChange::Stop
+}
+
+/// `retain_ended`: seconds as a number, a string `<n>s|m|h|d` (`"7d"`, `"12h"`), or
+/// `"never"`. The default is 7 days.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retention {
+    Never,
+    Secs(u64),
+}
+
+impl Retention {
+    pub const DEFAULT: Retention = Retention::Secs(7 * 86_400);
+
+    fn is_default(&self) -> bool {
+        *self == Self::DEFAULT
+    }
+
+    /// From what the file says; the error names the key and the value.
+    pub fn parse(v: &Value) -> Result<Retention, String> {
+        let bad = || {
+            format!(
+                "retain_ended {v}: expected seconds, a duration such as \"7d\", \"12h\", \"30m\" \
+                 or \"90s\", or \"never\""
+            )
+        };
+        match v {
+            Value::Number(n) => n.as_u64().map(Retention::Secs).ok_or_else(bad),
+            Value::String(s) if s == "never" => Ok(Retention::Never),
+            Value::String(s) => {
+                let (digits, unit) = match s.char_indices().last() {
+                    Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
+                    _ => (s.as_str(), 's'),
+                };
+                let scale = match unit {
+                    's' => 1,
+                    'm' => 60,
+                    'h' => 3600,
+                    'd' => 86_400,
+                    _ => return Err(bad()),
+                };
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                digits
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(scale))
+                    .map(Retention::Secs)
+                    .ok_or_else(bad)
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl Serialize for Retention {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Retention::Never => s.serialize_str("never"),
+            Retention::Secs(n) if *n > 0 && n % 86_400 == 0 => {
+                s.serialize_str(&format!("{}d", n / 86_400))
+            }
+            Retention::Secs(n) => s.serialize_u64(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Retention {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        Retention::parse(&v).map_err(serde::de::Error::custom)
+    }
 }
 
 fn default_claude_path() -> String {
@@ -179,6 +280,8 @@ const TOP_KEYS: &[&str] = &[
     "session_sandbox",
     "api",
     "claude_path",
+    "claude_token_on_change",
+    "retain_ended",
 ];
 const PROJECT_KEYS: &[&str] = &["id", "name", "path", "allowed_templates"];
 const TEMPLATE_KEYS: &[&str] = &[
@@ -379,6 +482,8 @@ pub fn seed() -> Settings {
         session_sandbox: SessionSandbox::default(),
         api: Api::default(),
         claude_path: default_claude_path(),
+        claude_token_on_change: OnTokenChange::Stop,
+        retain_ended: Retention::DEFAULT,
     }
 }
 
@@ -480,6 +585,54 @@ mod tests {
             let e = token_file_path(bad, home).unwrap_err();
             assert!(e.contains("claude_token_file") && e.contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn token_change_and_retention_values() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(p, b"{}").unwrap();
+        assert_eq!(l.settings.claude_token_on_change, OnTokenChange::Stop);
+        assert_eq!(l.settings.retain_ended, Retention::Secs(7 * 86_400));
+        let l = parse(
+            p,
+            br#"{"claude_token_on_change":"keep","retain_ended":"12h"}"#,
+        )
+        .unwrap();
+        assert_eq!(l.settings.claude_token_on_change, OnTokenChange::Keep);
+        assert_eq!(l.settings.retain_ended, Retention::Secs(12 * 3600));
+        for (text, want) in [
+            ("90", Retention::Secs(90)),
+            ("\"90s\"", Retention::Secs(90)),
+            ("\"30m\"", Retention::Secs(1800)),
+            ("\"2d\"", Retention::Secs(2 * 86_400)),
+            ("\"45\"", Retention::Secs(45)),
+            ("0", Retention::Secs(0)),
+            ("\"never\"", Retention::Never),
+        ] {
+            let body = format!(r#"{{"retain_ended":{text}}}"#);
+            assert_eq!(
+                parse(p, body.as_bytes()).unwrap().settings.retain_ended,
+                want,
+                "{text}"
+            );
+        }
+        for bad in ["\"7w\"", "\"d\"", "\"-1d\"", "-5", "1.5", "true", "\"\""] {
+            let body = format!(r#"{{"retain_ended":{bad}}}"#);
+            let e = parse(p, body.as_bytes()).err().unwrap();
+            assert!(e.problem.contains("retain_ended"), "{bad}: {e}");
+        }
+        let e = parse(p, br#"{"claude_token_on_change":"restart"}"#)
+            .err()
+            .unwrap();
+        assert!(
+            e.problem.contains("claude_token_on_change") || e.problem.contains("variant"),
+            "{e}"
+        );
+        // Written back: the default is left out, another value is spelled in days or seconds.
+        let mut s = seed();
+        assert!(!to_pretty(&s).contains("retain_ended"));
+        s.retain_ended = Retention::Secs(3 * 86_400);
+        assert!(to_pretty(&s).contains(r#""retain_ended": "3d""#));
     }
 
     #[test]

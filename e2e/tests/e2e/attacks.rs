@@ -428,6 +428,8 @@ fn a_token_saved_by_rename_while_a_session_runs_stays_hidden() {
     // A grant over the token's folder, read-write.
     s["terminal_templates"][0]["read_write"] = json!(["~"]);
     s["terminal_templates"][0]["read"] = json!([]);
+    // The mask is under test, not rotation: the session may go on on the old token.
+    s["claude_token_on_change"] = json!("keep");
     let r = Relay::start(s);
     let path = r.write_token(&first);
     let (status, v, _) = start_session(&r);

@@ -1,0 +1,350 @@
+//! Purging ended sessions: the ledger record, the host's record and disk logs, and the
+//! session's temp folder (`$TMPDIR/relay-<id>`, with Claude's config and transcripts)
+//! go together. On request (`POST /api/{sessions,terminals}/{id}/purge`) or once
+//! `retain_ended` has passed since the session ended (the token watcher's tick calls
+//! [`sweep`]). docs/THREAT-MODEL.md, "Leftovers".
+//!
+//! The temp folder was the session's to write, so its removal follows no link: nothing
+//! is removed unless the folder above it still resolves to itself, a link (or a file)
+//! planted in the folder's place is removed itself, and `remove_dir_all` does not follow
+//! links inside.
+
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use super::journal::{now_ms, AuditRow, Event};
+use super::launch::{kind_name, ApiError};
+use super::settings::{self, Retention};
+use super::{Daemon, Entry, EntryState};
+use crate::protocol::SessionKind;
+
+fn noun(kind: SessionKind) -> &'static str {
+    match kind {
+        SessionKind::Claude => "session",
+        SessionKind::Pty => "terminal",
+    }
+}
+
+/// A session id relay minted: `s-` or `t-` and 12 lowercase hex characters.
+pub fn is_relay_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 14
+        && matches!(b[0], b's' | b't')
+        && b[1] == b'-'
+        && b[2..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// Removes an ended session: its record, the host's record and logs, its temp folder.
+/// A running one is `409 session_running`; a folder that cannot be removed safely keeps
+/// the record and answers `500 purge_failed`.
+pub async fn purge(
+    d: &Daemon,
+    id: &str,
+    kind: SessionKind,
+    reason: &'static str,
+) -> Result<Entry, ApiError> {
+    let entry = {
+        let mut l = d.ledger();
+        match l.get(id) {
+            Some(e) if e.kind == kind => {
+                if matches!(e.state, EntryState::Running | EntryState::Launching) {
+                    return Err(ApiError::error(
+                        409,
+                        "session_running",
+                        format!("{} {id} is running; stop it first", noun(kind)),
+                    ));
+                }
+            }
+            _ => {
+                return Err(ApiError::error(
+                    404,
+                    "not_found",
+                    format!("no {} {id}", noun(kind)),
+                ))
+            }
+        }
+        // Out of the ledger first: a resume of this id from now on finds nothing.
+        match l.remove(id) {
+            Some(e) => e,
+            None => return Err(ApiError::error(404, "not_found", format!("no {id}"))),
+        }
+    };
+    // The host forgets it and removes its logs; when the host no longer knows it (it
+    // was restarted), the files go by name.
+    let _ = d
+        .host
+        .call("DELETE", &format!("/sessions/{id}"), None)
+        .await;
+    remove_logs(d, id);
+    if let Err(msg) = remove_session_dir(&d.tmp_real, id) {
+        d.ledger().insert(id.to_string(), entry);
+        return Err(ApiError::error(500, "purge_failed", msg));
+    }
+    if entry.sandboxed {
+        d.purged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry.clone());
+    }
+    record(d, id, Some(&entry), kind, reason);
+    Ok(entry)
+}
+
+fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &str) {
+    let row = d.audit.record(&AuditRow {
+        action: "session_purge",
+        session_id: Some(id.to_string()),
+        kind: Some(kind_name(kind).into()),
+        project: e.map(|e| e.project_id.clone()),
+        template: e.map(|e| e.template_id.clone()),
+        outcome: "allowed",
+        error: Some(reason.into()),
+        token_fingerprint: e.and_then(|e| e.token_fingerprint.clone()),
+        ..Default::default()
+    });
+    if let Err(err) = row {
+        crate::listen::log(format_args!("relay: audit: session_purge of {id}: {err}"));
+    }
+    d.events.emit(&Event {
+        name: "session.purged",
+        status: Some("ok"),
+        reason: Some(reason.into()),
+        session_id: Some(id.to_string()),
+        kind: Some(kind_name(kind).into()),
+        ..Default::default()
+    });
+}
+
+fn remove_logs(d: &Daemon, id: &str) {
+    let logs = d.paths.host_state().join("logs");
+    for ext in ["head", "tail"] {
+        let _ = std::fs::remove_file(logs.join(format!("{id}.{ext}")));
+    }
+}
+
+/// Removes `<tmp_real>/relay-<id>` without following a link: only while `tmp_real` (the
+/// canonical temp folder found at start) still resolves to itself, so no component of
+/// the path has become a link; a link or a file in the folder's place is removed
+/// itself. A folder a session made unwritable inside is made writable again, through
+/// descriptors opened `O_NOFOLLOW`, and removed. `Ok(false)`: nothing was there.
+pub fn remove_session_dir(tmp_real: &Path, id: &str) -> Result<bool, String> {
+    if id.is_empty() || id.contains('/') || id.starts_with('.') {
+        return Err(format!("session id {id:?} is not a folder name"));
+    }
+    let dir = tmp_real.join(format!("relay-{id}"));
+    match std::fs::canonicalize(tmp_real) {
+        Ok(real) if real == tmp_real => {}
+        _ => {
+            return Err(format!(
+                "session temp folder {}: {} no longer resolves to itself (a link in its \
+                 path?); left in place",
+                dir.display(),
+                tmp_real.display()
+            ))
+        }
+    }
+    let meta = match std::fs::symlink_metadata(&dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("session temp folder {}: {e}", dir.display())),
+    };
+    if !meta.file_type().is_dir() {
+        // A link or a file planted in its place: it goes, what it points at stays.
+        return std::fs::remove_file(&dir)
+            .map(|()| true)
+            .map_err(|e| format!("session temp folder {}: {e}", dir.display()));
+    }
+    if std::fs::remove_dir_all(&dir).is_ok() {
+        return Ok(true);
+    }
+    make_writable(&dir, 0);
+    std::fs::remove_dir_all(&dir)
+        .map(|()| true)
+        .map_err(|e| format!("session temp folder {}: {e}", dir.display()))
+}
+
+/// Gives the owner `rwx` on `dir` and every folder below it, each opened with
+/// `O_NOFOLLOW|O_DIRECTORY` and changed through its descriptor (a link is never
+/// followed, and a folder swapped for a link in between is not opened).
+fn make_writable(dir: &Path, depth: usize) {
+    if depth > 256 {
+        return;
+    }
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+    else {
+        return;
+    };
+    let _ = f.set_permissions(std::fs::Permissions::from_mode(0o700));
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            make_writable(&e.path(), depth + 1);
+        }
+    }
+}
+
+/// The timer's part: purges every ended session whose `retain_ended` has passed; with
+/// `orphans`, also the logs (and temp folders) of sessions the ledger no longer knows —
+/// an earlier `relay serve` ran them — once their logs are that old.
+pub async fn sweep(d: &Daemon, orphans: bool) {
+    let Ok(loaded) = settings::load(&d.paths.settings()) else {
+        return;
+    };
+    let Retention::Secs(keep) = loaded.settings.retain_ended else {
+        return;
+    };
+    let keep_ms = keep.saturating_mul(1000);
+    let now = now_ms();
+    let due: Vec<(String, SessionKind)> = {
+        let failed = d.purge_failed.lock().unwrap_or_else(|p| p.into_inner());
+        d.ledger()
+            .values()
+            .filter(|e| matches!(e.state, EntryState::Dormant | EntryState::Exited))
+            .filter(|e| e.ended_ms.is_some_and(|t| now.saturating_sub(t) >= keep_ms))
+            .filter(|e| !failed.contains(&e.id))
+            .map(|e| (e.id.clone(), e.kind))
+            .collect()
+    };
+    for (id, kind) in due {
+        if let Err(e) = purge(d, &id, kind, "retain_ended").await {
+            if e.status != 409 {
+                crate::listen::log(format_args!("relay: purge {id}: {}", e.message));
+                d.purge_failed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id);
+            }
+        }
+    }
+    if orphans {
+        sweep_orphans(d, keep);
+    }
+}
+
+/// Logs under `<config>/sessions/logs` of sessions the ledger does not know, whose files
+/// are all older than `keep` seconds: removed with the session's temp folder.
+fn sweep_orphans(d: &Daemon, keep: u64) {
+    let logs = d.paths.host_state().join("logs");
+    let Ok(rd) = std::fs::read_dir(&logs) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.as_secs() as i64)
+        .unwrap_or(0);
+    let mut ids: std::collections::BTreeMap<String, bool> = Default::default();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((id, ext)) = name.rsplit_once('.') else {
+            continue;
+        };
+        if !matches!(ext, "head" | "tail") || !is_relay_id(id) {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .is_ok_and(|m| now.saturating_sub(m.mtime()) as u64 >= keep);
+        let all_old = ids.entry(id.to_string()).or_insert(true);
+        *all_old &= old;
+    }
+    for (id, old) in ids {
+        if !old || d.ledger().contains_key(&id) {
+            continue;
+        }
+        if d.purge_failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&id)
+        {
+            continue;
+        }
+        remove_logs(d, &id);
+        match remove_session_dir(&d.tmp_real, &id) {
+            Ok(_) => {
+                let kind = if id.starts_with('s') {
+                    SessionKind::Claude
+                } else {
+                    SessionKind::Pty
+                };
+                record(d, &id, None, kind, "retain_ended");
+            }
+            Err(msg) => {
+                crate::listen::log(format_args!("relay: purge {id}: {msg}"));
+                d.purge_failed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_ids_only() {
+        assert!(is_relay_id("s-0123456789ab"));
+        assert!(is_relay_id("t-abcdef012345"));
+        for bad in [
+            "s-0123456789a",
+            "x-0123456789ab",
+            "s-0123456789AB",
+            "s_0123456789ab",
+            "../x",
+        ] {
+            assert!(!is_relay_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn removal_never_follows_a_link_and_survives_an_unwritable_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let tmp = root.join("tmp");
+        let precious = root.join("precious");
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::create_dir_all(precious.join("inner")).unwrap();
+        std::fs::write(precious.join("inner/file"), "keep").unwrap();
+
+        // Links inside point outside; a folder inside is made read-only.
+        let dir = tmp.join("relay-t-000000000001");
+        std::fs::create_dir_all(dir.join("locked/deeper")).unwrap();
+        std::os::unix::fs::symlink(&precious, dir.join("to-folder")).unwrap();
+        std::os::unix::fs::symlink(precious.join("inner/file"), dir.join("to-file")).unwrap();
+        std::fs::set_permissions(dir.join("locked"), std::fs::Permissions::from_mode(0o500))
+            .unwrap();
+        assert_eq!(remove_session_dir(&tmp, "t-000000000001"), Ok(true));
+        assert!(!dir.exists());
+        assert_eq!(
+            std::fs::read_to_string(precious.join("inner/file")).unwrap(),
+            "keep"
+        );
+        assert_eq!(remove_session_dir(&tmp, "t-000000000001"), Ok(false));
+
+        // A link in the folder's place: the link goes, not what it points at.
+        std::os::unix::fs::symlink(&precious, &dir).unwrap();
+        assert_eq!(remove_session_dir(&tmp, "t-000000000001"), Ok(true));
+        assert!(std::fs::symlink_metadata(&dir).is_err());
+        assert!(precious.join("inner/file").exists());
+
+        // The temp folder itself turned into a link: nothing is removed.
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("relay-t-000000000002")).unwrap();
+        std::fs::write(elsewhere.join("relay-t-000000000002/x"), "keep").unwrap();
+        std::fs::rename(&tmp, root.join("tmp.real")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &tmp).unwrap();
+        let e = remove_session_dir(&tmp, "t-000000000002").unwrap_err();
+        assert!(e.contains("no longer resolves to itself"), "{e}");
+        assert!(elsewhere.join("relay-t-000000000002/x").exists());
+        assert!(remove_session_dir(&tmp, "../x").is_err());
+    }
+}
