@@ -10,6 +10,8 @@ mod config_dir;
 mod daemon_suite;
 #[path = "e2e/doctor_seatbelt.rs"]
 mod doctor_seatbelt;
+#[path = "e2e/faults.rs"]
+mod faults;
 #[path = "e2e/ports_and_pressure.rs"]
 mod ports_and_pressure;
 #[path = "e2e/readme_flow.rs"]

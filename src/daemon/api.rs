@@ -234,17 +234,13 @@ pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
 /// `GET /api/terminals/{id}/attach` with `Upgrade: relay-attach`: the daemon joins the
 /// caller's upgraded connection to the host's and only copies bytes.
 async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
-    match d.entry(id) {
-        Some(e) if e.kind == SessionKind::Pty && e.state == EntryState::Running => {}
-        Some(e) if e.kind == SessionKind::Pty => {
-            return refuse(
-                409,
-                "session_not_running",
-                format!("terminal {id} has exited"),
-            )
-        }
+    // An ended terminal is attached too: the host replays its scrollback and exit
+    // status, so `relay sandbox` never loses a tool that ended before its attach
+    // (docs/routes.md#attaching-to-a-terminal).
+    let running = match d.entry(id) {
+        Some(e) if e.kind == SessionKind::Pty => e.state == EntryState::Running,
         _ => return refuse(404, "not_found", format!("no terminal {id}")),
-    }
+    };
     let wants = crate::protocol::attach::wants(
         req.headers()
             .get(hyper::header::UPGRADE)
@@ -255,6 +251,14 @@ async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
     }
     let host_side = match d.host.attach(id).await {
         Ok(Ok(u)) => u,
+        // The host no longer holds an ended terminal (it was restarted since).
+        Ok(Err((404, _))) if !running => {
+            return refuse(
+                409,
+                "session_not_running",
+                format!("terminal {id} has exited and its output is no longer kept"),
+            )
+        }
         Ok(Err((status, bytes))) => return host_error(status, &bytes),
         Err(e) => return refuse(503, "host_unavailable", e.to_string()),
     };

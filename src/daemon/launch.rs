@@ -847,6 +847,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         ended_ms: None,
         reach,
         stop_reason: None,
+        early_exit: None,
     };
     if !d.begin(entry.clone(), resume) {
         d.bridge.forget(&id);
@@ -964,6 +965,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         routing: launched.routing,
         ..Default::default()
     });
+    d.finish_launch(&id);
     Ok(entry)
 }
 

@@ -141,6 +141,12 @@ pub struct Entry {
     /// row carry this instead of the host's reason.
     #[serde(skip)]
     pub stop_reason: Option<&'static str>,
+    /// An exit the host reported while the launch path had not yet recorded the launch
+    /// (a tool that ends at once): applied right after the launch's audit row, so the
+    /// `session_end` row never precedes the `session_launch` row and the entry never
+    /// goes back to `running`.
+    #[serde(skip)]
+    pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason)>,
 }
 
 /// The canonical folders one sandboxed launch could read and write, what it had pinned
@@ -435,6 +441,10 @@ impl Daemon {
             let Some(e) = l.get_mut(&session_id) else {
                 return;
             };
+            if e.state == EntryState::Launching {
+                e.early_exit = Some((exit_status, signal, reason));
+                return;
+            }
             e.state = if e.kind == SessionKind::Claude {
                 EntryState::Dormant
             } else {
@@ -447,6 +457,21 @@ impl Daemon {
         };
         let reason = entry.stop_reason.unwrap_or(reason_name(reason));
         self.teardown(&entry, reason, exit_status, signal);
+    }
+
+    /// Applies an exit that arrived while the launch was being recorded
+    /// ([`Entry::early_exit`]).
+    fn finish_launch(&self, id: &str) {
+        let pending = self.ledger().get_mut(id).and_then(|e| e.early_exit.take());
+        if let Some((exit_status, signal, reason)) = pending {
+            self.on_host_event(HostEvent::SessionExited {
+                session_id: id.to_string(),
+                root_pid: 0,
+                exit_status,
+                signal,
+                reason,
+            });
+        }
     }
 
     fn teardown(&self, e: &Entry, reason: &str, exit_status: Option<i32>, signal: Option<i32>) {

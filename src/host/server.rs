@@ -130,7 +130,10 @@ impl Classify for serde_json::Error {
     }
 }
 
-/// `GET /sessions/{id}/attach` with `Upgrade: relay-attach`: 101, then frames.
+/// `GET /sessions/{id}/attach` with `Upgrade: relay-attach`: 101, then frames. A
+/// terminal that has already ended is attached too: its scrollback, then its exit frame,
+/// so a tool that ends before its first attach lands is not lost
+/// (docs/session-host.md#attach).
 fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     let Some(session) = host.live(id) else {
         return error(404, "not_found", format!("no session {id}"));
@@ -138,9 +141,6 @@ fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     let SessionIo::Terminal(term) = &session.io else {
         return error(400, "invalid_spec", "not a terminal");
     };
-    if *session.exited.borrow() {
-        return error(409, "session_exited", format!("session {id} has exited"));
-    }
     let wants = crate::protocol::attach::wants(
         req.headers()
             .get(hyper::header::UPGRADE)
