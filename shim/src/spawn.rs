@@ -129,6 +129,7 @@ pub(crate) fn spawn(program: &Program, pty: bool) -> Result<Pid, SpawnError> {
     let mut argv_ptrs: Vec<*const libc::c_char> = program.argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     let empty_mask = SigSet::empty();
+    let parent = std::process::id() as libc::pid_t;
 
     // Safety: the shim is single-threaded at this point (no thread is ever started), so
     // the child may run any code; it still calls only async-signal-safe functions.
@@ -140,7 +141,16 @@ pub(crate) fn spawn(program: &Program, pty: bool) -> Result<Pid, SpawnError> {
         drop(err_r);
         // Safety: we are the freshly forked child; every pointer was prepared above and
         // stays valid because the parent's memory is copied as it was.
-        unsafe { child(program, &argv_ptrs, &empty_mask, err_w.as_raw_fd(), pty) }
+        unsafe {
+            child(
+                program,
+                &argv_ptrs,
+                &empty_mask,
+                err_w.as_raw_fd(),
+                pty,
+                parent,
+            )
+        }
     }
     let child_pid = Pid::from_raw(pid);
     drop(err_w);
@@ -190,10 +200,24 @@ unsafe fn child(
     empty_mask: &SigSet,
     err_w: RawFd,
     pty: bool,
+    parent: libc::pid_t,
 ) -> ! {
-    // Safety: only async-signal-safe calls (setpgid, signal, tcsetpgrp, getpid,
-    // sigprocmask, execv, write, _exit), on pointers prepared before fork.
+    // Safety: only async-signal-safe calls (prctl, getppid, setpgid, signal, tcsetpgrp,
+    // getpid, sigprocmask, execv, write, _exit), on pointers prepared before fork.
     unsafe {
+        // The target (or the launcher) dies with the shim: a shim killed, or taken down
+        // with its host, leaves nothing running (docs/session-host.md#when-a-parent-dies).
+        // bwrap sets the same for itself (`--die-with-parent`). The signal is cleared by
+        // the exec of a set-uid program; macOS has no parent-death signal.
+        #[cfg(target_os = "linux")]
+        {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != parent {
+                libc::_exit(exit_codes::SETUP);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = parent;
         if libc::setpgid(0, 0) != 0 {
             report(err_w, Stage::Setpgid);
         }

@@ -362,6 +362,15 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
             }
         }
         let shim_status = child.wait().await.ok();
+        if last_exit.is_none() {
+            // The shim died without reporting the target's end (it was killed): the
+            // target must not outlive it, unwatched (docs/session-host.md#when-a-parent-dies).
+            spawn::signal_groups(
+                watcher_session.shim_pid,
+                Some(watcher_session.target_pid),
+                libc::SIGKILL,
+            );
+        }
         if let Some(pump) = pump {
             // Read what the target wrote before it exited; a stray process still
             // holding the pty must not hold the report back for long.

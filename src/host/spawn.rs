@@ -41,6 +41,33 @@ pub struct Plan {
     pub stderr: Stdio,
 }
 
+/// Linux: the shim gets SIGKILL when the host dies, however it dies (and the shim's
+/// own children get the same from the shim), so a host killed together with its daemon
+/// leaves no session running (docs/session-host.md#when-a-parent-dies). The signal
+/// follows the thread that forked: launches fork on the runtime's worker threads, which
+/// live as long as the host. Runs between fork and exec.
+#[cfg(target_os = "linux")]
+fn die_with_host(host_pid: libc::pid_t) -> std::io::Result<()> {
+    // Safety: prctl with integer arguments and getppid; no memory is passed.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The host died before the signal was armed.
+        if libc::getppid() != host_pid {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
+}
+
+/// macOS has no parent-death signal: when the host dies the daemon kills the session's
+/// process groups; a host and daemon killed together leave them running there.
+#[cfg(not(target_os = "linux"))]
+fn die_with_host(_host_pid: libc::pid_t) -> std::io::Result<()> {
+    Ok(())
+}
+
 pub struct Spawned {
     pub child: Child,
     pub shim_pid: u32,
@@ -136,11 +163,16 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
     };
     let n_keep = keep.len();
     let limit = cloexec::sweep_limit();
-    // Safety: the closure runs between fork and exec and only calls fcntl/close_range
-    // (async-signal-safe); it allocates nothing: `keep_arr` is a copied array. It marks
-    // everything else from 3 up close-on-exec (the placeholders on 3..=6 are already).
+    let host_pid = std::process::id() as libc::pid_t;
+    // Safety: the closure runs between fork and exec and only calls fcntl/close_range,
+    // prctl and getppid (async-signal-safe); it allocates nothing: `keep_arr` is a
+    // copied array. It marks everything else from 3 up close-on-exec (the placeholders
+    // on 3..=6 are already).
     unsafe {
-        cmd.pre_exec(move || cloexec::keep_only(&keep_arr[..n_keep], limit));
+        cmd.pre_exec(move || {
+            cloexec::keep_only(&keep_arr[..n_keep], limit)?;
+            die_with_host(host_pid)
+        });
     }
 
     let child = {

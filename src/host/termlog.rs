@@ -52,6 +52,11 @@ pub struct DiskLog {
     dropped: u64,
     head_cap: u64,
     tail_cap: u64,
+    /// Why the log stopped (a full disk): nothing more is written, and the log says so
+    /// where it ends.
+    cut: Option<String>,
+    /// What the session wrote after the cut (counted from the chunk that failed).
+    unwritten: u64,
 }
 
 fn create_0600(path: &Path) -> io::Result<File> {
@@ -91,10 +96,32 @@ impl DiskLog {
             dropped: 0,
             head_cap,
             tail_cap,
+            cut: None,
+            unwritten: 0,
         })
     }
 
-    pub fn append(&mut self, mut data: &[u8]) -> io::Result<()> {
+    /// Appends `data`. The first write that fails (a full disk) cuts the log there for
+    /// good: the session runs on (its scrollback ring still has the output), later
+    /// output is only counted, and [`DiskLog::read_all`] ends with a note saying so.
+    pub fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.cut.is_some() {
+            self.unwritten += data.len() as u64;
+            return Ok(());
+        }
+        let written = self.write(data);
+        if let Err(e) = &written {
+            let reason = match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code).to_string(),
+                None => e.kind().to_string(),
+            };
+            self.cut = Some(reason);
+            self.unwritten += data.len() as u64;
+        }
+        written
+    }
+
+    fn write(&mut self, mut data: &[u8]) -> io::Result<()> {
         if self.head_len < self.head_cap {
             let room = (self.head_cap - self.head_len) as usize;
             let n = room.min(data.len());
@@ -136,6 +163,15 @@ impl DiskLog {
             );
         }
         out.extend(std::fs::read(&self.tail_path)?);
+        if let Some(reason) = &self.cut {
+            out.extend_from_slice(
+                format!(
+                    "\r\n[relay: log cut here: {reason}; {} more bytes not written]\r\n",
+                    self.unwritten
+                )
+                .as_bytes(),
+            );
+        }
         Ok(out)
     }
 
@@ -178,5 +214,22 @@ mod tests {
         }
         log.remove();
         assert!(!dir.path().join("s1.head").exists());
+    }
+
+    #[test]
+    fn a_failed_write_cuts_the_log_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = DiskLog::with_caps(dir.path(), "s1", 4, 8).unwrap();
+        log.append(b"HEADtail").unwrap();
+        // A tail that refuses writes (opened read-only) stands in for a full disk.
+        log.tail = File::open(dir.path().join("s1.tail")).unwrap();
+        assert!(log.append(b"lost").is_err());
+        log.append(b"more").unwrap();
+        let text = String::from_utf8(log.read_all().unwrap()).unwrap();
+        assert!(
+            text.starts_with("HEADtail\r\n[relay: log cut here: ")
+                && text.ends_with("; 8 more bytes not written]\r\n"),
+            "{text:?}"
+        );
     }
 }

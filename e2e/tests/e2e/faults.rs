@@ -5,7 +5,6 @@
 //! (docs/testing.md, "Faults").
 
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use relay_e2e::daemon::{base_settings, Relay};
 use relay_e2e::{wait, WAIT};
@@ -131,5 +130,195 @@ fn sixty_four_relay_sandbox_runs_at_once_each_print_their_line_and_exit_4() {
                 "session_end before session_launch: {row}"
             );
         }
+    }
+}
+
+/// The pids of every process whose environment names session `id` (its shim, its
+/// launcher and everything the target started, sandboxed or not). Zombies, whose
+/// environment is gone, are not counted: they run nothing.
+fn session_pids(id: &str) -> Vec<u32> {
+    let needle = format!("RELAY_SESSION_ID={id}\0");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|st| !st.contains(") Z "))
+        .unwrap_or(false)
+}
+
+fn kill9(pid: u32) {
+    // Safety: kill(2) of a process this test's instance started; no memory.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().expect("an id").to_string()
+}
+
+fn host_pid(r: &Relay) -> u32 {
+    let (_, st, _) = r.api("GET", "/api/status", None);
+    st["host"]["pid"].as_u64().expect("a live host") as u32
+}
+
+fn profiles(r: &Relay) -> Vec<String> {
+    std::fs::read_dir(r.config.join("profiles"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn claude_session(r: &Relay) -> String {
+    let (st, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    assert_eq!(st, 201, "{v}");
+    id_of(&v)
+}
+
+fn message(r: &Relay, id: &str, text: &str) -> (u16, Value) {
+    let (st, v, _) = r.api(
+        "POST",
+        &format!("/api/sessions/{id}/message"),
+        Some(&json!({ "text": text })),
+    );
+    (st, v)
+}
+
+/// Settings with an unsandboxed `open` template and one whose program is missing.
+fn fault_settings() -> Value {
+    let mut s = base_settings(None);
+    let t = s["terminal_templates"].as_array_mut().unwrap();
+    t.push(json!({"id": "open", "command": "/bin/sh", "sandbox": false}));
+    t.push(json!({"id": "missing", "command": "/nonexistent/tool"}));
+    s
+}
+
+fn terminal(r: &Relay, template: &str, script: &str) -> String {
+    let (st, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": template, "extra_args": ["-c", script]})),
+    );
+    assert_eq!(st, 201, "{v}");
+    id_of(&v)
+}
+
+/// A terminal that prints `word` and exits 0 runs start to finish, its log says so.
+fn launches_work(r: &Relay, word: &str) {
+    let id = terminal(r, "shell", &format!("echo {word}"));
+    let ev = r.wait_exited(&id);
+    assert_eq!(ev["exit_status"], 0, "{ev}");
+    let (st, _, log) = r.api("GET", &format!("/api/terminals/{id}/log"), None);
+    assert_eq!(st, 200);
+    assert!(
+        String::from_utf8_lossy(&log).contains(word),
+        "{word} not in the log of {id}"
+    );
+}
+
+#[test]
+fn a_killed_host_ends_its_sessions_as_host_died_leaves_no_profile_and_is_replaced() {
+    let r = Relay::start(fault_settings());
+    let first = host_pid(&r);
+    let term = terminal(&r, "shell", "sleep 600");
+    let open = terminal(&r, "open", "sleep 600");
+    let sess = claude_session(&r);
+    assert_eq!(message(&r, &sess, "before").1["text"], "echo: before");
+    assert_eq!(profiles(&r).len(), 2, "{:?}", profiles(&r));
+    for id in [&term, &open, &sess] {
+        assert!(!session_pids(id).is_empty(), "{id} runs nothing");
+    }
+
+    kill9(first);
+    for id in [&term, &open, &sess] {
+        let ev = r.wait_exited(id);
+        assert_eq!(ev["reason"], "host_died", "{ev}");
+        assert!(
+            wait::until(WAIT, || session_pids(id).is_empty()),
+            "{id} outlived its host: {:?}",
+            session_pids(id)
+        );
+    }
+    assert!(profiles(&r).is_empty(), "{:?}", profiles(&r));
+    let ends: Vec<Value> = r
+        .audit_rows()
+        .into_iter()
+        .filter(|row| row["action"] == "session_end")
+        .collect();
+    assert_eq!(ends.len(), 3, "{ends:?}");
+    assert!(ends.iter().all(|e| e["error"] == "host_died"), "{ends:?}");
+    let (_, list, _) = r.api("GET", "/api/sessions", None);
+    assert_eq!(list["sessions"][0]["state"], "dormant", "{list}");
+
+    // A new host, and every kind of launch works again, the old session resumed too.
+    r.wait_event(|e| e["name"] == "host.started" && e["pid"] != first);
+    launches_work(&r, "again");
+    let (st, v, _) = r.api("POST", &format!("/api/sessions/{sess}/resume"), None);
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(message(&r, &sess, "after").1["text"], "echo: after");
+}
+
+/// A sandboxed sleeper, an unsandboxed one that ignores HUP and TERM, and a Claude
+/// session, each with processes to find.
+fn three_sessions(r: &Relay) -> Vec<String> {
+    let ids = vec![
+        terminal(r, "shell", "sleep 600"),
+        terminal(r, "open", "trap '' HUP TERM; while :; do sleep 1; done"),
+        claude_session(r),
+    ];
+    for id in &ids {
+        assert!(!session_pids(id).is_empty(), "{id} runs nothing");
+    }
+    ids
+}
+
+#[test]
+fn a_daemon_killed_with_sigkill_leaves_no_session_running() {
+    // The daemon alone: its host sees its stdin close and ends every session.
+    let r = Relay::start(fault_settings());
+    let ids = three_sessions(&r);
+    let host = host_pid(&r);
+    kill9(r.ready["pid"].as_u64().unwrap() as u32);
+    assert!(
+        wait::until(WAIT, || !alive(host)),
+        "the host outlived its daemon"
+    );
+    for id in &ids {
+        assert!(
+            wait::until(WAIT, || session_pids(id).is_empty()),
+            "{id} outlived its daemon: {:?}",
+            session_pids(id)
+        );
+    }
+    assert!(!r.config.join("sessions/host.sock").exists());
+
+    // The daemon and its host at once (a kill of the whole service): every shim gets
+    // its parent-death signal, bwrap takes the sandbox down with it, and the shims'
+    // own targets die with them.
+    let r = Relay::start(fault_settings());
+    let ids = three_sessions(&r);
+    let host = host_pid(&r);
+    kill9(r.ready["pid"].as_u64().unwrap() as u32);
+    kill9(host);
+    for id in &ids {
+        // The unsandboxed loop's `sleep 1` may finish its second on its own.
+        assert!(
+            wait::until(WAIT, || session_pids(id).is_empty()),
+            "{id} outlived its daemon and host: {:?}",
+            session_pids(id)
+        );
     }
 }
