@@ -59,7 +59,37 @@ impl fmt::Display for TokenError {
 
 impl std::error::Error for TokenError {}
 
+/// How often a token file caught empty or changing is read again, and the pause
+/// between two reads: a file saved in place (truncated, then written) is empty for a
+/// moment, and a read must never hand a launch half a token (docs/settings.md).
+const REREADS: u32 = 20;
+const REREAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
 pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
+    let mut tries = 0;
+    loop {
+        match read_once(path)? {
+            Once::Whole(token) => return Ok(token),
+            Once::Again(e) if tries >= REREADS => return Err(e),
+            // Empty, replaced or changed while it was read: someone is saving it now.
+            Once::Again(_) => {
+                tries += 1;
+                std::thread::sleep(REREAD_PAUSE);
+            }
+        }
+    }
+}
+
+/// One read: the whole token, or a reason to read again (reported when the rereads run
+/// out).
+enum Once {
+    Whole(TokenFile),
+    Again(TokenError),
+}
+
+/// The file was left unchanged across the read when its size, modification and change
+/// times are the same before and after, and every byte was read.
+fn read_once(path: &Path) -> Result<Once, TokenError> {
     let err = |reason: String| TokenError {
         path: path.to_path_buf(),
         reason,
@@ -82,6 +112,10 @@ pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
     if !meta.file_type().is_file() {
         return Err(err("is not a regular file".into()));
     }
+    if meta.nlink() == 0 {
+        // Renamed over between the open and the stat: the new file is there to read.
+        return Ok(Once::Again(err("was replaced while it was read".into())));
+    }
     if meta.nlink() != 1 {
         return Err(err(format!(
             "has {} hard links (a second name could escape the sandbox deny); keep exactly one",
@@ -92,7 +126,8 @@ pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
         return Err(err(format!("is larger than {TOKEN_MAX_BYTES} bytes")));
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
-    file.take(TOKEN_MAX_BYTES + 1)
+    (&file)
+        .take(TOKEN_MAX_BYTES + 1)
         .read_to_end(&mut buf)
         .map_err(|e| err(format!("cannot read: {}", plain_io(&e))))?;
     if buf.len() as u64 > TOKEN_MAX_BYTES {
@@ -101,7 +136,17 @@ pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
     let text = std::str::from_utf8(&buf).map_err(|_| err("is not UTF-8 text".into()))?;
     let trimmed = text.trim_matches(|c: char| c.is_ascii_whitespace());
     if trimmed.is_empty() {
-        return Err(err("is empty".into()));
+        return Ok(Once::Again(err("is empty".into())));
+    }
+    let after = file
+        .metadata()
+        .map_err(|e| err(format!("cannot stat: {}", plain_io(&e))))?;
+    let stable = buf.len() as u64 == meta.len()
+        && after.len() == meta.len()
+        && (after.mtime(), after.mtime_nsec()) == (meta.mtime(), meta.mtime_nsec())
+        && (after.ctime(), after.ctime_nsec()) == (meta.ctime(), meta.ctime_nsec());
+    if !stable {
+        return Ok(Once::Again(err("kept changing while it was read".into())));
     }
     if trimmed.starts_with(API_KEY_PREFIX) {
         // An API key would bill a console account and bypass the subscription the
@@ -110,11 +155,11 @@ pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
             "holds an API key; relay takes a token from claude setup-token".into(),
         ));
     }
-    Ok(TokenFile {
+    Ok(Once::Whole(TokenFile {
         token: Secret::new(trimmed),
         dev: meta.dev(),
         ino: meta.ino(),
-    })
+    }))
 }
 
 /// The token's fingerprint: the first 12 hex characters of its SHA-256. It tells which

@@ -322,3 +322,140 @@ fn a_daemon_killed_with_sigkill_leaves_no_session_running() {
         );
     }
 }
+
+#[test]
+fn a_token_file_rewritten_under_launches_gives_every_launch_one_whole_token() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let r = Relay::start(base_settings(Some(relay_e2e::daemon::TOKEN_SETTING)));
+    // Two tokens of different lengths: any mix of them matches neither digest.
+    let a = relay_e2e::fake_token();
+    let b = format!("{}{}", relay_e2e::fake_token(), relay_e2e::random_hex(8));
+    let path = r.write_token(&a);
+    let dir = path.parent().unwrap().to_path_buf();
+    let stop = Arc::new(AtomicBool::new(false));
+    let rewrites = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (a, b, stop, rewrites) = (a.clone(), b.clone(), stop.clone(), rewrites.clone());
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !stop.load(Ordering::SeqCst) {
+                let token = if i % 2 == 0 { &b } else { &a };
+                let line = format!("{token}\n");
+                if (i / 2) % 2 == 0 {
+                    // In place: truncated, then written (as `echo … > token` does).
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .truncate(true)
+                        .open(&path)
+                        .unwrap();
+                    f.write_all(line.as_bytes()).unwrap();
+                } else {
+                    // By rename: a new 0600 file moved over the old one.
+                    let tmp = dir.join(".token.new");
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o600)
+                        .open(&tmp)
+                        .unwrap();
+                    f.write_all(line.as_bytes()).unwrap();
+                    drop(f);
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+                rewrites.fetch_add(1, Ordering::SeqCst);
+                i += 1;
+                // Pacing, not waiting: leave the two cores to the launches.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        })
+    };
+    let whole = [
+        relay_e2e::sha256_hex(a.as_bytes()),
+        relay_e2e::sha256_hex(b.as_bytes()),
+    ];
+    let mut failures = Vec::new();
+    let before = rewrites.load(Ordering::SeqCst);
+    for n in 0..24 {
+        let (st, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+        if st != 201 {
+            failures.push(format!("launch {n}: {st} {v}"));
+            continue;
+        }
+        let id = id_of(&v);
+        assert!(
+            wait::until(WAIT, || r
+                .start_lines()
+                .iter()
+                .any(|l| l["env"]["RELAY_SESSION_ID"] == id.as_str())),
+            "no start line for {id}"
+        );
+        let line = r.start_line(&id);
+        match line["token_sha256"].as_str() {
+            Some(sha) if whole.contains(&sha.to_string()) => {}
+            _ => failures.push(format!(
+                "launch {n}: token_sha256 {} ({} bytes), error {}",
+                line["token_sha256"], line["token_bytes"], line["token_error"]
+            )),
+        }
+        let (st, _, _) = r.api("DELETE", &format!("/api/sessions/{id}"), None);
+        assert_eq!(st, 200);
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    let during = rewrites.load(Ordering::SeqCst) - before;
+    assert!(during > 24, "the file was rewritten only {during} times");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    relay_e2e::assert_absent(&r.output(), &a, "the daemon's output");
+    relay_e2e::assert_absent(&r.output(), &b, "the daemon's output");
+}
+
+#[test]
+fn settings_made_invalid_mid_run_refuse_launches_and_leave_running_sessions_alone() {
+    let r = Relay::start(fault_settings());
+    let sess = claude_session(&r);
+    let term = terminal(&r, "shell", "sleep 600");
+    std::fs::write(r.config.join("settings.json"), "{\"projects\": [").unwrap();
+    let (st, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell"})),
+    );
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (500, Some("settings_invalid")),
+        "{v}"
+    );
+    assert!(
+        v["error"].as_str().unwrap().contains("settings.json"),
+        "{v}"
+    );
+    let (st, v, _) = r.api("POST", &format!("/api/sessions/{sess}/resume"), None);
+    assert_eq!(st, 409, "a running session is not resumed: {v}");
+    // What runs is untouched: a turn is answered, the terminal runs, its log reads.
+    assert_eq!(
+        message(&r, &sess, "still here").1["text"],
+        "echo: still here"
+    );
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(list["terminals"][0]["state"], "running", "{list}");
+    let (st, _, _) = r.api("GET", &format!("/api/terminals/{term}/log"), None);
+    assert_eq!(st, 200);
+    assert_eq!(r.cli_json(&["status"])["settings"]["ok"], false);
+    // Fixed: launches work again; the earlier sessions are still the same ones.
+    r.write_settings(&fault_settings());
+    launches_work(&r, "recovered");
+    assert_eq!(message(&r, &sess, "after").1["text"], "echo: after");
+    let ended: Vec<Value> = r
+        .all_events()
+        .into_iter()
+        .filter(|e| {
+            e["name"] == "session.exited" && (e["session_id"] == sess || e["session_id"] == term)
+        })
+        .collect();
+    assert!(ended.is_empty(), "{ended:?}");
+}
