@@ -284,7 +284,13 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
             let _ = child.start_kill();
             let _ = child.wait().await;
             remove_log(&log);
-            return Err(e);
+            // Name the program: which launch failed is plain from the answer alone.
+            return Err(match e {
+                LaunchError::SpawnFailed(m) => {
+                    LaunchError::SpawnFailed(format!("{}: {m}", req.argv[0]))
+                }
+                other => other,
+            });
         }
     };
 

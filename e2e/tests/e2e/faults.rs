@@ -459,3 +459,135 @@ fn settings_made_invalid_mid_run_refuse_launches_and_leave_running_sessions_alon
         .collect();
     assert!(ended.is_empty(), "{ended:?}");
 }
+
+/// Attaches to terminal `id` over `relay.sock` and writes `bytes` of input frames from a
+/// thread that gives up when a write blocks for 5 s (a target that never reads).
+fn attach_and_type(r: &Relay, id: &str, bytes: usize) -> std::thread::JoinHandle<usize> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(r.socket()).unwrap();
+    write!(
+        s,
+        "GET /api/terminals/{id}/attach HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: relay-attach\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut b).unwrap(), 1, "attach closed");
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s.set_write_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut frame = vec![1u8];
+        frame.extend_from_slice(&(chunk.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&chunk);
+        let mut sent = 0;
+        while sent < bytes {
+            if s.write_all(&frame).is_err() {
+                break;
+            }
+            sent += chunk.len();
+        }
+        sent
+    })
+}
+
+#[test]
+fn the_host_stays_responsive_through_a_flood_a_deaf_target_a_failed_start_and_a_killed_shim() {
+    let r = Relay::start(fault_settings());
+    // A target that floods its terminal as fast as it can.
+    let flood = terminal(&r, "shell", "yes flood-line");
+    // One that never reads its input, typed at by an attach (the pty's input fills).
+    let deaf = terminal(&r, "shell", "sleep 600");
+    let typing = attach_and_type(&r, &deaf, 16 * 1024 * 1024);
+    launches_work(&r, "alive-1");
+    let st = r.cli_json(&["status"]);
+    assert_eq!(st["sessions_running"], 2, "{st}");
+
+    // One that never starts: its program is missing. Refused, named, audited, and
+    // nothing is left of it.
+    let before = profiles(&r).len();
+    let (st, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "missing"})),
+    );
+    assert_eq!((st, v["code"].as_str()), (500, Some("spawn_failed")), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("/nonexistent/tool"),
+        "{v}"
+    );
+    assert_eq!(profiles(&r).len(), before);
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    assert!(
+        list["terminals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["template_id"] != "missing"),
+        "{list}"
+    );
+    let row = r
+        .audit_rows()
+        .into_iter()
+        .rfind(|row| row["action"] == "session_launch")
+        .unwrap();
+    assert_eq!(
+        (row["outcome"].as_str(), row["code"].as_str()),
+        (Some("error"), Some("spawn_failed")),
+        "{row}"
+    );
+    launches_work(&r, "alive-2");
+
+    // Shims killed, sandboxed and not: each reported as `shim_failed`, its target gone.
+    for template in ["shell", "open"] {
+        let id = terminal(&r, template, "sleep 600");
+        let (_, list, _) = r.api("GET", "/api/terminals", None);
+        let shim = list["terminals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id.as_str())
+            .and_then(|t| t["root_pid"].as_u64())
+            .unwrap() as u32;
+        kill9(shim);
+        let ev = r.wait_exited(&id);
+        assert_eq!(
+            (ev["reason"].as_str(), ev["signal"].as_i64()),
+            (Some("shim_failed"), Some(9)),
+            "{ev}"
+        );
+        assert!(
+            wait::until(WAIT, || session_pids(&id).is_empty()),
+            "the {template} target outlived its shim: {:?}",
+            session_pids(&id)
+        );
+        launches_work(&r, "alive-3");
+    }
+
+    // The flood and the deaf target end when asked, each reported.
+    for id in [&flood, &deaf] {
+        let (st, v, _) = r.api("DELETE", &format!("/api/terminals/{id}"), None);
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(r.wait_exited(id)["reason"], "terminated");
+        assert!(wait::until(WAIT, || session_pids(id).is_empty()));
+    }
+    // A pty in line mode drops what its reader never takes, so the typing ends either
+    // way; what matters is that the host answered everything meanwhile.
+    assert!(typing.join().unwrap() > 0);
+    let (_, _, log) = r.api("GET", &format!("/api/terminals/{flood}/log"), None);
+    let log = String::from_utf8_lossy(&log);
+    assert!(
+        log.contains("flood-line") && log.contains("bytes dropped"),
+        "{}",
+        &log[..200.min(log.len())]
+    );
+    launches_work(&r, "alive-4");
+}
