@@ -795,6 +795,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         let profile = d.paths.profiles().join(format!("{id}-{suffix}.{ext}"));
         let _ = std::fs::remove_file(&profile);
         if let Err(e) = write_new_0600(&profile, &bytes) {
+            // A file created but not filled (a full disk) goes too.
+            let _ = std::fs::remove_file(&profile);
             return Err(at.refuse(ApiError::sandbox(format!(
                 "write profile {}: {e}",
                 profile.display()

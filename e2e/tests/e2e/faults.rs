@@ -591,3 +591,189 @@ fn the_host_stays_responsive_through_a_flood_a_deaf_target_a_failed_start_and_a_
     );
     launches_work(&r, "alive-4");
 }
+
+/// A tmpfs mounted by the test (root only), lazily unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &std::path::Path, size: &str) -> Tmpfs {
+        let st = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount -t tmpfs on {}", at.display());
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// The number in the log's cut note (`; N more bytes not written]`), if it has one.
+fn unwritten(log: &str) -> Option<u64> {
+    let at = log.rfind("[relay: log cut here: ")?;
+    let tail = &log[at..];
+    let n = tail.rsplit_once("; ")?.1.split(' ').next()?;
+    n.parse().ok()
+}
+
+#[test]
+fn a_full_disk_under_the_config_dir_cuts_the_log_keeps_the_session_and_refuses_or_audits_the_next_launch(
+) {
+    // Safety: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("skip: mounting a small tmpfs needs root");
+        return;
+    }
+    let mut r = Relay::prepare(None, false);
+    // The config dir (settings, audit and event logs, profiles, the host's state and
+    // terminal logs) on a disk of its own, 4 MiB.
+    let disk = Tmpfs::mount(&r.config, "4m");
+    r.write_settings(&fault_settings());
+    r.launch_daemon();
+    let ticker = terminal(
+        &r,
+        "shell",
+        "i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.01; done",
+    );
+    let log_of = |id: &str| {
+        let (st, _, log) = r.api("GET", &format!("/api/terminals/{id}/log"), None);
+        assert_eq!(st, 200);
+        String::from_utf8_lossy(&log).into_owned()
+    };
+    assert!(wait::until(WAIT, || log_of(&ticker).contains("tick-3")));
+
+    // Fill the disk.
+    let filler = r.config.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+    }
+    // The log says where it was cut, and the session runs on: its output is counted.
+    assert!(
+        wait::until(WAIT, || unwritten(&log_of(&ticker)).is_some()),
+        "no cut note: {}",
+        log_of(&ticker)
+    );
+    let log = log_of(&ticker);
+    assert!(
+        log.contains("[relay: log cut here: No space left on device (os error 28); "),
+        "{log}"
+    );
+    let first = unwritten(&log).unwrap();
+    assert!(
+        wait::until(WAIT, || unwritten(&log_of(&ticker)) > Some(first)),
+        "the session stopped writing"
+    );
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(list["terminals"][0]["state"], "running", "{list}");
+
+    // The next launch: refused, or run with its audit row. Never run unaudited.
+    let (st, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "sleep 600"]})),
+    );
+    if st == 201 {
+        let id = id_of(&v);
+        assert!(
+            r.audit_rows()
+                .iter()
+                .any(|row| row["session_id"] == id.as_str()
+                    && row["action"] == "session_launch"
+                    && row["outcome"] == "allowed"),
+            "{id} ran without its audit row"
+        );
+        r.api("DELETE", &format!("/api/terminals/{id}"), None);
+    } else {
+        assert!(st >= 400, "{st} {v}");
+        let (_, list, _) = r.api("GET", "/api/terminals", None);
+        assert_eq!(list["terminals"].as_array().unwrap().len(), 1, "{list}");
+        assert!(profiles(&r).len() <= 1, "{:?}", profiles(&r));
+    }
+    // Room again: launches work, each with its audit row; the first one is still there.
+    std::fs::remove_file(&filler).unwrap();
+    let id = terminal(&r, "shell", "echo room-again");
+    r.wait_exited(&id);
+    assert!(
+        r.audit_rows()
+            .iter()
+            .any(|row| row["session_id"] == id.as_str()
+                && row["action"] == "session_launch"
+                && row["outcome"] == "allowed"),
+        "{id} has no audit row"
+    );
+    assert!(log_of(&id).contains("room-again"));
+    let (st, _, _) = r.api("DELETE", &format!("/api/terminals/{ticker}"), None);
+    assert_eq!(st, 200);
+    assert_eq!(r.wait_exited(&ticker)["reason"], "terminated");
+    r.stop();
+    drop(disk);
+}
+
+#[test]
+fn a_host_of_another_protocol_version_is_refused_and_replaced() {
+    let mut r = Relay::prepare(None, false);
+    // The host binary the daemon starts first announces protocol 999 and then waits;
+    // every later start is the real host.
+    let bin = r.root.join("bin");
+    std::fs::rename(bin.join("relay-sessions"), bin.join("relay-sessions.real")).unwrap();
+    let mark = r.root.join("old-host-ran");
+    let pid_file = r.root.join("old-host-pid");
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ ! -e '{mark}' ]; then\n\
+         : > '{mark}'\n\
+         echo $$ > '{pid}'\n\
+         echo '{{\"event\":\"ready\",\"v\":999,\"pid\":'$$',\"socket\":\"/nonexistent/host.sock\"}}'\n\
+         exec sleep 600\n\
+         fi\n\
+         exec '{real}' \"$@\"\n",
+        mark = mark.display(),
+        pid = pid_file.display(),
+        real = bin.join("relay-sessions.real").display(),
+    );
+    std::fs::write(bin.join("relay-sessions"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("relay-sessions"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    r.write_settings(&fault_settings());
+    r.launch_daemon();
+
+    let old: u32 = std::fs::read_to_string(&pid_file)
+        .expect("the old host ran")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(wait::until(WAIT, || !alive(old)), "the old host still runs");
+    let out = r.output_text();
+    assert!(
+        out.contains("relay: session host: host speaks protocol 999, this daemon 1; restarting"),
+        "{out}"
+    );
+    let host = host_pid(&r);
+    assert_ne!(host, old);
+    let started: Vec<Value> = r
+        .all_events()
+        .into_iter()
+        .filter(|e| e["name"] == "host.started")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["pid"], host);
+    launches_work(&r, "real-host");
+}
