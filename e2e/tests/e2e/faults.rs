@@ -343,9 +343,9 @@ fn a_token_file_rewritten_under_launches_gives_every_launch_one_whole_token() {
         std::thread::spawn(move || {
             let mut i = 0usize;
             while !stop.load(Ordering::SeqCst) {
-                let token = if i % 2 == 0 { &b } else { &a };
+                let token = if i.is_multiple_of(2) { &b } else { &a };
                 let line = format!("{token}\n");
-                if (i / 2) % 2 == 0 {
+                if (i / 2).is_multiple_of(2) {
                     // In place: truncated, then written (as `echo … > token` does).
                     let mut f = std::fs::OpenOptions::new()
                         .write(true)
