@@ -598,3 +598,118 @@ mod tests {
         }
     }
 }
+
+/// Property tests (docs/testing.md#fuzzing): `cargo test -p relay-shim --lib cli::fuzz`.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    /// One argument: a real flag, a number, a path, `--`, or any bytes.
+    fn arg() -> impl Strategy<Value = OsString> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "exec",
+                "pty-init",
+                "--version",
+                "--session-id",
+                "--identity",
+                "--pty",
+                "--sandbox-backend",
+                "--sandbox-profile",
+                "--sandbox-launcher",
+                "--status-fd",
+                "--pass-token",
+                "--landlock-fd",
+                "--",
+                "bwrap",
+                "seatbelt",
+                "3",
+                "4",
+                "5",
+                "6",
+                "7",
+                "-1",
+                "/p",
+                "rel",
+                "",
+            ])
+            .prop_map(OsString::from),
+            proptest::collection::vec(any::<u8>(), 0..12).prop_map(OsString::from_vec),
+        ]
+    }
+
+    /// Every documented rule of an accepted command line (docs/session-host.md#relay-shim).
+    fn keeps_the_rules(args: &[OsString]) -> Result<(), TestCaseError> {
+        match parse(args) {
+            Ok(Command::Exec(a)) => {
+                prop_assert!(!a.argv.is_empty());
+                prop_assert!(!a.session_id.is_empty());
+                prop_assert!(a.status_fd >= 0);
+                if a.pass_token {
+                    prop_assert_ne!(a.status_fd, 5);
+                }
+                if a.identity {
+                    prop_assert_ne!(a.status_fd, 3);
+                }
+                if let Some(fd) = a.landlock_fd {
+                    prop_assert!(fd > 5 && fd != a.status_fd);
+                }
+                if let Some(sb) = &a.sandbox {
+                    prop_assert!(sb.profile.is_absolute());
+                    prop_assert!(!sb.launcher.as_os_str().is_empty());
+                }
+                // The target's argv is kept byte for byte after the first `--`.
+                let dash = args.iter().position(|x| x == "--").unwrap();
+                prop_assert_eq!(&a.argv[..], &args[dash + 1..]);
+            }
+            Ok(Command::PtyInit(argv)) => prop_assert_eq!(&argv[..], &args[2..]),
+            Ok(Command::Version) => prop_assert_eq!(args.len(), 1),
+            Err(_) => {}
+        }
+        Ok(())
+    }
+
+    /// `exec`, some flags each with a value drawn like any argument, `--`, an argv.
+    fn exec_line() -> impl Strategy<Value = Vec<OsString>> {
+        let flag = prop_oneof![
+            arg().prop_map(|v| vec![OsString::from("--session-id"), v]),
+            Just(vec![OsString::from("--identity")]),
+            Just(vec![OsString::from("--pty")]),
+            Just(vec![OsString::from("--pass-token")]),
+            arg().prop_map(|v| vec![OsString::from("--sandbox-backend"), v]),
+            arg().prop_map(|v| vec![OsString::from("--sandbox-profile"), v]),
+            arg().prop_map(|v| vec![OsString::from("--sandbox-launcher"), v]),
+            arg().prop_map(|v| vec![OsString::from("--status-fd"), v]),
+            arg().prop_map(|v| vec![OsString::from("--landlock-fd"), v]),
+        ];
+        (
+            proptest::collection::vec(flag, 0..8),
+            proptest::collection::vec(arg(), 0..4),
+        )
+            .prop_map(|(flags, argv)| {
+                let mut line = vec![OsString::from("exec")];
+                line.extend(flags.into_iter().flatten());
+                line.push(OsString::from("--"));
+                line.extend(argv);
+                line
+            })
+    }
+
+    proptest! {
+        /// Any command line: a command or a usage error, never a panic.
+        #[test]
+        fn any_command_line_is_parsed_or_refused(
+            args in proptest::collection::vec(arg(), 0..14),
+        ) {
+            keeps_the_rules(&args)?;
+        }
+
+        /// Lines shaped like the host's: what is accepted keeps every rule.
+        #[test]
+        fn an_accepted_exec_line_keeps_every_rule(args in exec_line()) {
+            keeps_the_rules(&args)?;
+        }
+    }
+}

@@ -261,3 +261,63 @@ mod tests {
         );
     }
 }
+
+/// Property tests (docs/testing.md#fuzzing): `cargo test -p relay-shim --lib json::fuzz`.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<String>().prop_map(Value::Str),
+            any::<i64>().prop_map(Value::Int),
+            Just(Value::Null),
+        ]
+    }
+
+    fn render(v: &Value) -> String {
+        match v {
+            Value::Str(s) => quote(s),
+            Value::Int(n) => n.to_string(),
+            Value::Null => "null".into(),
+        }
+    }
+
+    proptest! {
+        /// Any text at all: an answer or a refusal, never a panic.
+        #[test]
+        fn any_text_is_parsed_or_refused(text in any::<String>()) {
+            let _ = parse_flat_object(&text);
+        }
+
+        /// Any bytes the Hello answer could hold, read as the shim reads them.
+        #[test]
+        fn any_bytes_are_parsed_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse_flat_object(&String::from_utf8_lossy(&bytes));
+        }
+
+        /// What the shim writes, it reads back exactly: every string, however odd.
+        #[test]
+        fn a_written_object_reads_back_member_for_member(
+            members in proptest::collection::btree_map(any::<String>(), value(), 0..8),
+            ws in "[ \t\r\n]{0,3}",
+        ) {
+            let body: Vec<String> = members
+                .iter()
+                .map(|(k, v)| format!("{ws}{}{ws}:{ws}{}{ws}", quote(k), render(v)))
+                .collect();
+            let text = format!("{ws}{{{}}}{ws}", body.join(","));
+            let parsed = parse_flat_object(&text).expect("its own output parses");
+            let want: Vec<(String, Value)> = members.into_iter().collect();
+            prop_assert_eq!(parsed, want);
+        }
+
+        /// A key given twice is refused, whatever the values.
+        #[test]
+        fn a_duplicate_key_is_refused(key in any::<String>(), a in value(), b in value()) {
+            let text = format!("{{{}:{},{}:{}}}", quote(&key), render(&a), quote(&key), render(&b));
+            prop_assert_eq!(parse_flat_object(&text), None);
+        }
+    }
+}
