@@ -293,6 +293,13 @@ impl Profile {
         })
     }
 
+    /// How many rules the profile holds (the `(version 1)` form is not one): a test
+    /// compares it with how many the renderer wrote, so a path that closed its string
+    /// and added a rule is seen.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
     /// [`Profile::decide`], only the verdict.
     pub fn allows(&self, op: &str, target: &Target) -> Result<bool, EvalError> {
         self.decide(op, target).map(|d| d.allowed)

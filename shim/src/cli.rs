@@ -660,9 +660,10 @@ mod fuzz {
                     prop_assert!(sb.profile.is_absolute());
                     prop_assert!(!sb.launcher.as_os_str().is_empty());
                 }
-                // The target's argv is kept byte for byte after the first `--`.
-                let dash = args.iter().position(|x| x == "--").unwrap();
-                prop_assert_eq!(&a.argv[..], &args[dash + 1..]);
+                // The target's argv is the rest of the line after a `--` (not a flag's
+                // value), kept byte for byte.
+                prop_assert!(args.ends_with(&a.argv));
+                prop_assert_eq!(&args[args.len() - a.argv.len() - 1], "--");
             }
             Ok(Command::PtyInit(argv)) => prop_assert_eq!(&argv[..], &args[2..]),
             Ok(Command::Version) => prop_assert_eq!(args.len(), 1),

@@ -665,3 +665,83 @@ mod tests {
         assert!(valid_model("sonnet") && !valid_model("") && !valid_model("-m"));
     }
 }
+
+/// Property tests (docs/testing.md#fuzzing): `cargo test -p relay --lib settings::fuzz`.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A key: one `settings.json` knows, or any other.
+    fn key() -> impl Strategy<Value = String> {
+        let known: Vec<&'static str> = TOP_KEYS
+            .iter()
+            .chain(PROJECT_KEYS)
+            .chain(TEMPLATE_KEYS)
+            .chain(SANDBOX_KEYS)
+            .chain(API_KEYS)
+            .copied()
+            .collect();
+        prop_oneof![
+            3 => prop::sample::select(known).prop_map(String::from),
+            1 => any::<String>(),
+        ]
+    }
+
+    /// Any JSON value, its objects keyed mostly with real settings keys, so the
+    /// generated files reach past the first type check.
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            prop::sample::select(vec![
+                "~",
+                "~/p",
+                "/abs",
+                "",
+                "*",
+                "claude-code",
+                "127.0.0.1:0",
+                "bwrap",
+                "auto"
+            ])
+            .prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(key(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Any bytes: settings or a problem that names the file, never a panic.
+        #[test]
+        fn any_bytes_are_read_or_refused_naming_the_file(
+            bytes in proptest::collection::vec(any::<u8>(), 0..512),
+        ) {
+            if let Err(e) = parse(Path::new("/c/settings.json"), &bytes) {
+                prop_assert!(e.to_string().starts_with("/c/settings.json: "));
+            }
+        }
+
+        /// Any JSON: read or refused; what is read writes out as a file that reads back
+        /// the same (the Settings page and the first-run seed write settings this way).
+        #[test]
+        fn any_json_is_read_or_refused_and_what_is_read_round_trips(v in json()) {
+            let bytes = serde_json::to_vec(&v).unwrap();
+            if let Ok(loaded) = parse(Path::new("/c/settings.json"), &bytes) {
+                let text = to_pretty(&loaded.settings);
+                let again = parse(Path::new("/c/settings.json"), text.as_bytes())
+                    .expect("written settings read back");
+                prop_assert_eq!(&again.settings, &loaded.settings);
+                prop_assert!(again.unknown_keys.is_empty());
+            }
+        }
+    }
+}

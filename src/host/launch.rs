@@ -549,3 +549,114 @@ mod tests {
         assert_eq!(code(validate(&r)), Some("invalid_spec"));
     }
 }
+
+/// Property tests (docs/testing.md#fuzzing): `cargo test -p relay --lib launch::fuzz`.
+/// The host decodes a launch request as `server.rs` does (`serde_json::from_slice`),
+/// then validates it.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "",
+                "s1",
+                "claude-code",
+                "shell",
+                "/",
+                "/tmp",
+                "relative",
+                ".hidden",
+                "a/b",
+                "bwrap",
+                "seatbelt",
+                "claude",
+                "pty",
+                "PATH",
+                "A=B",
+                "x\0y",
+            ])
+            .prop_map(String::from),
+            any::<String>(),
+        ]
+    }
+
+    /// A request shaped like the daemon's, every field drawn loosely (a wrong type now
+    /// and then), the token a marker that must never come back in an answer.
+    fn request(token: String) -> impl Strategy<Value = Value> {
+        let num = prop_oneof![
+            Just(json!(1)),
+            Just(json!(0)),
+            any::<i64>().prop_map(Value::from)
+        ];
+        (
+            (num.clone(), text(), prop::sample::select(vec!["claude", "pty", "other"]), text(), text()),
+            (
+                proptest::collection::vec(text(), 0..4),
+                proptest::collection::btree_map(text(), text(), 0..3),
+                proptest::option::of((num.clone(), num)),
+                proptest::option::of((prop::sample::select(vec!["bwrap", "seatbelt"]), text(), proptest::option::of(text()))),
+                proptest::option::of(text()),
+                any::<bool>(),
+            ),
+        )
+            .prop_map(move |((v, id, kind, dir, template), (argv, env, pty, sandbox, identity, with_token))| {
+                let mut r = json!({
+                    "v": v, "session_id": id, "kind": kind,
+                    "project": {"id": "p", "name": "p", "path": "/"},
+                    "directory": dir, "template_id": template, "argv": argv, "env": env,
+                });
+                if let Some((cols, rows)) = pty {
+                    r["pty"] = json!({"cols": cols, "rows": rows});
+                }
+                if let Some((backend, profile, launcher)) = sandbox {
+                    r["sandbox"] = json!({"backend": backend, "profile_path": profile, "launcher": launcher});
+                }
+                if let Some(secret) = identity {
+                    r["identity"] = json!({"secret": secret});
+                }
+                if with_token {
+                    r["claude_token"] = json!(token);
+                }
+                r
+            })
+    }
+
+    proptest! {
+        /// Any bytes on `POST /launch`: decoded and validated, or refused, never a panic.
+        #[test]
+        fn any_body_is_decoded_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(req) = serde_json::from_slice::<LaunchRequest>(&bytes) {
+                let _ = validate(&req);
+            }
+        }
+
+        /// Requests shaped like the daemon's: validation answers without a panic, and no
+        /// answer, no `Debug` of the request, ever holds the token.
+        #[test]
+        fn a_refusal_never_holds_the_token(
+            (token, v) in "[a-zA-Z0-9_-]{12,64}"
+                .prop_map(|t| format!("acme-fake-token-{t}"))
+                .prop_flat_map(|t| (Just(t.clone()), request(t))),
+        ) {
+            let bytes = serde_json::to_vec(&v).unwrap();
+            match serde_json::from_slice::<LaunchRequest>(&bytes) {
+                Ok(req) => {
+                    let shown = format!("{req:?}");
+                    prop_assert!(!shown.contains(&token));
+                    if let Err(e) = validate(&req) {
+                        prop_assert!(!e.message().contains(&token), "{}", e.message());
+                    }
+                }
+                // What the host would answer: the category, line and column only.
+                Err(e) => {
+                    let answer = format!("{:?} {} {}", e.classify(), e.line(), e.column());
+                    prop_assert!(!answer.contains(&token));
+                }
+            }
+        }
+    }
+}

@@ -969,3 +969,126 @@ mod tests {
         );
     }
 }
+
+/// Property tests (docs/testing.md#fuzzing): `cargo test -p relay --lib resolve::fuzz`.
+/// Entries are walked through a small real tree with folders, a file, links (one up,
+/// one looping, one dangling) and names spelled oddly; the walk must agree with the
+/// kernel's own resolution and keep every role's refusals.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    /// The tree, made once for the whole run: `<root>/a/b/`, `<root>/a/f`,
+    /// `<root>/l -> a`, `<root>/a/up -> ..`, `<root>/loop -> loop`, `<root>/gone -> nowhere`.
+    fn root() -> &'static Path {
+        static ROOT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+        ROOT.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(dir.path()).unwrap();
+            std::fs::create_dir_all(root.join("a/b")).unwrap();
+            std::fs::write(root.join("a/f"), b"").unwrap();
+            std::os::unix::fs::symlink("a", root.join("l")).unwrap();
+            std::os::unix::fs::symlink("..", root.join("a/up")).unwrap();
+            std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+            std::os::unix::fs::symlink("nowhere", root.join("gone")).unwrap();
+            (dir, root)
+        })
+        .1
+        .as_path()
+    }
+
+    fn component() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::sample::select(vec!["a", "b", "f", "l", "up", "loop", "gone", "..", ".", "", "x"])
+                .prop_map(String::from),
+            1 => "[^/\0]{1,8}",
+        ]
+    }
+
+    fn entry() -> impl Strategy<Value = (String, String)> {
+        (
+            prop::sample::select(vec!["root", "home", "relative"]),
+            proptest::collection::vec(component(), 0..6),
+        )
+            .prop_map(|(start, parts)| {
+                let rest = parts.join("/");
+                let entry = match start {
+                    "root" => format!("{}/{rest}", root().display()),
+                    "home" => format!("~/{rest}"),
+                    _ => rest.clone(),
+                };
+                (entry, rest)
+            })
+    }
+
+    fn role() -> impl Strategy<Value = Role> {
+        prop::sample::select(vec![Role::Read, Role::ReadWrite, Role::Deny])
+    }
+
+    fn normal(p: &Path) -> bool {
+        p.is_absolute()
+            && p.components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    }
+
+    proptest! {
+        #[test]
+        fn the_walk_agrees_with_the_kernel_and_keeps_each_roles_refusals(
+            (entry, _rest) in entry(),
+            role in role(),
+        ) {
+            let home = root();
+            let result = resolve(&entry, home, role);
+            let expanded = if entry == "~" {
+                Some(home.to_path_buf())
+            } else if let Some(rest) = entry.strip_prefix("~/") {
+                Some(home.join(rest.trim_start_matches('/')))
+            } else if entry.starts_with('/') {
+                Some(PathBuf::from(&entry))
+            } else {
+                None
+            };
+            let Some(expanded) = expanded else {
+                prop_assert!(matches!(result, Err(PathError::Relative { .. })), "{result:?}");
+                return Ok(());
+            };
+            match result {
+                Ok(r) => {
+                    prop_assert!(normal(&r.written), "{r:?}");
+                    prop_assert!(normal(&r.canonical), "{r:?}");
+                    match r.kind {
+                        PathKind::Dir | PathKind::File => {
+                            prop_assert!(r.canonical.exists(), "{r:?}");
+                            prop_assert_eq!(r.kind == PathKind::Dir, r.canonical.is_dir());
+                            // Where the kernel resolves the entry, both agree. (Past a
+                            // missing name the walk goes on by the letters, where the
+                            // kernel stops: `b/..` with no `b` is the folder itself.)
+                            if let Ok(kernel) = std::fs::canonicalize(&expanded) {
+                                prop_assert_eq!(&kernel, &r.canonical);
+                            }
+                        }
+                        PathKind::Missing => prop_assert!(!r.canonical.exists(), "{r:?}"),
+                    }
+                    if role == Role::ReadWrite {
+                        // A read-write grant never goes through a link.
+                        prop_assert_eq!(&r.canonical, &r.written);
+                    }
+                }
+                Err(PathError::TooManyLinks { .. }) => {
+                    prop_assert!(entry.contains("loop"), "{entry}");
+                }
+                Err(PathError::ReadWriteThroughLink { .. }) => prop_assert_eq!(role, Role::ReadWrite),
+                Err(PathError::Relative { .. }) => prop_assert!(false, "{entry} is absolute"),
+                Err(_) => {}
+            }
+        }
+
+        /// Any string at all: a path or a refusal, never a panic.
+        #[test]
+        fn any_entry_is_resolved_or_refused(entry in any::<String>(), role in role()) {
+            let _ = resolve(&entry, root(), role);
+        }
+    }
+}
