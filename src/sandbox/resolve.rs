@@ -978,25 +978,19 @@ mod tests {
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
-    use std::sync::OnceLock;
 
-    /// The tree, made once for the whole run: `<root>/a/b/`, `<root>/a/f`,
-    /// `<root>/l -> a`, `<root>/a/up -> ..`, `<root>/loop -> loop`, `<root>/gone -> nowhere`.
-    fn root() -> &'static Path {
-        static ROOT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-        ROOT.get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let root = std::fs::canonicalize(dir.path()).unwrap();
-            std::fs::create_dir_all(root.join("a/b")).unwrap();
-            std::fs::write(root.join("a/f"), b"").unwrap();
-            std::os::unix::fs::symlink("a", root.join("l")).unwrap();
-            std::os::unix::fs::symlink("..", root.join("a/up")).unwrap();
-            std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
-            std::os::unix::fs::symlink("nowhere", root.join("gone")).unwrap();
-            (dir, root)
-        })
-        .1
-        .as_path()
+    /// A fresh tree, removed when dropped: `<root>/a/b/`, `<root>/a/f`, `<root>/l -> a`,
+    /// `<root>/a/up -> ..`, `<root>/loop -> loop`, `<root>/gone -> nowhere`.
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/f"), b"").unwrap();
+        std::os::unix::fs::symlink("a", root.join("l")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("a/up")).unwrap();
+        std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+        std::os::unix::fs::symlink("nowhere", root.join("gone")).unwrap();
+        (dir, root)
     }
 
     fn component() -> impl Strategy<Value = String> {
@@ -1007,20 +1001,13 @@ mod fuzz {
         ]
     }
 
-    fn entry() -> impl Strategy<Value = (String, String)> {
+    /// Where the entry starts (`/<root>/`, `~/`, or nothing: relative) and its rest.
+    fn entry() -> impl Strategy<Value = (&'static str, String)> {
         (
             prop::sample::select(vec!["root", "home", "relative"]),
             proptest::collection::vec(component(), 0..6),
         )
-            .prop_map(|(start, parts)| {
-                let rest = parts.join("/");
-                let entry = match start {
-                    "root" => format!("{}/{rest}", root().display()),
-                    "home" => format!("~/{rest}"),
-                    _ => rest.clone(),
-                };
-                (entry, rest)
-            })
+            .prop_map(|(start, parts)| (start, parts.join("/")))
     }
 
     fn role() -> impl Strategy<Value = Role> {
@@ -1036,10 +1023,16 @@ mod fuzz {
     proptest! {
         #[test]
         fn the_walk_agrees_with_the_kernel_and_keeps_each_roles_refusals(
-            (entry, _rest) in entry(),
+            (start, rest) in entry(),
             role in role(),
         ) {
-            let home = root();
+            let (_dir, root) = tree();
+            let home = root.as_path();
+            let entry = match start {
+                "root" => format!("{}/{rest}", root.display()),
+                "home" => format!("~/{rest}"),
+                _ => rest,
+            };
             let result = resolve(&entry, home, role);
             let expanded = if entry == "~" {
                 Some(home.to_path_buf())
@@ -1088,7 +1081,8 @@ mod fuzz {
         /// Any string at all: a path or a refusal, never a panic.
         #[test]
         fn any_entry_is_resolved_or_refused(entry in any::<String>(), role in role()) {
-            let _ = resolve(&entry, root(), role);
+            let (_dir, root) = tree();
+            let _ = resolve(&entry, &root, role);
         }
     }
 }
