@@ -317,6 +317,10 @@ pub enum HostEvent {
         #[serde(default)]
         signal: Option<i32>,
         reason: ExitReason,
+        /// How many times the host masked a token in the session's output
+        /// (src/host/redact.rs).
+        #[serde(default)]
+        redactions: u64,
     },
 }
 
@@ -340,10 +344,11 @@ mod tests {
             exit_status: Some(0),
             signal: None,
             reason: ExitReason::Exited,
+            redactions: 2,
         };
         assert_eq!(
             serde_json::to_string(&ev).unwrap(),
-            r#"{"event":"session_exited","session_id":"s1","root_pid":42,"exit_status":0,"signal":null,"reason":"exited"}"#
+            r#"{"event":"session_exited","session_id":"s1","root_pid":42,"exit_status":0,"signal":null,"reason":"exited","redactions":2}"#
         );
     }
 }

@@ -412,7 +412,7 @@ impl Daemon {
     }
 
     fn on_host_event(&self, ev: HostEvent) {
-        let (session_id, exit_status, signal, reason) = match ev {
+        let (session_id, exit_status, signal, reason, redactions) = match ev {
             HostEvent::Ready { pid, .. } => {
                 self.events.emit(&Event {
                     name: "host.started",
@@ -427,8 +427,9 @@ impl Daemon {
                 exit_status,
                 signal,
                 reason,
+                redactions,
                 ..
-            } => (session_id, exit_status, signal, reason),
+            } => (session_id, exit_status, signal, reason, redactions),
         };
         let entry = {
             let mut l = self.ledger();
@@ -446,10 +447,17 @@ impl Daemon {
             e.clone()
         };
         let reason = entry.stop_reason.unwrap_or(reason_name(reason));
-        self.teardown(&entry, reason, exit_status, signal);
+        self.teardown(&entry, reason, exit_status, signal, Some(redactions));
     }
 
-    fn teardown(&self, e: &Entry, reason: &str, exit_status: Option<i32>, signal: Option<i32>) {
+    fn teardown(
+        &self,
+        e: &Entry,
+        reason: &str,
+        exit_status: Option<i32>,
+        signal: Option<i32>,
+        redactions: Option<u64>,
+    ) {
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
         }
@@ -464,6 +472,7 @@ impl Daemon {
             exit_status,
             signal,
             token_fingerprint: e.token_fingerprint.clone(),
+            redactions,
             ..Default::default()
         });
         if let Err(err) = row {
@@ -509,7 +518,7 @@ impl Daemon {
                 // Safety: kill(2) on a process group of this session; no memory.
                 unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
             }
-            self.teardown(&e, "host_died", None, None);
+            self.teardown(&e, "host_died", None, None, None);
         }
     }
 }

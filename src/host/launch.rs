@@ -4,13 +4,14 @@
 
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use relay_shim::status::Event;
 
 use super::provider::{self, Provider};
+use super::redact::{Patterns, Redactor};
 use super::spawn::{self, Plan};
 use super::terminal::{self, Terminal};
 use super::termlog::DiskLog;
@@ -288,8 +289,12 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         }
     };
 
+    // The token stays in memory only, inside the patterns (src/host/redact.rs).
+    let patterns = Arc::new(Patterns::new(req.claude_token.as_ref()));
+    let redactions = Arc::new(AtomicU64::new(0));
+    let redactor = || Redactor::new(patterns.clone(), redactions.clone());
     let io = if let Some(master) = master {
-        let term = match Terminal::new(master, log.clone()) {
+        let term = match Terminal::new(master, log.clone(), redactor()) {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
@@ -308,11 +313,16 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         };
         if let Some(stderr) = child.stderr.take() {
             let log = log.clone();
-            tokio::spawn(provider::drain_stderr(stderr, move |b| {
+            tokio::spawn(provider::drain_stderr(stderr, redactor(), move |b| {
                 let _ = log.lock().unwrap_or_else(|p| p.into_inner()).append(b);
             }));
         }
-        SessionIo::Provider(Arc::new(Provider::new(stdin, stdout)))
+        SessionIo::Provider(Arc::new(Provider::new(
+            stdin,
+            stdout,
+            redactor(),
+            redactor(),
+        )))
     };
 
     let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
@@ -414,6 +424,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
             exit_status,
             signal,
             reason,
+            redactions: redactions.load(Ordering::Relaxed),
         });
         let _ = exited_tx.send(true);
     });

@@ -15,6 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, Mutex};
 
+use super::redact::Redactor;
 use crate::protocol::{ClaudeInit, TurnEvent, TOOL_RESULT_MAX};
 
 /// A stdout line longer than this ends the turn with an error.
@@ -30,6 +31,11 @@ struct TurnIo {
     /// A turn broke off mid-way (oversized line, pipe error): the stream is out of step,
     /// so every later turn fails too instead of reading a stranger's answer.
     broken: bool,
+    /// Each stdout line passes through it, whole, before it is parsed; the text of a
+    /// turn's events passes through `text` as one stream, so a token split across
+    /// text deltas is caught too (src/host/redact.rs).
+    lines: Redactor,
+    text: Redactor,
 }
 
 #[derive(Debug)]
@@ -58,12 +64,15 @@ impl std::fmt::Display for TurnError {
 }
 
 impl Provider {
-    pub fn new(stdin: ChildStdin, stdout: ChildStdout) -> Self {
+    /// `lines` and `text` are two redactors of the session (one per stream).
+    pub fn new(stdin: ChildStdin, stdout: ChildStdout, lines: Redactor, text: Redactor) -> Self {
         Provider {
             io: Arc::new(Mutex::new(TurnIo {
                 stdin,
                 stdout: BufReader::new(stdout),
                 broken: false,
+                lines,
+                text,
             })),
         }
     }
@@ -106,6 +115,8 @@ async fn run_turn(
         Err(e) => return Err(TurnError::Io(e)),
     }
     io.stdin.flush().await.map_err(TurnError::Io)?;
+    // What an earlier turn that broke off held back is not this turn's text.
+    let _ = io.text.finish();
     let mut parser = Parser::default();
     loop {
         let mut buf = Vec::new();
@@ -120,17 +131,49 @@ async fn run_turn(
         if n > LINE_MAX {
             return Err(TurnError::Oversized);
         }
-        let Ok(v) = serde_json::from_slice::<Value>(&buf) else {
+        // Before parsing: the token appears in a line as its JSON-escaped form.
+        let mut clean = io.lines.feed(&buf);
+        clean.extend(io.lines.finish());
+        let Ok(v) = serde_json::from_slice::<Value>(&clean) else {
             continue;
         };
         let (out, end) = parser.line(&v);
         for ev in out {
+            let ev = match ev {
+                TurnEvent::Text { text } => {
+                    let t = io.text.feed(text.as_bytes());
+                    if t.is_empty() {
+                        continue;
+                    }
+                    TurnEvent::Text {
+                        text: String::from_utf8_lossy(&t).into_owned(),
+                    }
+                }
+                other => {
+                    // The text so far ends before any other event.
+                    flush_text(&mut io.text, events).await;
+                    other
+                }
+            };
             // A listener that went away does not stop the turn.
             let _ = events.send(ev).await;
         }
         if end {
+            flush_text(&mut io.text, events).await;
             return Ok(());
         }
+    }
+}
+
+/// What the text redactor held back, as one more `text` event.
+async fn flush_text(text: &mut Redactor, events: &mpsc::Sender<TurnEvent>) {
+    let rest = text.finish();
+    if !rest.is_empty() {
+        let _ = events
+            .send(TurnEvent::Text {
+                text: String::from_utf8_lossy(&rest).into_owned(),
+            })
+            .await;
     }
 }
 
@@ -242,14 +285,24 @@ impl Parser {
     }
 }
 
-/// Drains the agent's stderr into the session's disk log so a full pipe never stalls it.
-pub async fn drain_stderr(mut stderr: ChildStderr, sink: impl Fn(&[u8])) {
+/// Drains the agent's stderr, through the redactor, into the session's disk log so a
+/// full pipe never stalls it.
+pub async fn drain_stderr(mut stderr: ChildStderr, mut redactor: Redactor, sink: impl Fn(&[u8])) {
     let mut buf = vec![0u8; 8192];
     loop {
         match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => sink(&buf[..n]),
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let clean = redactor.feed(&buf[..n]);
+                if !clean.is_empty() {
+                    sink(&clean);
+                }
+            }
         }
+    }
+    let rest = redactor.finish();
+    if !rest.is_empty() {
+        sink(&rest);
     }
 }
 
