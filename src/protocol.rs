@@ -135,6 +135,11 @@ pub struct LaunchRequest {
     /// Only on a sandboxed Claude launch. Never logged, never in an error message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claude_token: Option<Secret>,
+    /// The current token on a launch that does not get it, when the setting is set: the
+    /// host only masks it in the session's output (src/host/redact.rs) and never hands
+    /// it to the session (docs/THREAT-MODEL.md, "Redaction").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redact_token: Option<Secret>,
 }
 
 impl LaunchRequest {

@@ -131,6 +131,13 @@ pub fn validate(req: &LaunchRequest) -> Result<(), LaunchError> {
             return bad("claude_token must be 1 to 4096 bytes");
         }
     }
+    if req
+        .redact_token
+        .as_ref()
+        .is_some_and(|t| t.len() > TOKEN_MAX_BYTES)
+    {
+        return bad("redact_token must be at most 4096 bytes");
+    }
     Ok(())
 }
 
@@ -290,7 +297,9 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     };
 
     // The token stays in memory only, inside the patterns (src/host/redact.rs).
-    let patterns = Arc::new(Patterns::new(req.claude_token.as_ref()));
+    let patterns = Arc::new(Patterns::new(
+        req.claude_token.as_ref().or(req.redact_token.as_ref()),
+    ));
     let redactions = Arc::new(AtomicU64::new(0));
     let redactor = || Redactor::new(patterns.clone(), redactions.clone());
     let io = if let Some(master) = master {
@@ -317,12 +326,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
                 let _ = log.lock().unwrap_or_else(|p| p.into_inner()).append(b);
             }));
         }
-        SessionIo::Provider(Arc::new(Provider::new(
-            stdin,
-            stdout,
-            redactor(),
-            redactor(),
-        )))
+        SessionIo::Provider(Arc::new(Provider::new(stdin, stdout, redactor)))
     };
 
     let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
@@ -481,6 +485,7 @@ mod tests {
             sandbox: None,
             identity: None,
             claude_token: None,
+            redact_token: None,
         }
     }
 

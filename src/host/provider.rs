@@ -36,6 +36,9 @@ struct TurnIo {
     /// text deltas is caught too (src/host/redact.rs).
     lines: Redactor,
     text: Redactor,
+    /// The parsed strings of every other event, each whole: a form escaped once more
+    /// inside the JSON (a `\/` in the text is `\\/` on the line) is caught there.
+    strings: Redactor,
 }
 
 #[derive(Debug)]
@@ -64,15 +67,16 @@ impl std::fmt::Display for TurnError {
 }
 
 impl Provider {
-    /// `lines` and `text` are two redactors of the session (one per stream).
-    pub fn new(stdin: ChildStdin, stdout: ChildStdout, lines: Redactor, text: Redactor) -> Self {
+    /// `redactor` makes the session's redactors (one per stream).
+    pub fn new(stdin: ChildStdin, stdout: ChildStdout, redactor: impl Fn() -> Redactor) -> Self {
         Provider {
             io: Arc::new(Mutex::new(TurnIo {
                 stdin,
                 stdout: BufReader::new(stdout),
                 broken: false,
-                lines,
-                text,
+                lines: redactor(),
+                text: redactor(),
+                strings: redactor(),
             })),
         }
     }
@@ -152,7 +156,7 @@ async fn run_turn(
                 other => {
                     // The text so far ends before any other event.
                     flush_text(&mut io.text, events).await;
-                    other
+                    clean_event(&mut io.strings, other)
                 }
             };
             // A listener that went away does not stop the turn.
@@ -162,6 +166,54 @@ async fn run_turn(
             flush_text(&mut io.text, events).await;
             return Ok(());
         }
+    }
+}
+
+fn clean_str(r: &mut Redactor, s: &str) -> String {
+    let mut out = r.feed(s.as_bytes());
+    out.extend(r.finish());
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn clean_value(r: &mut Redactor, v: &mut Value) {
+    match v {
+        Value::String(s) => *s = clean_str(r, s),
+        Value::Array(a) => a.iter_mut().for_each(|v| clean_value(r, v)),
+        Value::Object(o) => o.values_mut().for_each(|v| clean_value(r, v)),
+        _ => {}
+    }
+}
+
+/// An event with each of its strings through the redactor.
+fn clean_event(r: &mut Redactor, ev: TurnEvent) -> TurnEvent {
+    match ev {
+        TurnEvent::Result {
+            text,
+            is_error,
+            api_error_status,
+        } => TurnEvent::Result {
+            text: clean_str(r, &text),
+            is_error,
+            api_error_status,
+        },
+        TurnEvent::ToolResult {
+            tool_use_id,
+            is_error,
+            text,
+        } => TurnEvent::ToolResult {
+            tool_use_id,
+            is_error,
+            text: clean_str(r, &text),
+        },
+        TurnEvent::ToolUse {
+            id,
+            name,
+            mut input,
+        } => {
+            clean_value(r, &mut input);
+            TurnEvent::ToolUse { id, name, input }
+        }
+        other => other,
     }
 }
 

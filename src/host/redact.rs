@@ -92,6 +92,18 @@ fn json_escaped(token: &str) -> Vec<u8> {
     quoted.as_bytes()[1..quoted.len().saturating_sub(1).max(1)].to_vec()
 }
 
+fn replace(data: &[u8], from: u8, to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len());
+    for &b in data {
+        if b == from {
+            out.extend_from_slice(to);
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}
+
 /// What one session's redactors look for; shared by its streams.
 pub struct Patterns {
     literals: Vec<Vec<u8>>,
@@ -115,7 +127,10 @@ impl Patterns {
             }
             literals.push(url_encoded(raw, true));
             literals.push(url_encoded(raw, false));
-            literals.push(json_escaped(t.expose()));
+            let json = json_escaped(t.expose());
+            // JSON may also escape `/` (PHP's encoder, some loggers).
+            literals.push(replace(&json, b'/', b"\\/"));
+            literals.push(json);
         }
         literals.retain(|l| l.len() >= LITERAL_MIN);
         literals.sort();
@@ -433,7 +448,14 @@ mod tests {
         assert!(upper.contains("%2B") && upper.contains("%20"));
         let lower = upper.to_lowercase();
         let json = serde_json::to_string(&serde_json::json!({ "t": token })).unwrap();
-        for form in [upper.as_str(), lower.as_str(), json.as_str()] {
+        let slashed = json.replace('/', "\\/");
+        assert!(slashed.contains("\\/"));
+        for form in [
+            upper.as_str(),
+            lower.as_str(),
+            json.as_str(),
+            slashed.as_str(),
+        ] {
             let (got, n) = through(Some(token), &[form.as_bytes()]);
             assert!(got.contains(M) && n == 1, "{form}: {got}");
         }
