@@ -31,13 +31,13 @@ struct TurnIo {
     /// A turn broke off mid-way (oversized line, pipe error): the stream is out of step,
     /// so every later turn fails too instead of reading a stranger's answer.
     broken: bool,
-    /// Each stdout line passes through it, whole, before it is parsed; the text of a
-    /// turn's events passes through `text` as one stream, so a token split across
-    /// text deltas is caught too (src/host/redact.rs).
-    lines: Redactor,
+    /// Every string parsed from a stdout line passes through a redactor before it
+    /// becomes an event (src/host/redact.rs). Parsed, so JSON's escaping is undone and
+    /// the token's JSON-escaped form is caught as the token itself, and a form escaped
+    /// once more (a `\/` in the text is `\\/` on the line) as its JSON form. The text
+    /// of a turn's events is one stream through `text`, so a token split across text
+    /// deltas is caught too; every other string is whole through `strings`.
     text: Redactor,
-    /// The parsed strings of every other event, each whole: a form escaped once more
-    /// inside the JSON (a `\/` in the text is `\\/` on the line) is caught there.
     strings: Redactor,
 }
 
@@ -74,7 +74,6 @@ impl Provider {
                 stdin,
                 stdout: BufReader::new(stdout),
                 broken: false,
-                lines: redactor(),
                 text: redactor(),
                 strings: redactor(),
             })),
@@ -135,10 +134,7 @@ async fn run_turn(
         if n > LINE_MAX {
             return Err(TurnError::Oversized);
         }
-        // Before parsing: the token appears in a line as its JSON-escaped form.
-        let mut clean = io.lines.feed(&buf);
-        clean.extend(io.lines.finish());
-        let Ok(v) = serde_json::from_slice::<Value>(&clean) else {
+        let Ok(v) = serde_json::from_slice::<Value>(&buf) else {
             continue;
         };
         let (out, end) = parser.line(&v);
@@ -421,6 +417,60 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A real child on real pipes streams a token across two text deltas, and its
+    /// tool call and result carry it too: no event holds it, one marker stands for it.
+    #[tokio::test]
+    async fn a_token_split_across_text_deltas_reaches_no_event() {
+        use crate::protocol::Secret;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let token = "acme-test-token-0123456789abcdef";
+        let delta = |t: &str| {
+            json!({"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":t}}})
+                .to_string()
+        };
+        let lines = [
+            delta("here: acme-test-tok"),
+            delta("en-0123456789abcdef and on"),
+            json!({"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":format!("echo {token}")}}]}}).to_string(),
+            json!({"type":"result","result":format!("said {token}"),"is_error":false}).to_string(),
+        ];
+        let script = format!("read l; printf '%s\n' '{}'", lines.join("' '"));
+        let mut child = tokio::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let patterns = Arc::new(super::super::redact::Patterns::new(Some(&Secret::new(
+            token,
+        ))));
+        let count = Arc::new(AtomicU64::new(0));
+        let p = Provider::new(
+            child.stdin.take().unwrap(),
+            child.stdout.take().unwrap(),
+            || Redactor::new(patterns.clone(), count.clone()),
+        );
+        let (tx, mut rx) = mpsc::channel(64);
+        p.turn("go", &tx).await.unwrap();
+        drop(tx);
+        let (mut text, mut all) = (String::new(), String::new());
+        while let Some(ev) = rx.recv().await {
+            if let TurnEvent::Text { text: t } = &ev {
+                text.push_str(t);
+            }
+            all.push_str(&serde_json::to_string(&ev).unwrap());
+        }
+        assert!(
+            !all.contains(token) && !all.contains("en-0123456789abcdef"),
+            "{all}"
+        );
+        assert_eq!(text, "here: [redacted:claude-token] and on");
+        assert!(all.contains("echo [redacted:claude-token]"), "{all}");
+        assert!(all.contains("said [redacted:claude-token]"), "{all}");
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+        let _ = child.wait().await;
     }
 
     #[test]

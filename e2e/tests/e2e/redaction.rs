@@ -254,6 +254,15 @@ fn redaction_a_headless_session_printing_the_token_answers_and_streams_only_mark
     let events = String::from_utf8_lossy(&raw).into_owned();
     assert!(events.contains(MARKER), "{events}");
     assert_no_form(&raw, &token, "the streamed events");
+    // Decoded, as a client reads them: the JSON `\/` form is back to itself there.
+    let texts: String = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("an event line"))
+        .filter(|e| e["type"] == "text")
+        .map(|e| format!("{}\n", e["text"].as_str().unwrap_or_default()))
+        .collect();
+    assert_marked(&texts, "the streamed events' text");
+    assert_no_form(texts.as_bytes(), &token, "the streamed events' text");
     // Written to Claude Code's own stderr (the shell's parent): the session's disk log.
     let reply = r.turn(
         &id,
