@@ -135,6 +135,11 @@ pub struct LaunchRequest {
     /// Only on a sandboxed Claude launch. Never logged, never in an error message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claude_token: Option<Secret>,
+    /// The current token on a launch that does not get it, when the setting is set: the
+    /// host only masks it in the session's output (src/host/redact.rs) and never hands
+    /// it to the session (docs/THREAT-MODEL.md, "Redaction").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redact_token: Option<Secret>,
 }
 
 impl LaunchRequest {
@@ -317,6 +322,10 @@ pub enum HostEvent {
         #[serde(default)]
         signal: Option<i32>,
         reason: ExitReason,
+        /// How many times the host masked a token in the session's output
+        /// (src/host/redact.rs).
+        #[serde(default)]
+        redactions: u64,
     },
 }
 
@@ -340,10 +349,11 @@ mod tests {
             exit_status: Some(0),
             signal: None,
             reason: ExitReason::Exited,
+            redactions: 2,
         };
         assert_eq!(
             serde_json::to_string(&ev).unwrap(),
-            r#"{"event":"session_exited","session_id":"s1","root_pid":42,"exit_status":0,"signal":null,"reason":"exited"}"#
+            r#"{"event":"session_exited","session_id":"s1","root_pid":42,"exit_status":0,"signal":null,"reason":"exited","redactions":2}"#
         );
     }
 }

@@ -522,6 +522,7 @@ impl Instance {
             sandbox: None,
             identity: None,
             claude_token: None,
+            redact_token: None,
         }
     }
 

@@ -20,6 +20,8 @@ mod readme_flow;
 mod real_claude;
 #[path = "e2e/real_turns.rs"]
 mod real_turns;
+#[path = "e2e/redaction.rs"]
+mod redaction;
 #[path = "e2e/rotation_and_purge.rs"]
 mod rotation_and_purge;
 #[path = "e2e/seatbelt.rs"]

@@ -143,6 +143,10 @@ pub struct AuditRow {
     /// A token launch's routing variables (names, and the API's host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<Routing>,
+    /// `session_end`: how many times the host masked a token in the session's output
+    /// (absent when the host died and could not say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redactions: Option<u64>,
 }
 
 pub struct Audit {

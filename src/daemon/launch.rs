@@ -515,6 +515,13 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         .as_ref()
         .map(|t| crate::token::fingerprint(t.expose()));
     at.row.token_fingerprint = token_fingerprint.clone();
+    // Every other launch still has its output masked for the current token, when the
+    // file reads; one that does not is launched as before (docs/THREAT-MODEL.md,
+    // "Redaction").
+    let redact_token = match (&token, &token_path) {
+        (None, Some(path)) => crate::token::read_token_file(path).ok().map(|t| t.token),
+        _ => None,
+    };
 
     // The program, found on the PATH the launch will run with.
     let claude_path_env = guard::claude_path_env(&settings);
@@ -880,6 +887,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             secret: Secret::new(secret),
         }),
         claude_token: token,
+        redact_token,
     };
     let body = match serde_json::to_vec(&req) {
         Ok(b) => b,

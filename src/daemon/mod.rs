@@ -146,7 +146,7 @@ pub struct Entry {
     /// `session_end` row never precedes the `session_launch` row and the entry never
     /// goes back to `running`.
     #[serde(skip)]
-    pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason)>,
+    pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason, u64)>,
 }
 
 /// The canonical folders one sandboxed launch could read and write, what it had pinned
@@ -418,7 +418,7 @@ impl Daemon {
     }
 
     fn on_host_event(&self, ev: HostEvent) {
-        let (session_id, exit_status, signal, reason) = match ev {
+        let (session_id, exit_status, signal, reason, redactions) = match ev {
             HostEvent::Ready { pid, .. } => {
                 self.events.emit(&Event {
                     name: "host.started",
@@ -433,8 +433,9 @@ impl Daemon {
                 exit_status,
                 signal,
                 reason,
+                redactions,
                 ..
-            } => (session_id, exit_status, signal, reason),
+            } => (session_id, exit_status, signal, reason, redactions),
         };
         let entry = {
             let mut l = self.ledger();
@@ -442,7 +443,7 @@ impl Daemon {
                 return;
             };
             if e.state == EntryState::Launching {
-                e.early_exit = Some((exit_status, signal, reason));
+                e.early_exit = Some((exit_status, signal, reason, redactions));
                 return;
             }
             e.state = if e.kind == SessionKind::Claude {
@@ -456,25 +457,33 @@ impl Daemon {
             e.clone()
         };
         let reason = entry.stop_reason.unwrap_or(reason_name(reason));
-        self.teardown(&entry, reason, exit_status, signal);
+        self.teardown(&entry, reason, exit_status, signal, Some(redactions));
     }
 
     /// Applies an exit that arrived while the launch was being recorded
     /// ([`Entry::early_exit`]).
     fn finish_launch(&self, id: &str) {
         let pending = self.ledger().get_mut(id).and_then(|e| e.early_exit.take());
-        if let Some((exit_status, signal, reason)) = pending {
+        if let Some((exit_status, signal, reason, redactions)) = pending {
             self.on_host_event(HostEvent::SessionExited {
                 session_id: id.to_string(),
                 root_pid: 0,
                 exit_status,
                 signal,
                 reason,
+                redactions,
             });
         }
     }
 
-    fn teardown(&self, e: &Entry, reason: &str, exit_status: Option<i32>, signal: Option<i32>) {
+    fn teardown(
+        &self,
+        e: &Entry,
+        reason: &str,
+        exit_status: Option<i32>,
+        signal: Option<i32>,
+        redactions: Option<u64>,
+    ) {
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
         }
@@ -489,6 +498,7 @@ impl Daemon {
             exit_status,
             signal,
             token_fingerprint: e.token_fingerprint.clone(),
+            redactions,
             ..Default::default()
         });
         if let Err(err) = row {
@@ -534,7 +544,7 @@ impl Daemon {
                 // Safety: kill(2) on a process group of this session; no memory.
                 unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
             }
-            self.teardown(&e, "host_died", None, None);
+            self.teardown(&e, "host_died", None, None, None);
         }
     }
 }

@@ -4,13 +4,14 @@
 
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use relay_shim::status::Event;
 
 use super::provider::{self, Provider};
+use super::redact::{Patterns, Redactor};
 use super::spawn::{self, Plan};
 use super::terminal::{self, Terminal};
 use super::termlog::DiskLog;
@@ -129,6 +130,13 @@ pub fn validate(req: &LaunchRequest) -> Result<(), LaunchError> {
         if token.is_empty() || token.len() > TOKEN_MAX_BYTES {
             return bad("claude_token must be 1 to 4096 bytes");
         }
+    }
+    if req
+        .redact_token
+        .as_ref()
+        .is_some_and(|t| t.len() > TOKEN_MAX_BYTES)
+    {
+        return bad("redact_token must be at most 4096 bytes");
     }
     Ok(())
 }
@@ -294,8 +302,14 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         }
     };
 
+    // The token stays in memory only, inside the patterns (src/host/redact.rs).
+    let patterns = Arc::new(Patterns::new(
+        req.claude_token.as_ref().or(req.redact_token.as_ref()),
+    ));
+    let redactions = Arc::new(AtomicU64::new(0));
+    let redactor = || Redactor::new(patterns.clone(), redactions.clone());
     let io = if let Some(master) = master {
-        let term = match Terminal::new(master, log.clone()) {
+        let term = match Terminal::new(master, log.clone(), redactor()) {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
@@ -314,11 +328,11 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         };
         if let Some(stderr) = child.stderr.take() {
             let log = log.clone();
-            tokio::spawn(provider::drain_stderr(stderr, move |b| {
+            tokio::spawn(provider::drain_stderr(stderr, redactor(), move |b| {
                 let _ = log.lock().unwrap_or_else(|p| p.into_inner()).append(b);
             }));
         }
-        SessionIo::Provider(Arc::new(Provider::new(stdin, stdout)))
+        SessionIo::Provider(Arc::new(Provider::new(stdin, stdout, redactor)))
     };
 
     let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
@@ -429,6 +443,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
             exit_status,
             signal,
             reason,
+            redactions: redactions.load(Ordering::Relaxed),
         });
         let _ = exited_tx.send(true);
     });
@@ -485,6 +500,7 @@ mod tests {
             sandbox: None,
             identity: None,
             claude_token: None,
+            redact_token: None,
         }
     }
 

@@ -11,6 +11,7 @@ pub(crate) mod env;
 mod fds;
 mod launch;
 mod provider;
+mod redact;
 mod server;
 mod spawn;
 mod terminal;

@@ -15,6 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, Mutex};
 
+use super::redact::Redactor;
 use crate::protocol::{ClaudeInit, TurnEvent, TOOL_RESULT_MAX};
 
 /// A stdout line longer than this ends the turn with an error.
@@ -30,6 +31,14 @@ struct TurnIo {
     /// A turn broke off mid-way (oversized line, pipe error): the stream is out of step,
     /// so every later turn fails too instead of reading a stranger's answer.
     broken: bool,
+    /// Every string parsed from a stdout line passes through a redactor before it
+    /// becomes an event (src/host/redact.rs). Parsed, so JSON's escaping is undone and
+    /// the token's JSON-escaped form is caught as the token itself, and a form escaped
+    /// once more (a `\/` in the text is `\\/` on the line) as its JSON form. The text
+    /// of a turn's events is one stream through `text`, so a token split across text
+    /// deltas is caught too; every other string is whole through `strings`.
+    text: Redactor,
+    strings: Redactor,
 }
 
 #[derive(Debug)]
@@ -58,12 +67,15 @@ impl std::fmt::Display for TurnError {
 }
 
 impl Provider {
-    pub fn new(stdin: ChildStdin, stdout: ChildStdout) -> Self {
+    /// `redactor` makes the session's redactors (one per stream).
+    pub fn new(stdin: ChildStdin, stdout: ChildStdout, redactor: impl Fn() -> Redactor) -> Self {
         Provider {
             io: Arc::new(Mutex::new(TurnIo {
                 stdin,
                 stdout: BufReader::new(stdout),
                 broken: false,
+                text: redactor(),
+                strings: redactor(),
             })),
         }
     }
@@ -106,6 +118,8 @@ async fn run_turn(
         Err(e) => return Err(TurnError::Io(e)),
     }
     io.stdin.flush().await.map_err(TurnError::Io)?;
+    // What an earlier turn that broke off held back is not this turn's text.
+    let _ = io.text.finish();
     let mut parser = Parser::default();
     loop {
         let mut buf = Vec::new();
@@ -125,12 +139,89 @@ async fn run_turn(
         };
         let (out, end) = parser.line(&v);
         for ev in out {
+            let ev = match ev {
+                TurnEvent::Text { text } => {
+                    let t = io.text.feed(text.as_bytes());
+                    if t.is_empty() {
+                        continue;
+                    }
+                    TurnEvent::Text {
+                        text: String::from_utf8_lossy(&t).into_owned(),
+                    }
+                }
+                other => {
+                    // The text so far ends before any other event.
+                    flush_text(&mut io.text, events).await;
+                    clean_event(&mut io.strings, other)
+                }
+            };
             // A listener that went away does not stop the turn.
             let _ = events.send(ev).await;
         }
         if end {
+            flush_text(&mut io.text, events).await;
             return Ok(());
         }
+    }
+}
+
+fn clean_str(r: &mut Redactor, s: &str) -> String {
+    let mut out = r.feed(s.as_bytes());
+    out.extend(r.finish());
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn clean_value(r: &mut Redactor, v: &mut Value) {
+    match v {
+        Value::String(s) => *s = clean_str(r, s),
+        Value::Array(a) => a.iter_mut().for_each(|v| clean_value(r, v)),
+        Value::Object(o) => o.values_mut().for_each(|v| clean_value(r, v)),
+        _ => {}
+    }
+}
+
+/// An event with each of its strings through the redactor.
+fn clean_event(r: &mut Redactor, ev: TurnEvent) -> TurnEvent {
+    match ev {
+        TurnEvent::Result {
+            text,
+            is_error,
+            api_error_status,
+        } => TurnEvent::Result {
+            text: clean_str(r, &text),
+            is_error,
+            api_error_status,
+        },
+        TurnEvent::ToolResult {
+            tool_use_id,
+            is_error,
+            text,
+        } => TurnEvent::ToolResult {
+            tool_use_id,
+            is_error,
+            text: clean_str(r, &text),
+        },
+        TurnEvent::ToolUse {
+            id,
+            name,
+            mut input,
+        } => {
+            clean_value(r, &mut input);
+            TurnEvent::ToolUse { id, name, input }
+        }
+        other => other,
+    }
+}
+
+/// What the text redactor held back, as one more `text` event.
+async fn flush_text(text: &mut Redactor, events: &mpsc::Sender<TurnEvent>) {
+    let rest = text.finish();
+    if !rest.is_empty() {
+        let _ = events
+            .send(TurnEvent::Text {
+                text: String::from_utf8_lossy(&rest).into_owned(),
+            })
+            .await;
     }
 }
 
@@ -242,14 +333,24 @@ impl Parser {
     }
 }
 
-/// Drains the agent's stderr into the session's disk log so a full pipe never stalls it.
-pub async fn drain_stderr(mut stderr: ChildStderr, sink: impl Fn(&[u8])) {
+/// Drains the agent's stderr, through the redactor, into the session's disk log so a
+/// full pipe never stalls it.
+pub async fn drain_stderr(mut stderr: ChildStderr, mut redactor: Redactor, sink: impl Fn(&[u8])) {
     let mut buf = vec![0u8; 8192];
     loop {
         match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => sink(&buf[..n]),
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let clean = redactor.feed(&buf[..n]);
+                if !clean.is_empty() {
+                    sink(&clean);
+                }
+            }
         }
+    }
+    let rest = redactor.finish();
+    if !rest.is_empty() {
+        sink(&rest);
     }
 }
 
@@ -316,6 +417,60 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A real child on real pipes streams a token across two text deltas, and its
+    /// tool call and result carry it too: no event holds it, one marker stands for it.
+    #[tokio::test]
+    async fn a_token_split_across_text_deltas_reaches_no_event() {
+        use crate::protocol::Secret;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let token = "acme-test-token-0123456789abcdef";
+        let delta = |t: &str| {
+            json!({"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":t}}})
+                .to_string()
+        };
+        let lines = [
+            delta("here: acme-test-tok"),
+            delta("en-0123456789abcdef and on"),
+            json!({"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":format!("echo {token}")}}]}}).to_string(),
+            json!({"type":"result","result":format!("said {token}"),"is_error":false}).to_string(),
+        ];
+        let script = format!("read l; printf '%s\n' '{}'", lines.join("' '"));
+        let mut child = tokio::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let patterns = Arc::new(super::super::redact::Patterns::new(Some(&Secret::new(
+            token,
+        ))));
+        let count = Arc::new(AtomicU64::new(0));
+        let p = Provider::new(
+            child.stdin.take().unwrap(),
+            child.stdout.take().unwrap(),
+            || Redactor::new(patterns.clone(), count.clone()),
+        );
+        let (tx, mut rx) = mpsc::channel(64);
+        p.turn("go", &tx).await.unwrap();
+        drop(tx);
+        let (mut text, mut all) = (String::new(), String::new());
+        while let Some(ev) = rx.recv().await {
+            if let TurnEvent::Text { text: t } = &ev {
+                text.push_str(t);
+            }
+            all.push_str(&serde_json::to_string(&ev).unwrap());
+        }
+        assert!(
+            !all.contains(token) && !all.contains("en-0123456789abcdef"),
+            "{all}"
+        );
+        assert_eq!(text, "here: [redacted:claude-token] and on");
+        assert!(all.contains("echo [redacted:claude-token]"), "{all}");
+        assert!(all.contains("said [redacted:claude-token]"), "{all}");
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+        let _ = child.wait().await;
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::unix::AsyncFd;
 
+use super::redact::Redactor;
 use super::termlog::{DiskLog, Ring, SCROLLBACK_BYTES};
 use crate::protocol::PtySize;
 
@@ -54,10 +55,13 @@ pub struct Terminal {
     ring: Mutex<Ring>,
     live: tokio::sync::broadcast::Sender<Vec<u8>>,
     pub log: Arc<Mutex<DiskLog>>,
+    /// Every byte read from the master passes through it before the ring, the live
+    /// feed and the log see it (src/host/redact.rs).
+    redactor: Mutex<Redactor>,
 }
 
 impl Terminal {
-    pub fn new(master: OwnedFd, log: Arc<Mutex<DiskLog>>) -> io::Result<Self> {
+    pub fn new(master: OwnedFd, log: Arc<Mutex<DiskLog>>, redactor: Redactor) -> io::Result<Self> {
         // Safety: the OwnedFd is moved into the AsyncFd and stays open, on the same file
         // description, for the AsyncFd's whole life.
         let master = unsafe { AsyncFd::register(master) }.map_err(|e| e.into_parts().1)?;
@@ -66,11 +70,42 @@ impl Terminal {
             ring: Mutex::new(Ring::new(SCROLLBACK_BYTES)),
             live: tokio::sync::broadcast::channel(1024).0,
             log,
+            redactor: Mutex::new(redactor),
         })
     }
 
-    /// Reads the master until the last slave holder is gone (EIO) or an error.
+    /// Reads the master until the last slave holder is gone (EIO) or an error, then
+    /// passes on what the redactor held back.
     pub async fn pump(&self) {
+        self.read_all().await;
+        let rest = self
+            .redactor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .finish();
+        self.output(&rest);
+    }
+
+    /// Output that has been through the redactor: to the ring, the live feed, the log.
+    fn output(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        {
+            let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+            ring.push(bytes);
+            // No subscriber is fine: nobody is attached.
+            let _ = self.live.send(bytes.to_vec());
+        }
+        // A full disk must not stop the session; the ring still has it.
+        let _ = self
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(bytes);
+    }
+
+    async fn read_all(&self) {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             let mut guard = match self.master.readable().await {
@@ -95,18 +130,12 @@ impl Terminal {
             match res {
                 Ok(Ok(0)) => return,
                 Ok(Ok(n)) => {
-                    {
-                        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-                        ring.push(&buf[..n]);
-                        // No subscriber is fine: nobody is attached.
-                        let _ = self.live.send(buf[..n].to_vec());
-                    }
-                    // A full disk must not stop the session; the ring still has it.
-                    let _ = self
-                        .log
+                    let clean = self
+                        .redactor
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .append(&buf[..n]);
+                        .feed(&buf[..n]);
+                    self.output(&clean);
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Ok(Err(_)) => return, // EIO: every slave holder is gone
