@@ -72,6 +72,23 @@ pub fn base_settings(token_setting: Option<&str>) -> Value {
     v
 }
 
+/// Runs `f` again while it fails with `ETXTBSY`. The instance's binaries are fresh
+/// copies, and a test thread forking at the moment another one copies leaves a child
+/// holding the copy open for writing until it execs: a moment, not a failure.
+fn busy_retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    let mut pause = Duration::from_millis(5);
+    for _ in 0..40 {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+    f()
+}
+
 pub struct Cli {
     pub status: i32,
     pub stdout: String,
@@ -202,7 +219,7 @@ impl Relay {
                 });
             }
         }
-        let mut child = cmd.spawn().expect("spawn relay serve");
+        let mut child = busy_retry(|| cmd.spawn()).expect("spawn relay serve");
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -337,7 +354,7 @@ impl Relay {
         cmd.arg("--config-dir").arg(&self.config).args(args);
         self.env(&mut cmd);
         cmd.stdin(Stdio::null());
-        let out: Output = cmd.output().expect("run relay");
+        let out: Output = busy_retry(|| cmd.output()).expect("run relay");
         Cli {
             status: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

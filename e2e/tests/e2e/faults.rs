@@ -572,6 +572,15 @@ fn the_host_stays_responsive_through_a_flood_a_deaf_target_a_failed_start_and_a_
         launches_work(&r, "alive-3");
     }
 
+    // The flood has filled its log past the kept head and tail (so the log says what it
+    // dropped) before it is asked to end.
+    assert!(
+        wait::until(WAIT, || {
+            let (_, _, log) = r.api("GET", &format!("/api/terminals/{flood}/log"), None);
+            String::from_utf8_lossy(&log).contains("bytes dropped")
+        }),
+        "the flood never filled its log"
+    );
     // The flood and the deaf target end when asked, each reported.
     for id in [&flood, &deaf] {
         let (st, v, _) = r.api("DELETE", &format!("/api/terminals/{id}"), None);
