@@ -257,32 +257,9 @@ impl HostLink {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(u16, Bytes), HostCallError> {
-        let live = match self.live() {
-            Some(l) => l,
-            None => self
-                .wait_live(Duration::from_secs(5))
-                .await
-                .ok_or_else(|| HostCallError::Unavailable("not running".into()))?,
-        };
-        let stream = UnixStream::connect(&live.socket)
-            .await
-            .map_err(|e| HostCallError::Unavailable(e.to_string()))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "relay-sessions")
-            .header("authorization", format!("Bearer {}", self.secret))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
+        let resp = self
+            .call_streaming(method, path, body.unwrap_or_default())
+            .await?;
         let status = resp.status().as_u16();
         let bytes = resp
             .into_body()

@@ -4,7 +4,7 @@
 //! the tool results, the conversation. `claude auth status` can only say that *some*
 //! token is present; these show that the token on fd 5 is the one that reaches the API.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use std::process::Stdio;
@@ -15,23 +15,7 @@ use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex, sha256_hex, wait, WAIT};
 use serde_json::{json, Value};
 
-/// The real Claude Code binary: `RELAY_E2E_CLAUDE_CODE`, set by .ci/run. Missing in CI
-/// is a failure; elsewhere a printed skip.
-fn claude_code() -> Option<PathBuf> {
-    match std::env::var_os("RELAY_E2E_CLAUDE_CODE").map(PathBuf::from) {
-        Some(p) if p.is_file() => Some(p),
-        other => {
-            let why =
-                format!("real Claude Code binary not found (RELAY_E2E_CLAUDE_CODE={other:?})");
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{why}: .ci/run installs it"
-            );
-            eprintln!("SKIP real Claude Code: {why}");
-            None
-        }
-    }
-}
+use crate::real_claude::claude_code;
 
 fn fake_oauth_token() -> String {
     format!("sk-ant-oat01-{}", random_hex(40))
