@@ -47,6 +47,8 @@ pub struct Relay {
     pub path: Option<String>,
     child: Option<Child>,
     pub ready: Value,
+    /// `relay audit scan` at drop (on by default; off for a test that plants the token).
+    pub scan_on_drop: bool,
     /// The settings last written, for the Seatbelt policy file.
     settings: Mutex<Value>,
     output: Arc<Mutex<Vec<u8>>>,
@@ -163,6 +165,7 @@ impl Relay {
             path: None,
             child: None,
             ready: Value::Null,
+            scan_on_drop: true,
             settings: Mutex::new(Value::Null),
             output: Arc::default(),
             cursor: Mutex::new(0),
@@ -579,6 +582,17 @@ sys.stdout.buffer.write(data)
 
 impl Drop for Relay {
     fn drop(&mut self) {
+        // Every instance that ends well is swept by `relay audit scan` for its token in
+        // every form, in every file relay keeps (exit 1 names file and offset only).
+        if self.scan_on_drop && self.child.is_some() && !std::thread::panicking() {
+            // (Without a readable token it has nothing to look for and says so.)
+            let out = self.cli(&["audit", "scan"]);
+            assert!(
+                !out.stdout.lines().any(|l| l.starts_with("found ")),
+                "relay audit scan found the token:\n{}",
+                out.stdout
+            );
+        }
         self.stop();
         crate::assert_seatbelt_answers_hold(&self.root);
         if std::thread::panicking() {

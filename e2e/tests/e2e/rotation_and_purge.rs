@@ -549,7 +549,9 @@ fn audit_scan_finds_no_token_after_a_representative_token_flow() {
 #[test]
 fn audit_scan_reports_a_planted_token_by_file_and_offset_never_the_value() {
     let token = fake_token();
-    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let mut r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    // It plants the token on purpose.
+    r.scan_on_drop = false;
     r.write_token(&token);
     let t = terminal(&r, "shell", Some("echo some output"));
     r.wait_exited(&t);
