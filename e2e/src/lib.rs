@@ -31,11 +31,16 @@ use sha2::{Digest, Sha256};
 /// Every wait in the suite is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(30);
 
-/// `target/debug` (or wherever this test binary was built).
+/// `target/debug` (or wherever this test binary was built): the test binary sits in
+/// its `deps/`, the bench binary (e2e/src/bin/bench.rs) beside the others.
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
-    let deps = exe.parent().expect("deps dir");
-    deps.parent().expect("profile dir").to_path_buf()
+    let dir = exe.parent().expect("exe dir");
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().expect("profile dir").to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
 }
 
 pub fn bin(name: &str) -> PathBuf {

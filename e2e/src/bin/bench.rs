@@ -1,0 +1,742 @@
+//! The bench (docs/performance.md): relay against the floor (raw bubblewrap with the
+//! argument list relay rendered) and against Anthropic's sandbox-runtime (`srt`), in
+//! one isolated instance per case (the e2e harness's [`Relay`]), contenders alternated.
+//!
+//! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
+//! with case one of `launch`, `concurrent`, `leak`, `memory`, `throughput`, `plot`.
+//! Run `cargo build --release --workspace` first: the instance runs the binaries beside
+//! this one. Not a test: `cargo test` never runs it.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use relay_e2e::daemon::{base_settings, Relay};
+use serde_json::{json, Value};
+
+const USAGE: &str =
+    "usage: bench <launch|concurrent|leak|memory|throughput|plot> [--runs N] [--json] [--svg PATH]";
+
+struct Opts {
+    case: String,
+    runs: Option<usize>,
+    json: bool,
+    svg: PathBuf,
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut args = std::env::args().skip(1);
+    let mut o = Opts {
+        case: String::new(),
+        runs: None,
+        json: false,
+        svg: PathBuf::from("docs/bench-launch.svg"),
+    };
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => o.json = true,
+            "--runs" => {
+                let v = args.next().ok_or("--runs needs a number")?;
+                o.runs = Some(v.parse().map_err(|_| format!("--runs {v}: not a number"))?);
+            }
+            "--svg" => o.svg = PathBuf::from(args.next().ok_or("--svg needs a path")?),
+            c if !c.starts_with('-') && o.case.is_empty() => o.case = c.to_string(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if o.case.is_empty() {
+        return Err("no case".into());
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bench: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if std::env::var_os("RELAY_E2E_DIR").is_none() {
+        // The instances go under the target dir unless told otherwise.
+        std::env::set_var(
+            "RELAY_E2E_DIR",
+            relay_e2e::bin_dir().join("bench-instances"),
+        );
+    }
+    let report = match o.case.as_str() {
+        "launch" => launch(o.runs.unwrap_or(200), None),
+        "plot" => launch(o.runs.unwrap_or(200), Some(&o.svg)),
+        "concurrent" => concurrent(o.runs.unwrap_or(64)),
+        "leak" => leak(o.runs.unwrap_or(1000)),
+        "memory" => memory(o.runs.unwrap_or(50)),
+        "throughput" => throughput(o.runs.unwrap_or(200)),
+        other => {
+            eprintln!("bench: unknown case {other}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if o.json {
+        println!("{}", serde_json::to_string_pretty(&report.json).unwrap());
+    } else {
+        print!("{}", report.text);
+    }
+    ExitCode::SUCCESS
+}
+
+struct Report {
+    text: String,
+    json: Value,
+}
+
+/// The instance every case runs: the suite's settings plus a `true` template
+/// (`/bin/true`) and a `hold` template (`/bin/sleep`, same grants) whose profile is
+/// read while it runs.
+fn instance() -> Relay {
+    let mut s = base_settings(None);
+    let t = s["terminal_templates"].as_array_mut().unwrap();
+    t.push(json!({"id": "true", "name": "True", "command": "/bin/true"}));
+    t.push(json!({"id": "hold", "name": "Hold", "command": "/bin/sleep", "args": ["600"]}));
+    Relay::start(s)
+}
+
+fn sandbox_cmd(r: &Relay, args: &[&str]) -> Command {
+    let mut full = vec!["sandbox"];
+    full.extend_from_slice(args);
+    let mut c = r.cli_command(&full);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+/// Milliseconds the command took from spawn to exit, and whether it exited 0.
+fn timed(mut c: Command) -> (f64, bool) {
+    let t = Instant::now();
+    let ok = c.status().map(|s| s.success()).unwrap_or(false);
+    (t.elapsed().as_secs_f64() * 1000.0, ok)
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+struct Series {
+    name: String,
+    samples: Vec<f64>,
+    failures: usize,
+}
+
+impl Series {
+    fn new(name: &str) -> Series {
+        Series {
+            name: name.into(),
+            samples: Vec::new(),
+            failures: 0,
+        }
+    }
+    fn sorted(&self) -> Vec<f64> {
+        let mut s = self.samples.clone();
+        s.sort_by(|a, b| a.total_cmp(b));
+        s
+    }
+    fn median(&self) -> f64 {
+        pct(&self.sorted(), 50.0)
+    }
+    fn json(&self) -> Value {
+        let s = self.sorted();
+        json!({"name": self.name, "runs": s.len(), "failures": self.failures,
+            "median_ms": pct(&s, 50.0), "p90_ms": pct(&s, 90.0), "p99_ms": pct(&s, 99.0),
+            "min_ms": s.first(), "max_ms": s.last()})
+    }
+    fn row(&self) -> String {
+        let s = self.sorted();
+        format!(
+            "{:<10} {:>5} {:>5} {:>9.2} {:>9.2} {:>9.2} {:>9.2}\n",
+            self.name,
+            s.len(),
+            self.failures,
+            pct(&s, 50.0),
+            pct(&s, 90.0),
+            pct(&s, 99.0),
+            s.first().copied().unwrap_or(f64::NAN)
+        )
+    }
+}
+
+const HEADER: &str = "contender   runs  fail    median       p90       p99       min   (ms)\n";
+
+/// The bwrap arguments relay rendered for a launch of `hold` (the same grants as
+/// `true`), read from `<config>/profiles/*.bwrap` while it runs.
+fn captured_profile(r: &Relay) -> Result<Vec<String>, String> {
+    let mut c = sandbox_cmd(r, &["hold"]);
+    let mut child = c.spawn().map_err(|e| format!("spawn: {e}"))?;
+    let dir = r.config.join("profiles");
+    let deadline = Instant::now() + relay_e2e::WAIT;
+    let mut pause = Duration::from_millis(2);
+    let found = loop {
+        let hit = std::fs::read_dir(&dir).ok().and_then(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "bwrap"))
+        });
+        if let Some(p) = hit {
+            if let Ok(b) = std::fs::read(&p) {
+                if !b.is_empty() {
+                    break Some(b);
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let bytes = found.ok_or("no profile appeared")?;
+    relay_shim_decode(&bytes)
+}
+
+/// The NUL-terminated arguments of a profile (shim/src/bwrap_profile.rs's format).
+fn relay_shim_decode(bytes: &[u8]) -> Result<Vec<String>, String> {
+    if bytes.last() != Some(&0) {
+        return Err("profile not NUL-terminated".into());
+    }
+    bytes[..bytes.len() - 1]
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8(a.to_vec()).map_err(|_| "profile not UTF-8".to_string()))
+        .collect()
+}
+
+/// `srt` from the bench's own npm folder (`<target>/bench-srt`), installed there if
+/// missing; `Err` says why it is unavailable.
+fn srt_bin() -> Result<PathBuf, String> {
+    let prefix = relay_e2e::bin_dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(relay_e2e::bin_dir)
+        .join("bench-srt");
+    let bin = prefix.join("node_modules/.bin/srt");
+    if !bin.exists() {
+        std::fs::create_dir_all(&prefix).map_err(|e| e.to_string())?;
+        let st = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg("@anthropic-ai/sandbox-runtime")
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("npm: {e}"))?;
+        if !st.success() || !bin.exists() {
+            return Err(format!("npm install @anthropic-ai/sandbox-runtime: {st}"));
+        }
+    }
+    Ok(bin)
+}
+
+/// An `srt` settings file as close as it allows to relay's `true` launch: no network,
+/// writes only to the project folder, the token file unreadable.
+fn srt_settings(r: &Relay) -> PathBuf {
+    let p = r.root.join("srt-settings.json");
+    let v = json!({
+        "network": {"allowedDomains": [], "deniedDomains": []},
+        "filesystem": {
+            "denyRead": [r.config.display().to_string()],
+            "allowWrite": [r.project.display().to_string()],
+            "denyWrite": []
+        }
+    });
+    std::fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    p
+}
+
+/// One `srt` run with its output kept: `Err` holds what it said when it failed (it
+/// needs `rg` and `socat` on Linux).
+fn srt_probe(bin: &Path, settings: &Path, dir: &Path) -> Result<(), String> {
+    let out = Command::new(bin)
+        .arg("--settings")
+        .arg(settings)
+        .arg("/bin/true")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("srt: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "srt failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn launch(runs: usize, svg: Option<&Path>) -> Report {
+    let r = instance();
+    let profile = captured_profile(&r).expect("capture relay's bwrap profile");
+    let srt_settings = srt_settings(&r);
+    let srt = srt_bin().and_then(|bin| srt_probe(&bin, &srt_settings, &r.project).map(|_| bin));
+    let mut relay = Series::new("relay");
+    let mut raw = Series::new("raw-bwrap");
+    let mut srt_s = Series::new("srt");
+    let raw_cmd = || {
+        let mut c = Command::new("bwrap");
+        c.args(&profile).arg("--").arg("/bin/true");
+        c.current_dir(&r.project)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    for _ in 0..3 {
+        // Warm-up: page cache, the host's first launch.
+        let _ = timed(sandbox_cmd(&r, &["true"]));
+        let _ = timed(raw_cmd());
+    }
+    for _ in 0..runs {
+        let (ms, ok) = timed(sandbox_cmd(&r, &["true"]));
+        relay.samples.push(ms);
+        relay.failures += usize::from(!ok);
+        let (ms, ok) = timed(raw_cmd());
+        raw.samples.push(ms);
+        raw.failures += usize::from(!ok);
+        if let Ok(bin) = &srt {
+            let mut c = Command::new(bin);
+            c.arg("--settings").arg(&srt_settings).arg("/bin/true");
+            c.current_dir(&r.project)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let (ms, ok) = timed(c);
+            srt_s.samples.push(ms);
+            srt_s.failures += usize::from(!ok);
+        }
+    }
+    let ratio_raw = relay.median() / raw.median();
+    let ratio_srt = srt_s.median() / relay.median();
+    let mut text = format!("launch: {runs} runs each, alternated; /bin/true to exit\n{HEADER}");
+    text += &relay.row();
+    text += &raw.row();
+    match &srt {
+        Ok(_) => text += &srt_s.row(),
+        Err(e) => text += &format!("srt        unavailable: {e}\n"),
+    }
+    text += &format!(
+        "relay/raw-bwrap median: {ratio_raw:.2}x (target <= 1.5x: {})\n",
+        met(ratio_raw <= 1.5)
+    );
+    if srt.is_ok() {
+        text += &format!(
+            "srt/relay median: {ratio_srt:.1}x (target >= 25x: {})\n",
+            met(ratio_srt >= 25.0)
+        );
+    }
+    text += &format!("raw bwrap argv: bwrap {} -- /bin/true\n", profile.join(" "));
+    if let Some(path) = svg {
+        let mut series = vec![&relay, &raw];
+        if srt.is_ok() {
+            series.push(&srt_s);
+        }
+        std::fs::write(path, plot_svg(&series, runs)).expect("write svg");
+        text += &format!("plot: {}\n", path.display());
+    }
+    Report {
+        text,
+        json: json!({
+            "case": "launch", "runs": runs,
+            "series": [relay.json(), raw.json(), if srt.is_ok() { srt_s.json() } else { json!({"name": "srt", "unavailable": srt.as_ref().err()}) }],
+            "relay_over_raw": ratio_raw, "srt_over_relay": if srt.is_ok() { json!(ratio_srt) } else { Value::Null },
+            "raw_bwrap_args": profile,
+            "samples_ms": {"relay": relay.samples, "raw-bwrap": raw.samples, "srt": srt_s.samples},
+        }),
+    }
+}
+
+fn met(b: bool) -> &'static str {
+    if b {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+/// `n` `relay sandbox shell -- -c 'echo bench-I; exit 4'` started at once: each must
+/// print its own line and exit 4.
+fn concurrent(n: usize) -> Report {
+    let r = instance();
+    let _ = timed(sandbox_cmd(&r, &["true"]));
+    let t0 = Instant::now();
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let script = format!("echo bench-{i}; exit 4");
+            let mut c = r.cli_command(&["sandbox", "shell", "--", "-c", &script]);
+            c.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            (i, Instant::now(), c.spawn().expect("spawn relay sandbox"))
+        })
+        .collect();
+    let waiters: Vec<_> = children
+        .into_iter()
+        .map(|(i, t, c)| {
+            std::thread::spawn(move || {
+                let out = c.wait_with_output().expect("wait");
+                let ms = t.elapsed().as_secs_f64() * 1000.0;
+                let ok = out.status.code() == Some(4)
+                    && String::from_utf8_lossy(&out.stdout).contains(&format!("bench-{i}"));
+                (ms, ok, String::from_utf8_lossy(&out.stderr).into_owned())
+            })
+        })
+        .collect();
+    let mut s = Series::new("relay");
+    let mut errors = Vec::new();
+    for w in waiters {
+        let (ms, ok, err) = w.join().unwrap();
+        s.samples.push(ms);
+        if !ok {
+            s.failures += 1;
+            errors.push(err.trim().to_string());
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64() * 1000.0;
+    errors.sort();
+    errors.dedup();
+    let mut text = format!(
+        "concurrent: {n} `relay sandbox` at once, each printing its line and exiting 4\n{HEADER}"
+    );
+    text += &s.row();
+    text += &format!(
+        "wall {wall:.0} ms; {} of {n} lost (target 0: {})\n",
+        s.failures,
+        met(s.failures == 0)
+    );
+    for e in &errors {
+        text += &format!("  error: {e}\n");
+    }
+    Report {
+        text,
+        json: json!({"case": "concurrent", "n": n, "wall_ms": wall, "series": s.json(), "errors": errors}),
+    }
+}
+
+/// (VmRSS in KiB, open descriptors) of a process.
+fn rss_fds(pid: u64) -> (u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    (rss, fds)
+}
+
+fn pids(r: &Relay) -> (u64, u64) {
+    let daemon = r.ready["pid"].as_u64().expect("ready.json pid");
+    let host = r
+        .all_events()
+        .iter()
+        .rev()
+        .find(|e| e["name"] == "host.started")
+        .and_then(|e| e["pid"].as_u64())
+        .expect("a host.started event with a pid");
+    (daemon, host)
+}
+
+/// Polls until the daemon has no running session.
+fn settle(r: &Relay) {
+    let deadline = Instant::now() + relay_e2e::WAIT;
+    let mut pause = Duration::from_millis(5);
+    while Instant::now() < deadline {
+        let (_, v, _) = r.api("GET", "/api/status", None);
+        if v["sessions_running"] == 0 {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+fn leak(runs: usize) -> Report {
+    let r = instance();
+    for _ in 0..10 {
+        let _ = timed(sandbox_cmd(&r, &["true"]));
+    }
+    settle(&r);
+    let (dpid, hpid) = pids(&r);
+    let (d0, df0) = rss_fds(dpid);
+    let (h0, hf0) = rss_fds(hpid);
+    let mut s = Series::new("relay");
+    for _ in 0..runs {
+        let (ms, ok) = timed(sandbox_cmd(&r, &["true"]));
+        s.samples.push(ms);
+        s.failures += usize::from(!ok);
+    }
+    settle(&r);
+    let (_, hpid_after) = pids(&r);
+    let (d1, df1) = rss_fds(dpid);
+    let (h1, hf1) = rss_fds(hpid);
+    let mut text = format!("leak: {runs} sequential `relay sandbox true`\n{HEADER}");
+    text += &s.row();
+    text += "process   RSS before   RSS after   fds before  fds after\n";
+    text += &format!("daemon    {d0:>7} KiB  {d1:>7} KiB  {df0:>9}  {df1:>9}\n");
+    text += &format!("host      {h0:>7} KiB  {h1:>7} KiB  {hf0:>9}  {hf1:>9}\n");
+    if hpid_after != hpid {
+        text += &format!("host restarted during the run ({hpid} -> {hpid_after})\n");
+    }
+    text += &format!(
+        "fd growth: daemon {}, host {} (target 0: {})\n",
+        df1 as i64 - df0 as i64,
+        hf1 as i64 - hf0 as i64,
+        met(df1 <= df0 && hf1 <= hf0)
+    );
+    Report {
+        text,
+        json: json!({"case": "leak", "runs": runs, "series": s.json(),
+            "daemon": {"pid": dpid, "rss_kib_before": d0, "rss_kib_after": d1, "fds_before": df0, "fds_after": df1},
+            "host": {"pid": hpid, "pid_after": hpid_after, "rss_kib_before": h0, "rss_kib_after": h1, "fds_before": hf0, "fds_after": hf1}}),
+    }
+}
+
+fn memory(n: usize) -> Report {
+    let r = instance();
+    let _ = timed(sandbox_cmd(&r, &["true"]));
+    settle(&r);
+    let (dpid, hpid) = pids(&r);
+    let (d0, _) = rss_fds(dpid);
+    let (h0, _) = rss_fds(hpid);
+    for _ in 0..n {
+        let v = r.cli_json(&["terminal", "start", "--project", "p1", "--template", "hold"]);
+        assert!(v["id"].is_string(), "terminal start: {v}");
+    }
+    let (d1, _) = rss_fds(dpid);
+    let (h1, _) = rss_fds(hpid);
+    let per_d = (d1 as f64 - d0 as f64) / n as f64;
+    let per_h = (h1 as f64 - h0 as f64) / n as f64;
+    let mut text = format!("memory: idle, then {n} live terminals (`hold`: /bin/sleep 600)\n");
+    text += "process   idle RSS    with terminals   per terminal\n";
+    text += &format!("daemon    {d0:>7} KiB  {d1:>10} KiB  {per_d:>9.1} KiB\n");
+    text += &format!("host      {h0:>7} KiB  {h1:>10} KiB  {per_h:>9.1} KiB\n");
+    text += &format!(
+        "daemon idle < 8 MiB: {}; host idle < 12 MiB: {}; < 256 KiB per extra terminal (daemon + host): {}\n",
+        met(d0 < 8 * 1024),
+        met(h0 < 12 * 1024),
+        met(per_d + per_h < 256.0)
+    );
+    Report {
+        text,
+        json: json!({"case": "memory", "terminals": n,
+            "daemon": {"idle_rss_kib": d0, "loaded_rss_kib": d1, "per_terminal_kib": per_d},
+            "host": {"idle_rss_kib": h0, "loaded_rss_kib": h1, "per_terminal_kib": per_h}}),
+    }
+}
+
+/// The generator both throughput contenders run: `mb` MB of text lines.
+fn writer_script(mb: usize) -> String {
+    format!(
+        "yes 'relay bench line of text 0123456789' | head -c {}",
+        mb * 1_000_000
+    )
+}
+
+fn throughput(mb: usize) -> Report {
+    let r = instance();
+    let script = writer_script(mb);
+    let target_mb = mb as f64;
+    // Through relay: the host's pty, its redactor and the attach stream.
+    let t = Instant::now();
+    let mut c = r.cli_command(&["sandbox", "shell", "--", "-c", &script]);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().expect("spawn relay sandbox");
+    let mut out = Vec::with_capacity(mb * 1_100_000);
+    let _ = child.stdout.take().unwrap().read_to_end(&mut out);
+    let relay_ok = child.wait().map(|s| s.success()).unwrap_or(false);
+    let relay_s = t.elapsed().as_secs_f64();
+    let relay_bytes = out.len() as u64;
+    let (notes, skipped) = skipped_chunks(&out);
+    drop(out);
+    // Raw: a pty of our own, the same script on its slave, its master read here.
+    let t = Instant::now();
+    let (raw_bytes, raw_ok) = raw_pty_copy(&script);
+    let raw_s = t.elapsed().as_secs_f64();
+    // Rates of the target's output (the pty adds a CR per line on top).
+    let (rr, rw) = (target_mb / relay_s, target_mb / raw_s);
+    // What reached the attached client, scaled the same way.
+    let delivered = relay_bytes as f64 / raw_bytes.max(1) as f64;
+    let rd = rr * delivered;
+    let mut text = format!("throughput: a target writing {mb} MB to its pty\n");
+    text += "contender   bytes read     seconds   target MB/s  ok\n";
+    text += &format!("relay       {relay_bytes:>11}  {relay_s:>9.2}  {rr:>10.1}   {relay_ok}\n");
+    text += &format!("raw-pty     {raw_bytes:>11}  {raw_s:>9.2}  {rw:>10.1}   {raw_ok}\n");
+    text += &format!(
+        "relay delivered {:.1}% of the raw copy's bytes ({notes} skip notes, {skipped} chunks skipped)\n",
+        delivered * 100.0
+    );
+    text += &format!(
+        "relay/raw, target's rate: {:.2}; delivered rate: {:.2} (target >= 0.5: {})\n",
+        rr / rw,
+        rd / rw,
+        met(rd / rw >= 0.5)
+    );
+    Report {
+        text,
+        json: json!({"case": "throughput", "mb": mb,
+            "relay": {"bytes": relay_bytes, "seconds": relay_s, "target_mb_per_s": rr, "delivered_mb_per_s": rd, "ok": relay_ok, "skip_notes": notes, "chunks_skipped": skipped},
+            "raw_pty": {"bytes": raw_bytes, "seconds": raw_s, "mb_per_s": rw, "ok": raw_ok},
+            "ratio_target_rate": rr / rw, "ratio_delivered_rate": rd / rw}),
+    }
+}
+
+/// The `[relay: N chunks of output skipped]` notes in `out`: how many, and N summed.
+fn skipped_chunks(out: &[u8]) -> (u64, u64) {
+    let needle = b"[relay: ";
+    let (mut notes, mut total) = (0, 0);
+    let mut i = 0;
+    while i + needle.len() <= out.len() {
+        if &out[i..i + needle.len()] == needle {
+            let rest = &out[i + needle.len()..out.len().min(i + 80)];
+            let text = String::from_utf8_lossy(rest);
+            if let Some((n, tail)) = text.split_once(' ') {
+                if tail.starts_with("chunks of output skipped") {
+                    notes += 1;
+                    total += n.parse::<u64>().unwrap_or(0);
+                }
+            }
+            i += needle.len();
+        } else {
+            i += 1;
+        }
+    }
+    (notes, total)
+}
+
+fn drain(mut r: impl Read) -> u64 {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return total,
+            Ok(n) => total += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // EIO: the slave side closed.
+            Err(_) => return total,
+        }
+    }
+}
+
+fn raw_pty_copy(script: &str) -> (u64, bool) {
+    let mut master = -1;
+    let mut slave = -1;
+    // Safety: openpty writes two descriptors into our locals; null name/termios/winsize
+    // are allowed.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // Safety: both descriptors were just returned by openpty and are owned here only.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let out = slave.try_clone().expect("dup slave");
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn writer");
+    drop(slave);
+    let _ = master.as_raw_fd();
+    let bytes = drain(std::fs::File::from(master));
+    let ok = child.wait().map(|s| s.success()).unwrap_or(false);
+    (bytes, ok)
+}
+
+/// A hand-written SVG: per contender, every sample as a dot (log-scale milliseconds,
+/// jittered sideways), a box from p25 to p75, the median as a thick line and p90/p99 as
+/// ticks.
+fn plot_svg(series: &[&Series], runs: usize) -> String {
+    let (w, h) = (760.0, 460.0);
+    let (left, right, top, bottom) = (70.0, 20.0, 40.0, 60.0);
+    let all: Vec<f64> = series.iter().flat_map(|s| s.samples.clone()).collect();
+    let lo = all.iter().copied().fold(f64::MAX, f64::min).max(0.1);
+    let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 2.0);
+    let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());
+    let y = |ms: f64| top + (h - top - bottom) * (1.0 - (ms.max(lo).log10() - l0) / (l1 - l0));
+    let col_w = (w - left - right) / series.len() as f64;
+    let colors = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">Launch of /bin/true to exit, {runs} runs each, alternated (ms, log scale)</text>\n",
+        w / 2.0
+    );
+    let mut e = l0 as i32;
+    while e <= l1 as i32 {
+        for m in [1.0, 2.0, 5.0] {
+            let v = m * 10f64.powi(e);
+            if v < 10f64.powf(l0) || v > 10f64.powf(l1) {
+                continue;
+            }
+            let yy = y(v);
+            s += &format!("<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>\n<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v}</text>\n", w - right, left - 6.0, yy + 4.0);
+        }
+        e += 1;
+    }
+    for (i, se) in series.iter().enumerate() {
+        let c = colors[i % colors.len()];
+        let cx = left + col_w * (i as f64 + 0.5);
+        let sorted = se.sorted();
+        // Deterministic jitter: a small LCG.
+        let mut seed: u64 = 0x9e37_79b9 + i as u64;
+        for v in &se.samples {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let j = ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * col_w * 0.5;
+            s += &format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2\" fill=\"{c}\" fill-opacity=\"0.35\"/>\n",
+                cx + j,
+                y(*v)
+            );
+        }
+        let bw = col_w * 0.3;
+        let (q1, q3) = (pct(&sorted, 25.0), pct(&sorted, 75.0));
+        s += &format!("<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\"/>\n", cx - bw / 2.0, y(q3), bw, (y(q1) - y(q3)).max(1.0));
+        let med = pct(&sorted, 50.0);
+        s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-width=\"3\"/>\n", cx - bw / 2.0, cx + bw / 2.0, y(med), y(med));
+        for (p, label) in [(90.0, "p90"), (99.0, "p99")] {
+            let v = pct(&sorted, p);
+            s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{label} {v:.1}</text>\n", cx - bw / 4.0, cx + bw / 4.0, y(v), y(v), cx + bw / 2.0 + 4.0, y(v) + 3.0);
+        }
+        s += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">median {med:.1}</text>\n",
+            cx + bw / 2.0 + 4.0,
+            y(med) + 3.0
+        );
+        s += &format!(
+            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
+            h - bottom + 22.0,
+            se.name
+        );
+    }
+    s += "</svg>\n";
+    s
+}
