@@ -17,13 +17,15 @@ use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|concurrent|leak|memory|throughput|plot> [--runs N] [--json] [--svg PATH]";
+    "usage: bench <launch|concurrent|leak|memory|throughput|plot> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
     runs: Option<usize>,
     json: bool,
     svg: PathBuf,
+    /// Settings without `api.listen`: no API port to deny, so no Landlock ruleset.
+    no_api: bool,
 }
 
 fn parse_args() -> Result<Opts, String> {
@@ -33,10 +35,12 @@ fn parse_args() -> Result<Opts, String> {
         runs: None,
         json: false,
         svg: PathBuf::from("docs/bench-launch.svg"),
+        no_api: false,
     };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => o.json = true,
+            "--no-api" => o.no_api = true,
             "--runs" => {
                 let v = args.next().ok_or("--runs needs a number")?;
                 o.runs = Some(v.parse().map_err(|_| format!("--runs {v}: not a number"))?);
@@ -68,8 +72,8 @@ fn main() -> ExitCode {
         );
     }
     let report = match o.case.as_str() {
-        "launch" => launch(o.runs.unwrap_or(200), None),
-        "plot" => launch(o.runs.unwrap_or(200), Some(&o.svg)),
+        "launch" => launch(o.runs.unwrap_or(200), None, o.no_api),
+        "plot" => launch(o.runs.unwrap_or(200), Some(&o.svg), o.no_api),
         "concurrent" => concurrent(o.runs.unwrap_or(64)),
         "leak" => leak(o.runs.unwrap_or(1000)),
         "memory" => memory(o.runs.unwrap_or(50)),
@@ -96,7 +100,16 @@ struct Report {
 /// (`/bin/true`) and a `hold` template (`/bin/sleep`, same grants) whose profile is
 /// read while it runs.
 fn instance() -> Relay {
+    instance_with(false)
+}
+
+/// [`instance`], with `no_api`: no `api.listen`, so the daemon denies no API port and a
+/// launch carries no Landlock ruleset (docs/performance.md).
+fn instance_with(no_api: bool) -> Relay {
     let mut s = base_settings(None);
+    if no_api {
+        s.as_object_mut().unwrap().remove("api");
+    }
     let t = s["terminal_templates"].as_array_mut().unwrap();
     t.push(json!({"id": "true", "name": "True", "command": "/bin/true"}));
     t.push(json!({"id": "hold", "name": "Hold", "command": "/bin/sleep", "args": ["600"]}));
@@ -281,8 +294,8 @@ fn srt_probe(bin: &Path, settings: &Path, dir: &Path) -> Result<(), String> {
     }
 }
 
-fn launch(runs: usize, svg: Option<&Path>) -> Report {
-    let r = instance();
+fn launch(runs: usize, svg: Option<&Path>, no_api: bool) -> Report {
+    let r = instance_with(no_api);
     let profile = captured_profile(&r).expect("capture relay's bwrap profile");
     let srt_settings = srt_settings(&r);
     let srt = srt_bin().and_then(|bin| srt_probe(&bin, &srt_settings, &r.project).map(|_| bin));
@@ -324,7 +337,10 @@ fn launch(runs: usize, svg: Option<&Path>) -> Report {
     }
     let ratio_raw = relay.median() / raw.median();
     let ratio_srt = srt_s.median() / relay.median();
-    let mut text = format!("launch: {runs} runs each, alternated; /bin/true to exit\n{HEADER}");
+    let mut text = format!(
+        "launch: {runs} runs each, alternated; /bin/true to exit{}\n{HEADER}",
+        if no_api { "; no API listener" } else { "" }
+    );
     text += &relay.row();
     text += &raw.row();
     match &srt {
@@ -353,7 +369,7 @@ fn launch(runs: usize, svg: Option<&Path>) -> Report {
     Report {
         text,
         json: json!({
-            "case": "launch", "runs": runs,
+            "case": "launch", "runs": runs, "no_api": no_api,
             "series": [relay.json(), raw.json(), if srt.is_ok() { srt_s.json() } else { json!({"name": "srt", "unavailable": srt.as_ref().err()}) }],
             "relay_over_raw": ratio_raw, "srt_over_relay": if srt.is_ok() { json!(ratio_srt) } else { Value::Null },
             "raw_bwrap_args": profile,
@@ -443,6 +459,37 @@ fn rss_fds(pid: u64) -> (u64, usize) {
     (rss, fds)
 }
 
+/// A process's open descriptors by kind (`socket`, `pipe`, `anon_inode:[…]`, a file's
+/// folder), the instance's root shown as `<instance>`.
+fn fd_kinds(pid: u64, root: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for e in rd.flatten() {
+            let t = std::fs::read_link(e.path())
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let kind = if let Some((k, _)) = t.split_once(":[") {
+                if k == "anon_inode" {
+                    t.clone()
+                } else {
+                    k.to_string()
+                }
+            } else if t.starts_with('/') {
+                let parent = Path::new(&t).parent().map(|p| p.display().to_string());
+                let parent = parent.unwrap_or_default();
+                format!(
+                    "{}/*",
+                    parent.replace(&root.display().to_string(), "<instance>")
+                )
+            } else {
+                t
+            };
+            *m.entry(kind).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
 fn pids(r: &Relay) -> (u64, u64) {
     let daemon = r.ready["pid"].as_u64().expect("ready.json pid");
     let host = r
@@ -488,11 +535,20 @@ fn leak(runs: usize) -> Report {
     let (_, hpid_after) = pids(&r);
     let (d1, df1) = rss_fds(dpid);
     let (h1, hf1) = rss_fds(hpid);
+    let host_fds = fd_kinds(hpid, &r.root);
+    let (_, terms, _) = r.api("GET", "/api/terminals", None);
+    let listed = terms
+        .as_array()
+        .or_else(|| terms["terminals"].as_array())
+        .map(|a| a.len())
+        .unwrap_or(0);
     let mut text = format!("leak: {runs} sequential `relay sandbox true`\n{HEADER}");
     text += &s.row();
     text += "process   RSS before   RSS after   fds before  fds after\n";
     text += &format!("daemon    {d0:>7} KiB  {d1:>7} KiB  {df0:>9}  {df1:>9}\n");
     text += &format!("host      {h0:>7} KiB  {h1:>7} KiB  {hf0:>9}  {hf1:>9}\n");
+    text += &format!("host descriptors after, by kind: {host_fds:?}\n");
+    text += &format!("terminals the daemon still lists after the runs: {listed}\n");
     if hpid_after != hpid {
         text += &format!("host restarted during the run ({hpid} -> {hpid_after})\n");
     }
@@ -506,7 +562,8 @@ fn leak(runs: usize) -> Report {
         text,
         json: json!({"case": "leak", "runs": runs, "series": s.json(),
             "daemon": {"pid": dpid, "rss_kib_before": d0, "rss_kib_after": d1, "fds_before": df0, "fds_after": df1},
-            "host": {"pid": hpid, "pid_after": hpid_after, "rss_kib_before": h0, "rss_kib_after": h1, "fds_before": hf0, "fds_after": hf1}}),
+            "host": {"pid": hpid, "pid_after": hpid_after, "rss_kib_before": h0, "rss_kib_after": h1, "fds_before": hf0, "fds_after": hf1, "fds_after_by_kind": host_fds},
+            "terminals_listed_after": listed}),
     }
 }
 
@@ -648,8 +705,9 @@ fn raw_pty_copy(script: &str) -> (u64, bool) {
             &mut master,
             &mut slave,
             std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
+            // `*mut` for macOS's signature; Linux takes `*const`, which it coerces to.
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
@@ -681,7 +739,7 @@ fn plot_svg(series: &[&Series], runs: usize) -> String {
     let lo = all.iter().copied().fold(f64::MAX, f64::min).max(0.1);
     let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 2.0);
     let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());
-    let y = |ms: f64| top + (h - top - bottom) * (1.0 - (ms.max(lo).log10() - l0) / (l1 - l0));
+    let y = |ms: f64| top + (h - top - bottom) * (1.0 - (ms.max(1e-3).log10() - l0) / (l1 - l0));
     let col_w = (w - left - right) / series.len() as f64;
     let colors = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
     let mut s = format!(
@@ -722,9 +780,14 @@ fn plot_svg(series: &[&Series], runs: usize) -> String {
         s += &format!("<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\"/>\n", cx - bw / 2.0, y(q3), bw, (y(q1) - y(q3)).max(1.0));
         let med = pct(&sorted, 50.0);
         s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-width=\"3\"/>\n", cx - bw / 2.0, cx + bw / 2.0, y(med), y(med));
-        for (p, label) in [(90.0, "p90"), (99.0, "p99")] {
+        // p90 labelled on the left, p99 on the right, the median further right: no
+        // two labels share a line when the three are close.
+        for (p, label, tx, anchor) in [
+            (90.0, "p90", cx - bw / 2.0 - 4.0, "end"),
+            (99.0, "p99", cx + bw / 2.0 + 4.0, "start"),
+        ] {
             let v = pct(&sorted, p);
-            s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{label} {v:.1}</text>\n", cx - bw / 4.0, cx + bw / 4.0, y(v), y(v), cx + bw / 2.0 + 4.0, y(v) + 3.0);
+            s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" font-size=\"10\">{label} {v:.1}</text>\n", cx - bw / 4.0, cx + bw / 4.0, y(v), y(v), y(v) + 3.0);
         }
         s += &format!(
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">median {med:.1}</text>\n",
@@ -737,6 +800,7 @@ fn plot_svg(series: &[&Series], runs: usize) -> String {
             se.name
         );
     }
+    s += &format!("<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555\">dots: every run; box: p25 to p75; thick line: median; ticks: p90 (left label), p99</text>\n", w / 2.0, h - 12.0);
     s += "</svg>\n";
     s
 }
