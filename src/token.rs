@@ -175,7 +175,7 @@ pub fn fingerprint(token: &str) -> String {
 
 /// An io::Error's reason without any payload (io errors never carry file content, but
 /// keep the wording short and stable).
-fn plain_io(e: &std::io::Error) -> String {
+pub(crate) fn plain_io(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
         None => e.kind().to_string(),

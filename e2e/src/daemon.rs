@@ -91,6 +91,15 @@ fn busy_retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T
     f()
 }
 
+/// One check of a `relay doctor --json` report, by name; a missing check fails the test.
+pub fn doctor_check(report: &Value, name: &str) -> Value {
+    report["checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} check: {report}"))
+}
+
 pub struct Cli {
     pub status: i32,
     pub stdout: String,

@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::token::plain_io;
+
 /// Larger settings files are refused: nobody writes a megabyte of settings by hand.
 pub const SETTINGS_MAX_BYTES: u64 = 1024 * 1024;
 
@@ -249,13 +251,6 @@ fn read_settings_file(path: &Path) -> Result<Option<Vec<u8>>, String> {
         return Err(format!("is larger than {SETTINGS_MAX_BYTES} bytes"));
     }
     Ok(Some(buf))
-}
-
-fn plain_io(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
-        None => e.kind().to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -677,13 +677,7 @@ fn doctor_check(r: &Relay, name: &str) -> Value {
     let out = r.cli(&["doctor", "--json"]);
     let v: Value = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} check: {v}"))
+    relay_e2e::daemon::doctor_check(&v, name)
 }
 
 /// Claude Code as npm installs it: the program in its package and a second name (a hard

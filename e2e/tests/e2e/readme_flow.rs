@@ -5,7 +5,7 @@
 use std::os::unix::fs::{symlink, PermissionsExt};
 
 use relay::daemon::doctor::plain;
-use relay_e2e::daemon::Relay;
+use relay_e2e::daemon::{doctor_check, Relay};
 use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex, wait};
 use serde_json::{json, Value};
@@ -101,13 +101,7 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     // `relay doctor` says where claude lives and what relay does about it.
     let doctor = r.cli(&["doctor", "--json"]);
     let v: Value = serde_json::from_str(&doctor.stdout).unwrap();
-    let program = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "claude_program")
-        .cloned()
-        .unwrap();
+    let program = doctor_check(&v, "claude_program");
     assert_eq!(program["status"], "fail", "{program}");
     assert!(
         program["detail"]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use relay::daemon::doctor::plain;
-use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex};
 use serde_json::{json, Value};
@@ -135,25 +135,13 @@ fn doctor_canary_is_denied_although_the_template_grants_the_tokens_folder() {
     let out = r.cli(&["doctor", "--json"]);
     let v: Value = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
-    let canary = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "canary")
-        .cloned()
-        .unwrap();
+    let canary = doctor_check(&v, "canary");
     assert_eq!(canary["status"], "ok", "{v}");
     assert!(
         canary["detail"].as_str().unwrap().contains("denied"),
         "{canary}"
     );
-    let token_check = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "token_file")
-        .cloned()
-        .unwrap();
+    let token_check = doctor_check(&v, "token_file");
     assert!(
         token_check["detail"]
             .as_str()
@@ -163,13 +151,7 @@ fn doctor_canary_is_denied_although_the_template_grants_the_tokens_folder() {
     );
     // `claude` (the instance's `~/.local/bin/claude`) lies in a folder that template
     // can write: a failure, with what to do, though launches stay safe (it is pinned).
-    let program = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "claude_program")
-        .cloned()
-        .unwrap_or_else(|| panic!("no claude_program check: {v}"));
+    let program = doctor_check(&v, "claude_program");
     assert_eq!(program["status"], "fail", "{program}");
     assert!(
         program["detail"].as_str().unwrap().contains(".local/bin"),

@@ -25,16 +25,6 @@ fn start_session(r: &Relay) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
-fn turn(r: &Relay, id: &str, text: &str) -> String {
-    let (status, v, _) = r.api(
-        "POST",
-        &format!("/api/sessions/{id}/message"),
-        Some(&json!({"text": text})),
-    );
-    assert_eq!(status, 200, "message: {v}");
-    v["text"].as_str().unwrap_or_default().to_string()
-}
-
 /// A terminal of `template`; `script` runs under `sh -c`, else the program waits on
 /// its pty (a shell, or the fake agent's interactive mode).
 fn terminal(r: &Relay, template: &str, script: Option<&str>) -> String {
@@ -127,7 +117,7 @@ fn a_token_replaced_in_place_stops_its_sessions_and_a_resume_runs_on_the_new_one
     let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&first);
     let s = start_session(&r);
-    assert_eq!(turn(&r, &s, "hi"), "echo: hi");
+    assert_eq!(r.turn(&s, "hi"), "echo: hi");
     let t = terminal(&r, "claude-code", None);
     let shell = terminal(&r, "shell", None);
 
@@ -158,7 +148,7 @@ fn a_token_replaced_in_place_stops_its_sessions_and_a_resume_runs_on_the_new_one
     // Resumed, it runs on the new token.
     let v = r.cli_json(&["session", "resume", "--id", &s]);
     assert_eq!(v["token_fingerprint"], fp(&second), "{v}");
-    assert_eq!(turn(&r, &s, "again"), "echo: again");
+    assert_eq!(r.turn(&s, "again"), "echo: again");
     let last = r
         .start_lines()
         .into_iter()
@@ -190,7 +180,7 @@ fn a_token_replaced_by_rename_stops_its_sessions() {
     // The next launch runs on the new token and is left alone.
     let next = start_session(&r);
     assert_eq!(listed(&r, &next).unwrap()["token_fingerprint"], fp(&second));
-    assert_eq!(turn(&r, &next, "hi"), "echo: hi");
+    assert_eq!(r.turn(&next, "hi"), "echo: hi");
     assert_no_token_anywhere(&r, &[&first, &second], &path);
 }
 
@@ -214,7 +204,7 @@ fn a_removed_token_stops_its_sessions_as_removed() {
     r.write_token(&token);
     let v = r.cli_json(&["session", "resume", "--id", &s]);
     assert_eq!(v["state"], "running", "{v}");
-    assert_eq!(turn(&r, &s, "back"), "echo: back");
+    assert_eq!(r.turn(&s, "back"), "echo: back");
     assert_no_token_anywhere(&r, &[&token], &path);
 }
 
@@ -238,7 +228,7 @@ fn with_keep_sessions_on_an_old_token_go_on_listed_stale() {
     );
     assert!(wait::until(WAIT, || listed(&r, &t).unwrap()["stale"] == true));
     // It goes on, on the token it has.
-    assert_eq!(turn(&r, &s, "still here"), "echo: still here");
+    assert_eq!(r.turn(&s, "still here"), "echo: still here");
     assert_eq!(listed(&r, &t).unwrap()["state"], "running");
     let text = r.cli(&["session", "list"]).stdout;
     assert!(
@@ -295,7 +285,7 @@ fn purge_removes_an_ended_sessions_record_logs_and_temp_folder() {
     let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
     let path = r.write_token(&token);
     let s = start_session(&r);
-    assert_eq!(turn(&r, &s, "hi"), "echo: hi");
+    assert_eq!(r.turn(&s, "hi"), "echo: hi");
     let t = terminal(
         &r,
         "shell",
@@ -512,11 +502,11 @@ fn audit_scan_finds_no_token_after_a_representative_token_flow() {
     let path = r.write_token(&token);
     // Sessions: turns, a tool run, a stop and a resume.
     let s = start_session(&r);
-    assert_eq!(turn(&r, &s, "hi"), "echo: hi");
-    turn(&r, &s, "!sh echo from-a-tool; ls -a \"$TMPDIR\"");
+    assert_eq!(r.turn(&s, "hi"), "echo: hi");
+    r.turn(&s, "!sh echo from-a-tool; ls -a \"$TMPDIR\"");
     assert_eq!(r.cli(&["session", "stop", "--id", &s]).status, 0);
     r.cli_json(&["session", "resume", "--id", &s]);
-    assert_eq!(turn(&r, &s, "again"), "echo: again");
+    assert_eq!(r.turn(&s, "again"), "echo: again");
     // Terminals: Claude Code logged in through fd 5, a shell, their logs read.
     let auth = r.auth_status_terminal("claude-code");
     let auth = auth["id"].as_str().unwrap();

@@ -23,16 +23,6 @@ fn start_session(r: &Relay) -> (u16, Value, Vec<u8>) {
     r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})))
 }
 
-fn turn(r: &Relay, id: &str, text: &str) -> String {
-    let (status, v, _) = r.api(
-        "POST",
-        &format!("/api/sessions/{id}/message"),
-        Some(&json!({"text": text})),
-    );
-    assert_eq!(status, 200, "message: {v}");
-    v["text"].as_str().unwrap_or_default().to_string()
-}
-
 /// Runs `script` in a token-less sandboxed shell terminal in the project, to its end.
 fn in_a_shell(r: &Relay, script: &str) {
     let v = r.shell_terminal(script);
@@ -159,9 +149,7 @@ fn a_sign_in_a_session_wrote_into_its_own_claude_config_refuses_its_resume() {
     assert_eq!(status, 201, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
     // The session writes the user settings of its own next launch.
-    let out = turn(
-        &r,
-        &id,
+    let out = r.turn(&id,
         &format!(
             "!sh printf '{{\"env\": {{\"ANTHROPIC_AUTH_TOKEN\": \"%s\"}}}}' \"{RANDOM_VALUE}\" > \"$CLAUDE_CONFIG_DIR/settings.json\""
         ),
@@ -234,13 +222,7 @@ fn a_token_file_holding_an_api_key_refuses_the_launch_and_names_no_key() {
 }
 
 fn token_check(doctor: &Value) -> Value {
-    doctor["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "token_file")
-        .cloned()
-        .unwrap_or_else(|| panic!("no token_file check: {doctor}"))
+    relay_e2e::daemon::doctor_check(doctor, "token_file")
 }
 
 #[test]
