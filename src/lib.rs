@@ -7,7 +7,7 @@
 //! - [`cloexec`]: close-on-exec descriptors on both platforms and the fork lock.
 //! - [`listen`]: accept loops, connection caps and the descriptor limit, shared by the
 //!   daemon and the host.
-//! - [`stream_body`]: streamed HTTP answers (a turn's events) from `Full`-bodied routers.
+//! - [`http`]: answers, bodies, serving and the client, for the daemon, the host and the CLI.
 //! - [`harden`]: no core dumps and no same-uid memory readers for the daemon and the host.
 
 pub mod cli;
@@ -15,9 +15,9 @@ pub mod cloexec;
 pub mod daemon;
 pub mod harden;
 pub mod host;
+pub mod http;
 pub mod listen;
 pub mod peer;
 pub mod protocol;
 pub mod sandbox;
-pub mod stream_body;
 pub mod token;

@@ -41,7 +41,7 @@ impl Pending {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
-        stored.is_some_and(|s| crate::host::same_secret(s.as_bytes(), secret.as_bytes()))
+        stored.is_some_and(|s| crate::http::same_secret(s.as_bytes(), secret.as_bytes()))
     }
 }
 

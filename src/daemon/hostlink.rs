@@ -8,15 +8,12 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::net::UnixStream;
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::watch;
 
+use crate::http::client::{self, Addr, CallError};
 use crate::protocol::{HostEvent, HOST_PROTOCOL_VERSION};
 
 #[derive(Clone, Debug)]
@@ -206,48 +203,48 @@ impl HostLink {
         }
     }
 
+    /// Where the host listens, waiting (bounded) for one to come up when `wait`.
+    async fn addr(&self, wait: bool) -> Result<Addr, HostCallError> {
+        let live = match self.live() {
+            Some(l) => Some(l),
+            None if wait => self.wait_live(Duration::from_secs(5)).await,
+            None => None,
+        };
+        live.map(|l| Addr::Unix(l.socket))
+            .ok_or_else(|| HostCallError::Unavailable("not running".into()))
+    }
+
+    async fn send(
+        &self,
+        addr: &Addr,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, HostCallError> {
+        let bearer = format!("Bearer {}", self.secret);
+        let mut all = vec![("authorization", bearer.as_str())];
+        all.extend_from_slice(headers);
+        let req = client::request(method, path, &all, body).map_err(HostCallError::from)?;
+        client::send(addr, req).await.map_err(HostCallError::from)
+    }
+
     /// An upgraded attach stream to a host terminal, or the host's refusal.
     pub async fn attach(
         &self,
         session_id: &str,
     ) -> Result<Result<hyper::upgrade::Upgraded, (u16, Bytes)>, HostCallError> {
-        let live = self
-            .live()
-            .ok_or_else(|| HostCallError::Unavailable("not running".into()))?;
-        let stream = UnixStream::connect(&live.socket)
-            .await
-            .map_err(|e| HostCallError::Unavailable(e.to_string()))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        tokio::spawn(conn.with_upgrades());
-        let req = Request::builder()
-            .method("GET")
-            .uri(format!("/sessions/{session_id}/attach"))
-            .header("host", "relay-sessions")
-            .header("authorization", format!("Bearer {}", self.secret))
-            .header("connection", "upgrade")
-            .header("upgrade", crate::protocol::attach::ATTACH_PROTOCOL)
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        if resp.status().as_u16() != 101 {
-            let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
-            return Ok(Err((status, body)));
+        let addr = self.addr(false).await?;
+        let headers = [
+            ("connection", "upgrade"),
+            ("upgrade", crate::protocol::attach::ATTACH_PROTOCOL),
+        ];
+        let path = format!("/sessions/{session_id}/attach");
+        let resp = self.send(&addr, "GET", &path, &headers, Vec::new()).await?;
+        match client::upgraded(resp).await? {
+            Ok(u) => Ok(Ok(u)),
+            Err(a) => Ok(Err((a.status, a.body))),
         }
-        hyper::upgrade::on(resp)
-            .await
-            .map(Ok)
-            .map_err(|e| HostCallError::Io(e.to_string()))
     }
 
     /// One request to the host; returns status and body.
@@ -260,14 +257,8 @@ impl HostLink {
         let resp = self
             .call_streaming(method, path, body.unwrap_or_default())
             .await?;
-        let status = resp.status().as_u16();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))?
-            .to_bytes();
-        Ok((status, bytes))
+        let a = client::collect(resp).await?;
+        Ok((a.status, a.body))
     }
 
     /// One request to the host whose answer is read as it arrives (a streamed turn):
@@ -278,31 +269,17 @@ impl HostLink {
         path: &str,
         body: Vec<u8>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, HostCallError> {
-        let live = match self.live() {
-            Some(l) => l,
-            None => self
-                .wait_live(Duration::from_secs(5))
-                .await
-                .ok_or_else(|| HostCallError::Unavailable("not running".into()))?,
-        };
-        let stream = UnixStream::connect(&live.socket)
-            .await
-            .map_err(|e| HostCallError::Unavailable(e.to_string()))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "relay-sessions")
-            .header("authorization", format!("Bearer {}", self.secret))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| HostCallError::Io(e.to_string()))?;
-        sender
-            .send_request(req)
-            .await
-            .map_err(|e| HostCallError::Io(e.to_string()))
+        let addr = self.addr(true).await?;
+        let headers = [("content-type", "application/json")];
+        self.send(&addr, method, path, &headers, body).await
+    }
+}
+
+impl From<CallError> for HostCallError {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Connect(e) => HostCallError::Unavailable(e.to_string()),
+            CallError::Http(m) => HostCallError::Io(m),
+        }
     }
 }

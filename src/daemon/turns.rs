@@ -14,10 +14,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::api::{body, host_error, json_resp, refuse, Resp};
+use super::api::{body, host_error, refuse, Resp};
 use super::{Daemon, EntryState};
 use crate::protocol::{SessionKind, TurnEvent};
-use crate::stream_body;
 
 /// A host event line longer than this ends the turn (the host's own lines stay below:
 /// it cuts tool results and reads Claude Code's lines up to 8 MiB).
@@ -91,7 +90,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         end_tx,
     ));
     if m.stream {
-        return stream_body::streamed(200, "application/x-ndjson", client_rx);
+        return crate::http::stream::streamed(200, "application/x-ndjson", client_rx);
     }
     match end_rx.await {
         Ok(TurnEvent::Result {
@@ -103,7 +102,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
             if let Some(s) = api_error_status {
                 v["api_error_status"] = s.into();
             }
-            json_resp(200, &v)
+            crate::http::json(200, &v)
         }
         Ok(TurnEvent::Error { message, .. }) => refuse(409, "session_exited", message),
         _ => refuse(409, "session_exited", "the turn ended without an answer"),

@@ -76,7 +76,7 @@ impl WebAuth {
             .any(|v| {
                 sessions.iter().any(|(sid, t)| {
                     t.elapsed() < SESSION_TTL
-                        && crate::host::same_secret(sid.as_bytes(), v.as_bytes())
+                        && crate::http::same_secret(sid.as_bytes(), v.as_bytes())
                 })
             })
     }

@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use crate::protocol::{HostEvent, SessionInfo};
 
 pub use launch::LaunchError;
-pub use server::same_secret;
 
 pub struct HostConfig {
     pub state_dir: PathBuf,

@@ -4,50 +4,29 @@
 //! and the bearer matches the secret handed over at start; otherwise 403 with an empty
 //! body, before the body is read. Exact route table, body size cap.
 
-use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use serde::Serialize;
+use hyper::{Method, Request};
 use tokio::io::AsyncReadExt;
-use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 
 use super::launch::{self, LaunchError};
 use super::provider::TurnError;
 use super::{Host, Session, SessionIo, Slot};
+use crate::http::{self, BodyError, Resp, READ_TIMEOUT};
 use crate::protocol::{
     HostErrorBody, HostEvent, LaunchRequest, MessageRequest, MessageResponse, SessionList,
     SessionState, TerminateRequest, TurnEvent, HOST_PROTOCOL_VERSION,
 };
-use crate::stream_body;
 
 /// Largest accepted request body (a launch request with its argv, env and token).
 pub const BODY_MAX: usize = 256 * 1024;
-/// A request head (the first, or the next on a kept-alive connection) and a body must
-/// each arrive within this; an idle connection is closed after it.
-const READ_TIMEOUT: Duration = Duration::from_secs(10);
-
-type Resp = Response<Full<Bytes>>;
-
-fn json<T: Serialize>(status: u16, body: &T) -> Resp {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(bytes)))
-        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new())))
-}
 
 fn error(status: u16, code: &str, message: impl Into<String>) -> Resp {
-    json(
+    http::json(
         status,
         &HostErrorBody {
             error: code.to_string(),
@@ -61,73 +40,24 @@ fn launch_error(e: &LaunchError) -> Resp {
     error(status, code, e.message())
 }
 
-fn forbidden() -> Resp {
-    let mut r = Response::new(Full::new(Bytes::new()));
-    *r.status_mut() = StatusCode::FORBIDDEN;
-    r
-}
-
-/// Constant-time comparison of two byte strings (length leaks, content does not).
-pub fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn authorized(req: &Request<Incoming>, secret: &str) -> bool {
-    let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
-        return false;
-    };
-    let Some(token) = value.as_bytes().strip_prefix(b"Bearer ") else {
-        return false;
-    };
-    same_secret(token, secret.as_bytes())
-}
-
 async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
-    let body = Limited::new(req.into_body(), BODY_MAX);
-    let bytes = match tokio::time::timeout(READ_TIMEOUT, body.collect()).await {
-        Ok(Ok(c)) => c.to_bytes(),
-        Ok(Err(_)) => {
-            return Err(error(
-                413,
-                "payload_too_large",
-                format!("request body larger than {BODY_MAX} bytes or unreadable"),
-            ))
-        }
-        Err(_) => {
-            return Err(error(
-                408,
-                "request_timeout",
-                format!("request body not received within {READ_TIMEOUT:?}"),
-            ))
-        }
+    let body = match http::read_body(req, BODY_MAX).await {
+        Ok(b) => http::decode(&b),
+        Err(e) => Err(e),
     };
-    // serde's message names the field and position, never echoes a value.
-    serde_json::from_slice(&bytes).map_err(|e| {
-        error(
-            400,
-            "invalid_spec",
-            format!("request body: {}", e.classify_name()),
-        )
+    body.map_err(|e| match e {
+        BodyError::TooLarge(max) => error(
+            413,
+            "payload_too_large",
+            format!("request body larger than {max} bytes or unreadable"),
+        ),
+        BodyError::Timeout => error(
+            408,
+            "request_timeout",
+            format!("request body not received within {READ_TIMEOUT:?}"),
+        ),
+        BodyError::Invalid(m) => error(400, "invalid_spec", m),
     })
-}
-
-trait Classify {
-    fn classify_name(&self) -> String;
-}
-
-impl Classify for serde_json::Error {
-    fn classify_name(&self) -> String {
-        // Only the category, line and column: serde_json's full message can quote input.
-        format!(
-            "{:?} error at line {} column {}",
-            self.classify(),
-            self.line(),
-            self.column()
-        )
-    }
 }
 
 /// `GET /sessions/{id}/attach` with `Upgrade: relay-attach`: 101, then frames. A
@@ -141,12 +71,7 @@ fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     let SessionIo::Terminal(term) = &session.io else {
         return error(400, "invalid_spec", "not a terminal");
     };
-    let wants = crate::protocol::attach::wants(
-        req.headers()
-            .get(hyper::header::UPGRADE)
-            .and_then(|v| v.to_str().ok()),
-    );
-    if !wants {
+    if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
         return error(400, "invalid_spec", "attach needs Upgrade: relay-attach");
     }
     let term = term.clone();
@@ -156,35 +81,23 @@ fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
             super::attach::run(session, term, upgraded).await;
         }
     });
-    Response::builder()
-        .status(101)
-        .header(hyper::header::CONNECTION, "upgrade")
-        .header(
-            hyper::header::UPGRADE,
-            crate::protocol::attach::ATTACH_PROTOCOL,
-        )
-        .body(Full::new(Bytes::new()))
-        .unwrap_or_else(|_| error(500, "internal", "response"))
+    http::upgrade(crate::protocol::attach::ATTACH_PROTOCOL)
 }
 
-async fn handle(
-    host: Arc<Host>,
-    peer_ok: bool,
-    req: Request<Incoming>,
-) -> Result<Resp, Infallible> {
-    if !peer_ok || !authorized(&req, &host.cfg.secret) {
-        return Ok(forbidden());
+async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp {
+    if !peer_ok || !http::bearer_ok(&req, host.cfg.secret.as_bytes()) {
+        return http::empty(403);
     }
     let path = req.uri().path().to_string();
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if let (&Method::GET, ["sessions", id, "attach"]) = (req.method(), parts.as_slice()) {
         let id = id.to_string();
-        return Ok(attach(&host, &id, req));
+        return attach(&host, &id, req);
     }
-    let resp = match (req.method().clone(), parts.as_slice()) {
+    match (req.method().clone(), parts.as_slice()) {
         (Method::POST, ["launch"]) => match read_json::<LaunchRequest>(req).await {
             Ok(lr) => match launch::launch(&host, lr).await {
-                Ok(r) => json(201, &r),
+                Ok(r) => http::json(201, &r),
                 Err(e) => launch_error(&e),
             },
             Err(r) => r,
@@ -193,7 +106,7 @@ async fn handle(
             Ok(t) => match host.live(&t.session_id) {
                 Some(s) => {
                     launch::terminate(&s).await;
-                    json(
+                    http::json(
                         200,
                         &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                     )
@@ -212,10 +125,10 @@ async fn handle(
                 })
                 .collect();
             sessions.sort_by(|a, b| a.session_id.cmp(&b.session_id));
-            json(200, &SessionList { sessions })
+            http::json(200, &SessionList { sessions })
         }
         (Method::GET, ["sessions", id]) => match host.live(id) {
-            Some(s) => json(
+            Some(s) => http::json(
                 200,
                 &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             ),
@@ -223,22 +136,14 @@ async fn handle(
         },
         (Method::GET, ["sessions", id, "log"]) => match host.live(id) {
             Some(s) => match s.log.lock().unwrap_or_else(|p| p.into_inner()).read_all() {
-                Ok(bytes) => Response::builder()
-                    .status(200)
-                    .header("content-type", "application/octet-stream")
-                    .body(Full::new(Bytes::from(bytes)))
-                    .unwrap_or_else(|_| error(500, "internal", "response")),
+                Ok(bytes) => http::octets(bytes),
                 Err(e) => error(500, "internal", format!("read log: {e}")),
             },
             None => error(404, "not_found", format!("no session {id}")),
         },
         (Method::GET, ["sessions", id, "scrollback"]) => match host.live(id) {
             Some(s) => match &s.io {
-                SessionIo::Terminal(t) => Response::builder()
-                    .status(200)
-                    .header("content-type", "application/octet-stream")
-                    .body(Full::new(Bytes::from(t.scrollback())))
-                    .unwrap_or_else(|_| error(500, "internal", "response")),
+                SessionIo::Terminal(t) => http::octets(t.scrollback()),
                 SessionIo::Provider(_) => error(400, "invalid_spec", "not a terminal"),
             },
             None => error(404, "not_found", format!("no session {id}")),
@@ -258,7 +163,7 @@ async fn handle(
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(*id);
-                json(
+                http::json(
                     200,
                     &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 )
@@ -274,8 +179,7 @@ async fn handle(
             | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
         ) => error(405, "method_not_allowed", "method not allowed"),
         _ => error(404, "not_found", "no such route"),
-    };
-    Ok(resp)
+    }
 }
 
 /// How long a broken turn waits for the session's exit, to say how it ended.
@@ -346,7 +250,7 @@ async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
                 }
             }
         });
-        return stream_body::streamed(200, "application/x-ndjson", body);
+        return http::stream::streamed(200, "application/x-ndjson", body);
     }
     let mut end = None;
     while let Some(ev) = rx.recv().await {
@@ -359,7 +263,7 @@ async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
             text,
             is_error,
             api_error_status,
-        }) => json(
+        }) => http::json(
             200,
             &MessageResponse {
                 session_id: id.to_string(),
@@ -410,13 +314,7 @@ async fn end_all(host: &Arc<Host>) {
 pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
     prepare_dirs(&host)?;
     let sock = host.cfg.socket_path();
-    match std::fs::remove_file(&sock) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let listener = UnixListener::bind(&sock)?;
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))?;
+    let listener = http::bind_private(&sock)?;
     let parent = u32::try_from(nix::unistd::getppid().as_raw()).ok();
     host.report(&HostEvent::Ready {
         v: HOST_PROTOCOL_VERSION,
@@ -443,18 +341,7 @@ pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
         crate::listen::serve("relay-sessions: host.sock", listener, cap, move |stream| {
             let peer_ok = parent.is_some() && crate::peer::peer_pid(&stream) == parent;
             let host = served.clone();
-            async move {
-                let svc = service_fn(move |req| {
-                    let host = host.clone();
-                    async move { handle(host, peer_ok, req).await.map(stream_body::finish) }
-                });
-                let _ = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(READ_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .with_upgrades()
-                    .await;
-            }
+            http::serve_connection(stream, move |req| handle(host.clone(), peer_ok, req))
         });
     tokio::select! {
         _ = accepting => {}

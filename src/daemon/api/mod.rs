@@ -1,0 +1,423 @@
+//! The API: one router on two listeners — `<config>/relay.sock` for the CLI (same uid
+//! only, checked with the peer's credentials) and, when `api.listen` is set, loopback
+//! TCP with the bearer from `<config>/api-token`. Exact route table ([`Route`]), one
+//! function per route (`sessions.rs`, `terminals.rs`, `system.rs`, `page.rs`), body
+//! size cap, refusals as `{"error": message, "code": code}` (docs/routes.md).
+
+mod page;
+mod sessions;
+mod system;
+mod terminals;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::net::{TcpListener, UnixListener};
+
+use super::launch::{self, ApiError};
+use super::{Daemon, EntryState};
+use crate::http::{self, BodyError, READ_TIMEOUT};
+use crate::protocol::SessionKind;
+
+pub use crate::http::Resp;
+pub use system::status_body;
+
+pub const BODY_MAX: usize = 64 * 1024;
+
+#[derive(Clone, Copy)]
+pub struct Peer {
+    /// Known for unix-socket peers.
+    pub pid: Option<u32>,
+    /// Same uid on the unix socket, or the bearer on TCP.
+    pub authorized: bool,
+    /// TCP only: a Settings-page session cookie (reads only).
+    pub cookie: bool,
+    pub tcp: bool,
+}
+
+/// Every route of the API, matched exactly, segment by segment (docs/routes.md#routes).
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    /// `GET /login?code=C`, TCP only, answered without a bearer.
+    Login,
+    /// `GET` of a Settings-page file.
+    Page,
+    /// `POST /api/login-code`, unix socket only.
+    LoginCode,
+    Status,
+    SessionStart,
+    SessionList,
+    SessionMessage(String),
+    SessionResume(String),
+    SessionStop(String),
+    SessionPurge(String),
+    TerminalStart,
+    TerminalList,
+    TerminalLog(String),
+    TerminalAttach(String),
+    TerminalStop(String),
+    TerminalPurge(String),
+    Audit,
+    AuditScan,
+    Doctor,
+    Events,
+    /// Another method (or an unknown deeper path) under a known route.
+    MethodNotAllowed,
+    NotFound,
+}
+
+impl Route {
+    fn of(tcp: bool, method: &Method, path: &str) -> Route {
+        use Route::*;
+        let get = method == Method::GET;
+        if tcp && get && path == "/login" {
+            return Login;
+        }
+        if get && super::web::asset(path).is_some() {
+            return Page;
+        }
+        if !tcp && method == Method::POST && path == "/api/login-code" {
+            return LoginCode;
+        }
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let id = |s: &str| s.to_string();
+        match (method.clone(), parts.as_slice()) {
+            (Method::GET, ["api", "status"]) => Status,
+            (Method::POST, ["api", "sessions"]) => SessionStart,
+            (Method::GET, ["api", "sessions"]) => SessionList,
+            (Method::POST, ["api", "sessions", i, "message"]) => SessionMessage(id(i)),
+            (Method::POST, ["api", "sessions", i, "resume"]) => SessionResume(id(i)),
+            (Method::DELETE, ["api", "sessions", i]) => SessionStop(id(i)),
+            (Method::POST, ["api", "sessions", i, "purge"]) => SessionPurge(id(i)),
+            (Method::POST, ["api", "terminals"]) => TerminalStart,
+            (Method::GET, ["api", "terminals"]) => TerminalList,
+            (Method::GET, ["api", "terminals", i, "log"]) => TerminalLog(id(i)),
+            (Method::GET, ["api", "terminals", i, "attach"]) => TerminalAttach(id(i)),
+            (Method::DELETE, ["api", "terminals", i]) => TerminalStop(id(i)),
+            (Method::POST, ["api", "terminals", i, "purge"]) => TerminalPurge(id(i)),
+            (Method::POST, ["api", "audit", "scan"]) => AuditScan,
+            (Method::GET, ["api", "audit"]) => Audit,
+            (Method::POST, ["api", "doctor"]) => Doctor,
+            (Method::GET, ["api", "events"]) => Events,
+            (
+                _,
+                ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor", ..],
+            ) => MethodNotAllowed,
+            _ => NotFound,
+        }
+    }
+
+    /// A launch checks its caller's place itself, and audits the refusal
+    /// (`src/daemon/launch.rs`).
+    fn is_launch(&self) -> bool {
+        matches!(
+            self,
+            Route::SessionStart | Route::TerminalStart | Route::SessionResume(_)
+        )
+    }
+
+    /// Whether a caller inside a session is refused before the route runs: every
+    /// driving verb but a launch, and attaching (docs/routes.md#driving-verbs-and-callers-inside-a-session).
+    fn refuses_inside(&self, method: &Method) -> bool {
+        matches!(self, Route::TerminalAttach(_) | Route::LoginCode)
+            || (method != Method::GET && !self.is_launch())
+    }
+}
+
+/// One request: who may call, then the route's own function.
+async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
+    let route = Route::of(peer.tcp, req.method(), req.uri().path());
+    if route == Route::Login {
+        return page::login(&d, &req);
+    }
+    // The page's cookie reads; attaching types into a terminal, so it needs the bearer.
+    let reads_with_cookie =
+        peer.cookie && req.method() == Method::GET && !req.uri().path().ends_with("/attach");
+    if !peer.authorized && !reads_with_cookie {
+        return http::empty(401);
+    }
+    if route.refuses_inside(req.method()) {
+        if let Some(r) = inside(&d, peer) {
+            return r;
+        }
+    }
+    match route {
+        Route::Login => page::login(&d, &req),
+        Route::Page => page::file(req.uri().path()),
+        Route::LoginCode => page::login_code(&d),
+        Route::Status => http::json(200, &status_body(&d)),
+        Route::SessionStart => sessions::start(&d, peer, req).await,
+        Route::SessionList => sessions::list(&d),
+        Route::SessionMessage(id) => super::turns::message(&d, &id, req).await,
+        Route::SessionResume(id) => sessions::resume(&d, peer, id).await,
+        Route::SessionStop(id) => stop(&d, &id, SessionKind::Claude).await,
+        Route::SessionPurge(id) => purge(&d, &id, SessionKind::Claude).await,
+        Route::TerminalStart => terminals::start(&d, peer, req).await,
+        Route::TerminalList => terminals::list(&d),
+        Route::TerminalLog(id) => terminals::log(&d, &id).await,
+        Route::TerminalAttach(id) => terminals::attach(d, &id, req).await,
+        Route::TerminalStop(id) => stop(&d, &id, SessionKind::Pty).await,
+        Route::TerminalPurge(id) => purge(&d, &id, SessionKind::Pty).await,
+        Route::Audit => system::audit(&d),
+        Route::AuditScan => system::audit_scan(&d).await,
+        Route::Doctor => system::doctor(&d).await,
+        Route::Events => system::events(&d, &req).await,
+        Route::MethodNotAllowed => refuse(
+            405,
+            "method_not_allowed",
+            "method not allowed on this route",
+        ),
+        Route::NotFound => refuse(404, "not_found", "no such route"),
+    }
+}
+
+fn err(e: &ApiError) -> Resp {
+    http::json(e.status, e)
+}
+
+pub(super) fn refuse(status: u16, code: &'static str, message: impl Into<String>) -> Resp {
+    err(&ApiError::error(status, code, message))
+}
+
+async fn parse_body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
+    let bytes = match http::read_body(req, BODY_MAX).await {
+        // An empty body counts as `{}`.
+        Ok(b) if b.is_empty() => Bytes::from_static(b"{}"),
+        Ok(b) => b,
+        Err(e) => return Err(body_refusal(e)),
+    };
+    http::decode(&bytes).map_err(body_refusal)
+}
+
+fn body_refusal(e: BodyError) -> ApiError {
+    match e {
+        BodyError::TooLarge(max) => ApiError::error(
+            413,
+            "payload_too_large",
+            format!("request body larger than {max} bytes"),
+        ),
+        BodyError::Timeout => ApiError::error(
+            408,
+            "request_timeout",
+            format!("request body not received within {READ_TIMEOUT:?}"),
+        ),
+        BodyError::Invalid(m) => ApiError::denied(400, "invalid_request", m),
+    }
+}
+
+pub(super) async fn body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
+    parse_body(req).await.map_err(|e| err(&e))
+}
+
+/// The body of a launch request; a refusal is audited like any other launch refusal.
+async fn launch_body<T: DeserializeOwned>(
+    d: &Arc<Daemon>,
+    kind: SessionKind,
+    req: Request<Incoming>,
+) -> Result<T, Resp> {
+    parse_body(req)
+        .await
+        .map_err(|e| err(&launch::refused_request(d, kind, "session_launch", None, e)))
+}
+
+fn inside(d: &Daemon, peer: Peer) -> Option<Resp> {
+    let pid = peer.pid?;
+    d.descends_from_session(pid)
+        .then(|| refuse(403, "inside_session", super::INSIDE_SESSION))
+}
+
+async fn host_passthrough(
+    d: &Daemon,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(u16, Bytes), Resp> {
+    d.host
+        .call(method, path, body)
+        .await
+        .map_err(|e| refuse(503, "host_unavailable", e.to_string()))
+}
+
+pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let message = v["message"]
+        .as_str()
+        .unwrap_or("the session host refused the request")
+        .to_string();
+    let code: &'static str = match v["error"].as_str() {
+        Some("not_found") => "not_found",
+        Some("session_exited") => "session_exited",
+        Some("invalid_spec") => "invalid_request",
+        _ => "host_error",
+    };
+    refuse(
+        if status == 404 { 404 } else { status.max(400) },
+        code,
+        message,
+    )
+}
+
+/// Runs a launch on its own task: a client that hangs up mid-launch must not cancel
+/// the cleanup, the audit row or the ledger update half-way.
+async fn launch_detached(d: &Arc<Daemon>, input: launch::LaunchInput) -> Resp {
+    let d = d.clone();
+    let r = match tokio::spawn(async move { launch::launch(&d, input).await }).await {
+        Ok(r) => r,
+        Err(e) => Err(ApiError::error(
+            500,
+            "spawn_failed",
+            format!("launch task: {e}"),
+        )),
+    };
+    match r {
+        Ok(e) => http::json(201, &e),
+        Err(e) => err(&e),
+    }
+}
+
+/// `POST /api/{sessions,terminals}/{id}/purge`: an ended session's record, logs and
+/// temp folder (`src/daemon/purge.rs`).
+async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
+    match super::purge::purge(d, id, kind, "purged").await {
+        Ok(e) => http::json(
+            200,
+            &serde_json::json!({"id": e.id, "purged": true, "entry": e}),
+        ),
+        Err(e) => err(&e),
+    }
+}
+
+/// `DELETE /api/{sessions,terminals}/{id}`: the host ends the session; the answer waits
+/// (bounded) for the exit event, so it shows the entry after the stop.
+async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
+    let Some(e) = d.entry(id).filter(|e| e.kind == kind) else {
+        return refuse(
+            404,
+            "not_found",
+            format!(
+                "no {} {id}",
+                if kind == SessionKind::Pty {
+                    "terminal"
+                } else {
+                    "session"
+                }
+            ),
+        );
+    };
+    if e.state == EntryState::Running {
+        let seq = d.events.last_seq();
+        let body = serde_json::to_vec(&serde_json::json!({"session_id": id})).unwrap_or_default();
+        match host_passthrough(d, "POST", "/terminate", Some(body)).await {
+            Ok((200, _)) | Ok((404, _)) => {}
+            Ok((status, bytes)) => return host_error(status, &bytes),
+            Err(r) => return r,
+        }
+        // The host printed the exit before it answered; the daemon reads that line on
+        // its own task, so wait for the event it emits (bounded).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut after = seq;
+        while d.entry(id).is_some_and(|e| e.state == EntryState::Running) {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if let Some(last) = d.events.wait_after(after, left).await.last() {
+                after = last["seq"].as_u64().unwrap_or(after);
+            }
+        }
+    }
+    http::json(200, &d.entry(id))
+}
+
+/// `relay.sock`: same uid only, by the peer's credentials. At most `cap` connections at
+/// once; an accept that fails for lack of descriptors pauses (`src/listen.rs`).
+pub async fn serve_unix(d: Arc<Daemon>, listener: UnixListener, cap: usize) {
+    let me = nix::unistd::geteuid().as_raw();
+    crate::listen::serve("relay: relay.sock", listener, cap, move |stream| {
+        let cred = stream.peer_cred().ok();
+        let peer = Peer {
+            pid: crate::peer::peer_pid(&stream),
+            authorized: cred.map(|c| c.uid()) == Some(me),
+            cookie: false,
+            tcp: false,
+        };
+        let d = d.clone();
+        http::serve_connection(stream, move |req| route(d.clone(), peer, req))
+    })
+    .await
+}
+
+/// The loopback TCP listener: the bearer (or a Settings-page cookie) per request. At
+/// most `cap` connections at once: a flood waits in the kernel's backlog, not here.
+pub async fn serve_tcp(d: Arc<Daemon>, listener: TcpListener, cap: usize) {
+    crate::listen::serve("relay: api (tcp)", listener, cap, move |stream| {
+        let d = d.clone();
+        http::serve_connection(stream, move |req: Request<Incoming>| {
+            let peer = Peer {
+                pid: None,
+                authorized: http::bearer_ok(&req, d.api_token.as_bytes()),
+                cookie: d.web.cookie_ok(http::header(&req, hyper::header::COOKIE)),
+                tcp: true,
+            };
+            route(d.clone(), peer, req)
+        })
+    })
+    .await
+}
+
+/// `relay.sock`, 0600.
+pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
+    http::bind_private(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_match_exactly_segment_by_segment() {
+        let r = |tcp, m: Method, p: &str| Route::of(tcp, &m, p);
+        assert_eq!(r(false, Method::GET, "/api/status"), Route::Status);
+        assert_eq!(
+            r(false, Method::POST, "/api/sessions/s1/message"),
+            Route::SessionMessage("s1".into())
+        );
+        assert_eq!(
+            r(false, Method::GET, "/api/terminals/t1/attach"),
+            Route::TerminalAttach("t1".into())
+        );
+        assert_eq!(
+            r(false, Method::GET, "/api/sessions/s1"),
+            Route::MethodNotAllowed
+        );
+        assert_eq!(
+            r(false, Method::PUT, "/api/status"),
+            Route::MethodNotAllowed
+        );
+        assert_eq!(r(false, Method::GET, "/api/nope"), Route::NotFound);
+        assert_eq!(r(false, Method::POST, "/api/login-code"), Route::LoginCode);
+        assert_eq!(r(true, Method::POST, "/api/login-code"), Route::NotFound);
+        assert_eq!(r(true, Method::GET, "/login"), Route::Login);
+        assert_eq!(r(false, Method::GET, "/login"), Route::NotFound);
+        assert_eq!(r(true, Method::GET, "/app.js"), Route::Page);
+    }
+
+    #[test]
+    fn only_launches_and_reads_skip_the_inside_session_check() {
+        let inside = |m: Method, p: &str| Route::of(false, &m, p).refuses_inside(&m);
+        assert!(!inside(Method::POST, "/api/sessions"));
+        assert!(!inside(Method::POST, "/api/terminals"));
+        assert!(!inside(Method::POST, "/api/sessions/s1/resume"));
+        assert!(!inside(Method::GET, "/api/sessions"));
+        assert!(inside(Method::GET, "/api/terminals/t1/attach"));
+        assert!(inside(Method::DELETE, "/api/terminals/t1"));
+        assert!(inside(Method::POST, "/api/sessions/s1/message"));
+        assert!(inside(Method::POST, "/api/login-code"));
+        assert!(inside(Method::PUT, "/api/nope"));
+    }
+}

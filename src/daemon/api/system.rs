@@ -1,0 +1,112 @@
+//! The routes about relay itself: status, the audit log and its scan, doctor, events
+//! (docs/routes.md#routes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::Request;
+use serde_json::{json, Value};
+
+use super::{err, refuse, Resp};
+use crate::daemon::{Daemon, EntryState};
+use crate::http;
+use crate::protocol::SessionKind;
+
+/// `GET /api/status`.
+pub fn status_body(d: &Daemon) -> Value {
+    let settings = d.load_settings();
+    let token_file = settings
+        .as_ref()
+        .map(|s| s.claude_token_file.clone())
+        .unwrap_or_default();
+    let note = d
+        .settings_note
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let running = d
+        .entries(SessionKind::Claude)
+        .iter()
+        .chain(d.entries(SessionKind::Pty).iter())
+        .filter(|e| e.state == EntryState::Running)
+        .count();
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "paths": {
+            "config": d.paths.config,
+            "settings": d.paths.settings(),
+            "socket": d.paths.socket(),
+            "audit": d.paths.audit(),
+            "events": d.paths.events(),
+            // The stored value: a path, never the content.
+            "claude_token_file": if token_file.is_empty() { Value::Null } else { Value::String(token_file) },
+        },
+        "api": d.api_addr().map(|a| a.to_string()),
+        "host": d.host.live().map(|l| json!({"pid": l.pid})),
+        "settings": {"ok": settings.is_ok(), "note": note},
+        "sessions_running": running,
+    })
+}
+
+/// `GET /api/audit`: the last 1000 rows, oldest first.
+pub(super) fn audit(d: &Daemon) -> Resp {
+    let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
+    let rows: Vec<Value> = text
+        .lines()
+        .rev()
+        .take(1000)
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    http::json(200, &json!({"rows": rows}))
+}
+
+/// `POST /api/audit/scan` (`src/daemon/scan.rs`).
+pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
+    let d2 = d.clone();
+    match tokio::task::spawn_blocking(move || crate::daemon::scan::run(&d2)).await {
+        Ok(Ok((report, fingerprint))) => http::json(
+            200,
+            &json!({
+                "ok": report.findings.is_empty(),
+                "token_fingerprint": fingerprint,
+                "files": report.files,
+                "bytes": report.bytes,
+                "findings": report.findings,
+                "skipped": report.skipped,
+            }),
+        ),
+        Ok(Err(e)) => err(&e),
+        Err(e) => refuse(500, "internal", format!("scan: {e}")),
+    }
+}
+
+/// `POST /api/doctor` (`src/daemon/doctor.rs`).
+pub(super) async fn doctor(d: &Arc<Daemon>) -> Resp {
+    let d2 = d.clone();
+    match tokio::spawn(async move { crate::daemon::doctor::run(&d2).await }).await {
+        Ok(v) => http::json(200, &v),
+        Err(e) => refuse(500, "internal", format!("doctor: {e}")),
+    }
+}
+
+/// `GET /api/events?after=N&wait_ms=M`: the events after `N`, waiting up to `M` ms
+/// (at most a minute) for one.
+pub(super) async fn events(d: &Daemon, req: &Request<Incoming>) -> Resp {
+    let after = http::query(req, "after")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let wait = http::query(req, "wait_ms")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0u64)
+        .min(60_000);
+    let events = d
+        .events
+        .wait_after(after, Duration::from_millis(wait))
+        .await;
+    http::json(200, &json!({"events": events}))
+}

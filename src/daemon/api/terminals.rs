@@ -1,0 +1,138 @@
+//! The terminal routes: start, list, log, attach (stop and purge are shared)
+//! (docs/routes.md#attaching-to-a-terminal).
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+
+use super::{err, host_error, host_passthrough, launch_body, launch_detached, refuse, Peer, Resp};
+use crate::daemon::launch::{self, ApiError, LaunchInput};
+use crate::daemon::{Daemon, EntryState};
+use crate::http;
+use crate::protocol::{PtySize, SessionKind};
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TerminalStart {
+    project: Option<String>,
+    template: Option<String>,
+    directory: Option<String>,
+    name: Option<String>,
+    cols: Option<u16>,
+    rows: Option<u16>,
+    #[serde(default)]
+    extra_args: Vec<String>,
+    /// Take the project holding `directory` when `project` is absent.
+    #[serde(default)]
+    project_from_directory: bool,
+}
+
+/// A request refused before the launch path, audited as a launch refusal.
+fn refused(d: &Arc<Daemon>, e: ApiError) -> Resp {
+    err(&launch::refused_request(
+        d,
+        SessionKind::Pty,
+        "session_launch",
+        None,
+        e,
+    ))
+}
+
+/// `POST /api/terminals`.
+pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
+    let b: TerminalStart = match launch_body(d, SessionKind::Pty, req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let pty = match (b.cols, b.rows) {
+        (None, None) => None,
+        (c, r) => {
+            let size = PtySize {
+                cols: c.unwrap_or(80),
+                rows: r.unwrap_or(24),
+            };
+            if size.cols == 0 || size.rows == 0 || size.cols > 1000 || size.rows > 1000 {
+                let e = ApiError::denied(400, "invalid_request", "cols and rows must be 1 to 1000");
+                return refused(d, e);
+            }
+            Some(size)
+        }
+    };
+    if b.extra_args.len() > 64 || b.extra_args.iter().any(|a| a.contains('\0')) {
+        let e = ApiError::denied(400, "invalid_request", "at most 64 extra args, without NUL");
+        return refused(d, e);
+    }
+    let input = LaunchInput {
+        kind: Some(SessionKind::Pty),
+        project: b.project,
+        template: b.template,
+        directory: b.directory,
+        name: b.name,
+        pty,
+        extra_args: b.extra_args,
+        caller_pid: peer.pid,
+        project_from_directory: b.project_from_directory,
+        ..Default::default()
+    };
+    launch_detached(d, input).await
+}
+
+/// `GET /api/terminals`.
+pub(super) fn list(d: &Daemon) -> Resp {
+    http::json(
+        200,
+        &serde_json::json!({"terminals": d.entries(SessionKind::Pty)}),
+    )
+}
+
+/// `GET /api/terminals/{id}/log`: the host's disk log, also after exit.
+pub(super) async fn log(d: &Daemon, id: &str) -> Resp {
+    if d.entry(id).is_none_or(|e| e.kind != SessionKind::Pty) {
+        return refuse(404, "not_found", format!("no terminal {id}"));
+    }
+    match host_passthrough(d, "GET", &format!("/sessions/{id}/log"), None).await {
+        Ok((200, bytes)) => http::octets(bytes),
+        Ok((status, bytes)) => host_error(status, &bytes),
+        Err(r) => r,
+    }
+}
+
+/// `GET /api/terminals/{id}/attach` with `Upgrade: relay-attach`: the daemon joins the
+/// caller's upgraded connection to the host's and only copies bytes.
+pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
+    // An ended terminal is attached too: the host replays its scrollback and exit
+    // status, so `relay sandbox` never loses a tool that ended before its attach
+    // (docs/routes.md#attaching-to-a-terminal).
+    let running = match d.entry(id) {
+        Some(e) if e.kind == SessionKind::Pty => e.state == EntryState::Running,
+        _ => return refuse(404, "not_found", format!("no terminal {id}")),
+    };
+    if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
+        return refuse(400, "invalid_request", "attach needs Upgrade: relay-attach");
+    }
+    let host_side = match d.host.attach(id).await {
+        Ok(Ok(u)) => u,
+        // The host no longer holds an ended terminal (it was restarted since).
+        Ok(Err((404, _))) if !running => {
+            return refuse(
+                409,
+                "session_not_running",
+                format!("terminal {id} has exited and its output is no longer kept"),
+            )
+        }
+        Ok(Err((status, bytes))) => return host_error(status, &bytes),
+        Err(e) => return refuse(503, "host_unavailable", e.to_string()),
+    };
+    let client_side = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        if let Ok(client) = client_side.await {
+            let mut a = TokioIo::new(client);
+            let mut b = TokioIo::new(host_side);
+            let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+        }
+    });
+    http::upgrade(crate::protocol::attach::ATTACH_PROTOCOL)
+}
