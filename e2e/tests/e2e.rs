@@ -4,6 +4,8 @@
 
 #[path = "e2e/attacks.rs"]
 mod attacks;
+#[path = "e2e/cli_help.rs"]
+mod cli_help;
 #[path = "e2e/config_dir.rs"]
 mod config_dir;
 #[path = "e2e/daemon_suite.rs"]

@@ -3,6 +3,7 @@
 //! through [`termout`] (no control sequence a session chose reaches the terminal) and
 //! [`emit`] (a reader that went away, as `| head` does, is not an error).
 
+mod args;
 mod client;
 mod sandbox;
 pub mod termout;
@@ -12,194 +13,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
+use args::{AuditVerb, Json, SessionVerb, TerminalVerb, Verb};
 use client::Client;
-
-#[derive(Parser)]
-#[command(
-    name = "relay",
-    version,
-    about = "Sandboxed Claude Code sessions on your own machine"
-)]
-struct Cli {
-    /// The config dir (default: the platform's config dir, or $RELAY_CONFIG_DIR).
-    #[arg(long, global = true)]
-    config_dir: Option<PathBuf>,
-    #[command(subcommand)]
-    verb: Verb,
-}
-
-#[derive(Subcommand)]
-enum Verb {
-    /// Run the daemon.
-    Serve,
-    /// Interactive terminals from templates.
-    #[command(subcommand)]
-    Terminal(TerminalVerb),
-    /// Headless Claude Code sessions driven turn by turn.
-    #[command(subcommand)]
-    Session(SessionVerb),
-    /// Start a sandboxed terminal of TEMPLATE for the project holding this directory and attach to it.
-    Sandbox {
-        template: String,
-        /// Extra arguments for the template's command.
-        #[arg(last = true)]
-        args: Vec<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// The audit log; `audit scan` looks for the token in every file relay keeps.
-    Audit {
-        #[command(subcommand)]
-        verb: Option<AuditVerb>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Check the sandbox, the kernel, the config dir, the token file, and prove the
-    /// token is denied to a sandboxed probe. Exits 1 when a check fails.
-    Doctor {
-        #[arg(long)]
-        json: bool,
-    },
-    /// A one-time link into the Settings page (needs `api.listen`).
-    Settings {
-        /// Open the link in the default browser.
-        #[arg(long)]
-        open: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// The daemon's state and paths.
-    Status {
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print the version.
-    Version {
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum AuditVerb {
-    /// Look for the current token (raw, base64, URL-encoded, JSON-escaped) in every log,
-    /// transcript and file relay keeps; report file and offset, never the value. Exits 1
-    /// when it finds one.
-    Scan {
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum TerminalVerb {
-    Start {
-        #[arg(long)]
-        project: String,
-        #[arg(long)]
-        template: String,
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long)]
-        directory: Option<String>,
-        #[arg(long)]
-        cols: Option<u16>,
-        #[arg(long)]
-        rows: Option<u16>,
-        #[arg(long = "extra-arg", allow_hyphen_values = true)]
-        extra_arg: Vec<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-    Log {
-        #[arg(long)]
-        id: String,
-        /// Write the log's bytes as the session wrote them, escape sequences included
-        /// (by default they are written as visible text).
-        #[arg(long, conflicts_with = "json")]
-        raw: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    Stop {
-        #[arg(long)]
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Remove an ended terminal: its record, logs and temp folder.
-    Purge {
-        #[arg(long)]
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum SessionVerb {
-    Start {
-        #[arg(long)]
-        project: String,
-        #[arg(long)]
-        directory: Option<String>,
-        #[arg(long)]
-        name: Option<String>,
-        /// Claude Code's model for this session (over the template's `model`).
-        #[arg(long)]
-        model: Option<String>,
-        /// Claude Code's permission mode for this session (over the template's; default
-        /// for a sandboxed session: bypassPermissions).
-        #[arg(long = "permission-mode")]
-        permission_mode: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    Message {
-        #[arg(long)]
-        id: String,
-        /// The message text (words are joined with spaces).
-        #[arg(required = true)]
-        text: Vec<String>,
-        /// Print the turn as it happens: text as it arrives, a line per tool call and
-        /// result (with --json: one JSON event per line).
-        #[arg(long)]
-        stream: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-    Stop {
-        #[arg(long)]
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-    Resume {
-        #[arg(long)]
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Remove an ended (dormant) session: its record, logs and temp folder (Claude's
-    /// config and transcripts).
-    Purge {
-        #[arg(long)]
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-}
 
 pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(d) = flag {
@@ -278,7 +95,7 @@ fn json_bytes(v: &Value) -> Vec<u8> {
 }
 
 pub fn run() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match args::parse() {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -294,38 +111,59 @@ pub fn run() -> ExitCode {
             return fail(format!("{first} (see relay --help)"));
         }
     };
+    if let Verb::Completions { shell } = cli.verb {
+        let mut out = Vec::new();
+        clap_complete::generate(shell, &mut args::command(), "relay", &mut out);
+        return emit(&out, ExitCode::SUCCESS);
+    }
     let config = match config_dir(cli.config_dir) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
     let (json_flag, result) = match cli.verb {
         Verb::Serve => return serve(config),
+        // Answered above, without a config dir.
+        Verb::Completions { .. } => return ExitCode::SUCCESS,
         Verb::Sandbox {
             template,
             args,
-            json,
+            json: Json { json },
         } => return sandbox::run(&config, &template, &args, json),
-        Verb::Doctor { json } => return doctor(&Client::new(&config), json),
-        Verb::Version { json } => (
+        Verb::Doctor {
+            json: Json { json },
+        } => return doctor(&Client::new(&config), json),
+        Verb::Version {
+            json: Json { json },
+        } => (
             json,
             Ok(Out::new(
                 json!({"version": env!("CARGO_PKG_VERSION")}),
                 format!("relay {}", env!("CARGO_PKG_VERSION")),
             )),
         ),
-        Verb::Status { json } => (json, status(&Client::new(&config))),
-        Verb::Settings { open, json } => (json, settings_link(&Client::new(&config), open)),
+        Verb::Status {
+            json: Json { json },
+        } => (json, status(&Client::new(&config))),
+        Verb::Settings {
+            open,
+            json: Json { json },
+        } => (json, settings_link(&Client::new(&config), open)),
         Verb::Audit {
-            verb: Some(AuditVerb::Scan { json }),
-            json: json_before,
+            verb: Some(AuditVerb::Scan {
+                json: Json { json },
+            }),
+            json: Json { json: json_before },
         } => return audit_scan(&Client::new(&config), json || json_before),
-        Verb::Audit { verb: None, json } => (json, audit(&Client::new(&config))),
+        Verb::Audit {
+            verb: None,
+            json: Json { json },
+        } => (json, audit(&Client::new(&config))),
         Verb::Terminal(v) => terminal(&Client::new(&config), v),
         Verb::Session(SessionVerb::Message {
             id,
             text,
             stream,
-            json,
+            json: Json { json },
         }) => return turn::run(&Client::new(&config), &id, &text.join(" "), stream, json),
         Verb::Session(v) => session(&Client::new(&config), v),
     };
@@ -412,7 +250,7 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             cols,
             rows,
             extra_arg,
-            json,
+            json: Json { json },
         } => {
             let directory = directory.or_else(|| {
                 std::env::current_dir()
@@ -429,7 +267,9 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                 }),
             )
         }
-        TerminalVerb::List { json } => (
+        TerminalVerb::List {
+            json: Json { json },
+        } => (
             json,
             ok_json(c, "GET", "/api/terminals", None).map(|v| Out {
                 text: list_text(&v["terminals"]),
@@ -437,7 +277,11 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                 raw: None,
             }),
         ),
-        TerminalVerb::Log { id, raw, json } => {
+        TerminalVerb::Log {
+            id,
+            raw,
+            json: Json { json },
+        } => {
             // The log is what the session wrote: as text its controls are made visible
             // here; `--raw` hands the bytes over untouched; JSON escapes them.
             let r = c
@@ -456,7 +300,10 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                 });
             (json, r)
         }
-        TerminalVerb::Stop { id, json } => (
+        TerminalVerb::Stop {
+            id,
+            json: Json { json },
+        } => (
             json,
             ok_json(c, "DELETE", &format!("/api/terminals/{id}"), None).map(|v| Out {
                 text: format!("stopped {}", describe(&v)),
@@ -464,7 +311,10 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                 raw: None,
             }),
         ),
-        TerminalVerb::Purge { id, json } => (json, purge(c, "terminals", &id)),
+        TerminalVerb::Purge {
+            id,
+            json: Json { json },
+        } => (json, purge(c, "terminals", &id)),
     }
 }
 
@@ -476,7 +326,7 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             name,
             model,
             permission_mode,
-            json,
+            json: Json { json },
         } => {
             let directory = directory.or_else(|| {
                 std::env::current_dir()
@@ -500,8 +350,13 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             )
         }
         // `run` hands messages to `turn::run` before this point.
-        SessionVerb::Message { json, .. } => (json, Err("message: internal dispatch".into())),
-        SessionVerb::List { json } => (
+        SessionVerb::Message {
+            json: Json { json },
+            ..
+        } => (json, Err("message: internal dispatch".into())),
+        SessionVerb::List {
+            json: Json { json },
+        } => (
             json,
             ok_json(c, "GET", "/api/sessions", None).map(|v| Out {
                 text: list_text(&v["sessions"]),
@@ -509,7 +364,10 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                 raw: None,
             }),
         ),
-        SessionVerb::Stop { id, json } => (
+        SessionVerb::Stop {
+            id,
+            json: Json { json },
+        } => (
             json,
             ok_json(c, "DELETE", &format!("/api/sessions/{id}"), None).map(|v| Out {
                 text: format!("stopped {}", describe(&v)),
@@ -517,8 +375,14 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                 raw: None,
             }),
         ),
-        SessionVerb::Purge { id, json } => (json, purge(c, "sessions", &id)),
-        SessionVerb::Resume { id, json } => (
+        SessionVerb::Purge {
+            id,
+            json: Json { json },
+        } => (json, purge(c, "sessions", &id)),
+        SessionVerb::Resume {
+            id,
+            json: Json { json },
+        } => (
             json,
             ok_json(c, "POST", &format!("/api/sessions/{id}/resume"), None).map(|v| Out {
                 text: format!("resumed {}", describe(&v)),

@@ -575,6 +575,10 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         // (docs/THREAT-MODEL.md, "Code a project names").
         argv.splice(1..1, CLAUDE_TOKEN_LAUNCH_ARGS.iter().map(|s| s.to_string()));
     }
+    // A bare name found nowhere on that PATH: if the start fails, the refusal says where
+    // relay looked and which setting to change, instead of the bare `os error 2`.
+    let unfound = (input.probe_argv.is_none() && !Path::new(&argv[0]).is_absolute())
+        .then(|| not_found_hint(&argv[0], &launch_path_env, &template.id, kind));
     if let Some(probe) = &input.probe_argv {
         argv = probe.clone();
     }
@@ -921,7 +925,10 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         d.abort(&id);
         let hb: Option<HostErrorBody> = serde_json::from_slice(&bytes).ok();
         let (code, message) = match hb {
-            Some(h) => (host_code(&h.error), h.message),
+            Some(h) => match (host_code(&h.error), &unfound) {
+                ("spawn_failed", Some(hint)) => ("spawn_failed", format!("{hint} ({})", h.message)),
+                (code, _) => (code, h.message),
+            },
             None => (
                 "spawn_failed",
                 format!("the session host answered {status}"),
@@ -1051,6 +1058,34 @@ fn pins_hold(
         }
     }
     Ok(())
+}
+
+/// What to do about a program name relay did not find on the launch's `PATH`
+/// ([cli.md](../../docs/cli.md#relay-sandbox-template)).
+fn not_found_hint(
+    program: &str,
+    path_env: &std::ffi::OsStr,
+    template_id: &str,
+    kind: SessionKind,
+) -> String {
+    let fix = match kind {
+        SessionKind::Claude => {
+            "install Claude Code there, or set claude_path in settings.json to its absolute path"
+                .to_string()
+        }
+        SessionKind::Pty if template_id == CLAUDE_CODE_TEMPLATE => format!(
+            "install Claude Code there, or set the {CLAUDE_CODE_TEMPLATE} template's command \
+             (and claude_path, for headless sessions) in settings.json to its absolute path"
+        ),
+        SessionKind::Pty => format!(
+            "install it there, or set the {template_id} template's command in settings.json \
+             to its absolute path"
+        ),
+    };
+    format!(
+        "{program} is not on the PATH relay searched ({}); {fix}",
+        path_env.to_string_lossy()
+    )
 }
 
 fn host_code(code: &str) -> &'static str {

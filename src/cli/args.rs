@@ -1,0 +1,388 @@
+//! The `relay` command tree: every verb and flag with its one-line help, and the groups
+//! `relay --help` lists the verbs under ([cli.md](../../docs/cli.md)). A new verb goes
+//! in [`Verb`] and in one of [`GROUPS`]; a unit test fails on a verb or flag without a
+//! help line, and on a verb in no group.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "relay",
+    version,
+    about = "Sandboxed Claude Code sessions on your own machine"
+)]
+pub(super) struct Cli {
+    /// The config dir (default: the platform's config dir, or $RELAY_CONFIG_DIR).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub verb: Verb,
+}
+
+// `--json`, shared by every verb that prints an answer. (A plain comment: clap would
+// take a doc comment here as the about line of every verb that flattens it.)
+#[derive(Args, Clone, Copy)]
+pub(super) struct Json {
+    /// Print the answer as one JSON line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub(super) enum Verb {
+    /// Run TEMPLATE sandboxed here, attached to this terminal.
+    ///
+    /// Starts a sandboxed terminal of TEMPLATE for the project holding the current
+    /// directory and attaches this terminal to it; exits with the tool's exit status.
+    Sandbox {
+        /// The template to run (`shell`, `claude-code`, or one of settings.json).
+        template: String,
+        /// Extra arguments for the template's command (after `--`).
+        #[arg(last = true, value_name = "ARG")]
+        args: Vec<String>,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Interactive terminals from templates: start, list, log, stop, purge.
+    #[command(subcommand)]
+    Terminal(TerminalVerb),
+    /// Headless Claude Code sessions driven turn by turn.
+    #[command(subcommand)]
+    Session(SessionVerb),
+    /// Run the daemon in the foreground (prints ready.json's path first).
+    Serve,
+    /// Print the daemon's state and paths.
+    Status {
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Check that this machine and these settings keep the token safe.
+    ///
+    /// Checks the sandbox, the kernel, the config dir, the token file, and proves the
+    /// token is denied to a sandboxed probe. Exits 1 when a check fails.
+    Doctor {
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print the audit log; `audit scan` looks for the token in relay's files.
+    Audit {
+        #[command(subcommand)]
+        verb: Option<AuditVerb>,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print a one-time link into the Settings page (needs `api.listen`).
+    Settings {
+        /// Open the link in the default browser.
+        #[arg(long)]
+        open: bool,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print a completion script for SHELL on stdout (`relay completions bash > …`).
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the version.
+    Version {
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum AuditVerb {
+    /// Look for the current token in every file relay keeps (exits 1 when found).
+    ///
+    /// Looks for it raw, base64, URL-encoded and JSON-escaped in every log, transcript
+    /// and file relay keeps; reports file and offset, never the value.
+    Scan {
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum TerminalVerb {
+    /// Start a terminal of a template in a project (detached; see `relay sandbox` to attach).
+    Start {
+        /// The project, by id or name (settings.json's `projects`).
+        #[arg(long, value_name = "ID-OR-NAME")]
+        project: String,
+        /// The template to run (settings.json's `terminal_templates`).
+        #[arg(long, value_name = "T")]
+        template: String,
+        /// A name shown in lists.
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+        /// The folder to start in (default: the current directory).
+        #[arg(long, value_name = "D")]
+        directory: Option<String>,
+        /// The pty's width in columns.
+        #[arg(long, value_name = "C")]
+        cols: Option<u16>,
+        /// The pty's height in rows.
+        #[arg(long, value_name = "R")]
+        rows: Option<u16>,
+        /// One more argument for the template's command (repeat for several).
+        #[arg(long = "extra-arg", allow_hyphen_values = true, value_name = "A")]
+        extra_arg: Vec<String>,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// List the terminals, running and ended.
+    List {
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print a terminal's output log (control bytes as visible text).
+    Log {
+        /// The terminal's id.
+        #[arg(long)]
+        id: String,
+        /// Write the log's bytes as the session wrote them, escape sequences included
+        /// (by default they are written as visible text).
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Stop a running terminal.
+    Stop {
+        /// The terminal's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Remove an ended terminal: its record, logs and temp folder.
+    Purge {
+        /// The terminal's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum SessionVerb {
+    /// Start a headless Claude Code session in a project.
+    Start {
+        /// The project, by id or name (settings.json's `projects`).
+        #[arg(long, value_name = "ID-OR-NAME")]
+        project: String,
+        /// The folder to start in (default: the current directory).
+        #[arg(long, value_name = "D")]
+        directory: Option<String>,
+        /// A name shown in lists.
+        #[arg(long, value_name = "N")]
+        name: Option<String>,
+        /// Claude Code's model for this session (over the template's `model`).
+        #[arg(long, value_name = "M")]
+        model: Option<String>,
+        /// Claude Code's permission mode for this session (over the template's; default
+        /// for a sandboxed session: bypassPermissions).
+        #[arg(long = "permission-mode", value_name = "P")]
+        permission_mode: Option<String>,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Send one message and print the reply (the turn's text).
+    Message {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        /// The message text (words are joined with spaces).
+        #[arg(required = true)]
+        text: Vec<String>,
+        /// Print the turn as it happens: text as it arrives, a line per tool call and
+        /// result (with --json: one JSON event per line).
+        #[arg(long)]
+        stream: bool,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// List the sessions, running and dormant.
+    List {
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Stop a running session (it becomes dormant and can be resumed).
+    Stop {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Start a dormant session again, in its own conversation.
+    Resume {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Remove an ended (dormant) session: its record, logs and temp folder.
+    ///
+    /// The temp folder holds Claude's config and transcripts.
+    Purge {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+/// The headings of `relay --help`, each with its verbs in the order shown.
+pub(super) const GROUPS: &[(&str, &[&str])] = &[
+    (
+        "Sessions and terminals",
+        &["sandbox", "terminal", "session"],
+    ),
+    (
+        "Daemon and administration",
+        &["serve", "status", "doctor", "audit", "settings"],
+    ),
+    ("This program", &["completions", "version", "help"]),
+];
+
+/// The command tree with the grouped verb list in place of clap's flat one.
+pub(super) fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    // Built first, so clap's own `help` verb is there to be listed.
+    cmd.build();
+    let verbs: Vec<(String, String)> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| {
+            let about = s.get_about().map(|a| a.to_string()).unwrap_or_default();
+            (s.get_name().to_string(), about)
+        })
+        .collect();
+    let width = verbs.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let mut listed = Vec::new();
+    let mut text = String::new();
+    let mut section = |heading: &str, names: &mut dyn Iterator<Item = &(String, String)>| {
+        let lines: Vec<String> = names
+            .map(|(n, about)| format!("  {n:<width$}  {about}"))
+            .collect();
+        if !lines.is_empty() {
+            text.push_str(&format!("{heading}:\n{}\n\n", lines.join("\n")));
+        }
+    };
+    for (heading, names) in GROUPS {
+        let mut it = names
+            .iter()
+            .filter_map(|n| verbs.iter().find(|(v, _)| v == n));
+        section(heading, &mut it);
+        listed.extend(names.iter().map(|n| n.to_string()));
+    }
+    // A verb no group names still shows (the unit test below fails on it).
+    let mut rest = verbs.iter().filter(|(n, _)| !listed.contains(n));
+    section("Other", &mut rest);
+    cmd = cmd.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{text}Options:\n{{options}}{{after-help}}"
+    ));
+    cmd
+}
+
+/// Parses the process's arguments with [`command`]'s tree.
+pub(super) fn parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every verb (at every depth) and every argument has a help line.
+    #[test]
+    fn every_verb_and_flag_has_a_help_line() {
+        let cmd = command();
+        let mut missing = Vec::new();
+        walk(&cmd, "relay", &mut missing);
+        assert!(missing.is_empty(), "no help line for: {missing:?}");
+    }
+
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            // clap's own --help and --version carry clap's text.
+            if arg.is_hide_set() || id == "help" || id == "version" {
+                continue;
+            }
+            if arg
+                .get_help()
+                .is_none_or(|h| h.to_string().trim().is_empty())
+            {
+                missing.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            let name = format!("{path} {}", sub.get_name());
+            if sub
+                .get_about()
+                .is_none_or(|h| h.to_string().trim().is_empty())
+            {
+                missing.push(name.clone());
+            }
+            walk(sub, &name, missing);
+        }
+    }
+
+    /// `relay --help` names every verb under exactly one heading, with its help line.
+    #[test]
+    fn every_verb_is_in_one_group_of_the_help() {
+        let cmd = command();
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            let n = GROUPS
+                .iter()
+                .filter(|(_, names)| names.contains(&name))
+                .count();
+            assert_eq!(n, 1, "{name} is in {n} groups of GROUPS");
+        }
+        for (heading, names) in GROUPS {
+            for n in *names {
+                assert!(
+                    cmd.find_subcommand(n).is_some(),
+                    "{heading} names {n}, which is no verb"
+                );
+            }
+        }
+        let help = command().render_help().to_string();
+        assert!(!help.contains("Other:"), "{help}");
+        for (heading, _) in GROUPS {
+            assert!(help.contains(&format!("{heading}:\n")), "{help}");
+        }
+        assert!(
+            help.contains("  sandbox      Run TEMPLATE sandboxed here"),
+            "{help}"
+        );
+    }
+
+    /// The completion scripts come from the same tree: they name the verbs.
+    #[test]
+    fn completions_name_the_verbs() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command(), "relay", &mut out);
+            let text = String::from_utf8(out).unwrap();
+            for verb in ["sandbox", "terminal", "session", "doctor", "completions"] {
+                assert!(text.contains(verb), "{shell}: no {verb}");
+            }
+        }
+    }
+}
