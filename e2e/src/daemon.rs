@@ -155,7 +155,7 @@ impl Relay {
         // The binaries, copied so that an unprivileged instance can run them too.
         let bin_dir = root.join("bin");
         std::fs::create_dir_all(&bin_dir).unwrap();
-        for b in ["relay", "relay-sessions", "relay-shim"] {
+        for b in ["relay", "relay-sessions", "relay-shim", "relay-e2e-http"] {
             std::fs::copy(bin(b), bin_dir.join(b)).unwrap();
         }
         if let Some(uid) = uid {
@@ -444,36 +444,30 @@ impl Relay {
         )
     }
 
+    /// One request from a process running as the instance's uid
+    /// (`relay-e2e-http`, relay's own client).
     fn http_as_uid(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Vec<u8>) {
-        let body = body.unwrap_or(b"");
-        let script = r#"
-import socket, sys
-sock, method, path = sys.argv[1], sys.argv[2], sys.argv[3]
-body = sys.stdin.buffer.read()
-s = socket.socket(socket.AF_UNIX)
-s.connect(sock)
-head = f"{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-s.sendall(head.encode() + body)
-data = b""
-while True:
-    c = s.recv(65536)
-    if not c:
-        break
-    data += c
-sys.stdout.buffer.write(data)
-"#;
-        let mut cmd = Command::new("python3");
-        cmd.arg("-c")
-            .arg(script)
-            .arg(self.socket())
+        let mut cmd = Command::new(self.bin_dir.join("relay-e2e-http"));
+        cmd.arg(self.socket())
             .arg(method)
-            .arg(path);
+            .arg(path)
+            .arg("content-type: application/json");
         self.env(&mut cmd);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        let mut child = cmd.spawn().expect("python3");
+        let mut child = busy_retry(|| cmd.spawn()).expect("relay-e2e-http");
         use std::io::Write;
-        child.stdin.take().unwrap().write_all(body).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.unwrap_or(b""))
+            .unwrap();
         let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "relay-e2e-http {method} {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         crate::parse_response_pub(&out.stdout)
     }
 

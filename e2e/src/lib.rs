@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -21,6 +21,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use relay::http::client::{Addr, Answer, Blocking};
 use relay::protocol::{
     Backend, IdentityLaunch, LaunchRequest, ProjectRef, SandboxLaunch, Secret, SessionKind,
     HOST_PROTOCOL_VERSION,
@@ -107,7 +108,16 @@ pub fn assert_absent(hay: &[u8], needle: &str, place: &str) {
     assert!(!found, "the token appears in {place}");
 }
 
-/// A minimal HTTP/1.1 client over a unix socket: one request per connection.
+/// One request through relay's own client (hyper's, `relay::http::client`), as
+/// `(status, body)`; `headers` are `(name, value)` pairs.
+fn call(addr: Addr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let client = Blocking::new(addr.clone()).expect("runtime");
+    client
+        .call(method, path, headers, body.to_vec())
+        .unwrap_or_else(|e| panic!("{method} {path} on {addr}: {e}"))
+}
+
+/// One request over a unix socket: status and body.
 pub fn http(
     sock: &Path,
     method: &str,
@@ -115,46 +125,40 @@ pub fn http(
     bearer: Option<&str>,
     body: Option<&[u8]>,
 ) -> (u16, Vec<u8>) {
-    let mut s =
-        UnixStream::connect(sock).unwrap_or_else(|e| panic!("connect {}: {e}", sock.display()));
-    s.set_read_timeout(Some(WAIT)).ok();
     let body = body.unwrap_or(b"");
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(b) = bearer {
-        req.push_str(&format!("Authorization: Bearer {b}\r\n"));
+    let auth = bearer.map(|b| format!("Bearer {b}"));
+    let mut headers = Vec::new();
+    if let Some(a) = &auth {
+        headers.push(("authorization", a.as_str()));
     }
     if !body.is_empty() {
-        req.push_str("Content-Type: application/json\r\n");
+        headers.push(("content-type", "application/json"));
     }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).expect("write request");
-    s.write_all(body).expect("write body");
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    parse_response(&raw)
+    let a = call(Addr::Unix(sock.to_path_buf()), method, path, &headers, body);
+    (a.status, a.body.to_vec())
 }
 
-/// One HTTP/1.1 request over loopback TCP with extra header lines (each ending in
-/// `\r\n`); returns the status and the raw answer (head included).
+/// One request over loopback TCP with extra header lines (each `Name: value\r\n`);
+/// returns the status and the answer as written (head, then body).
 pub fn tcp_http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, Vec<u8>) {
-    let mut s =
-        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(WAIT)).ok();
-    write!(s, "{method} {path} HTTP/1.1\r\nHost: relay\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n").expect("send");
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    (parse_response(&raw).0, raw)
+    let headers: Vec<(&str, &str)> = headers
+        .split("\r\n")
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect();
+    let a = call(Addr::Tcp(addr.to_string()), method, path, &headers, b"");
+    (a.status, written(&a))
 }
 
-/// Status and body of a raw HTTP/1.1 answer.
+/// An answer as a server wrote it: its head, then its body.
+pub fn written(a: &Answer) -> Vec<u8> {
+    let mut raw = a.head().into_bytes();
+    raw.extend_from_slice(&a.body);
+    raw
+}
+
+/// The status and body of an answer as [`written`] gives it.
 pub fn parse_response_pub(raw: &[u8]) -> (u16, Vec<u8>) {
-    parse_response(raw)
-}
-
-fn parse_response(raw: &[u8]) -> (u16, Vec<u8>) {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -165,28 +169,7 @@ fn parse_response(raw: &[u8]) -> (u16, Vec<u8>) {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .expect("status");
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    (status, body)
-}
-
-fn dechunk(mut data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(end) = data.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&data[..end]).trim(), 16).unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&data[end + 2..end + 2 + size]);
-        data = &data[end + 2 + size + 2..];
-    }
-    out
+    (status, raw[split + 4..].to_vec())
 }
 
 /// Stands in for the daemon's bridge socket: answers a session's Hello with OK when the

@@ -578,16 +578,13 @@ fn host_answers_403_with_empty_body_to_a_wrong_bearer_or_a_foreign_peer() {
     let (status, body) = http(&inst.socket(), "GET", "/sessions", None, None);
     assert_eq!((status, body.len()), (403, 0));
     // The right bearer from a process that is not the host's parent.
-    let script = format!(
-        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\ns.sendall(b'GET /sessions HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer {}\\r\\nConnection: close\\r\\n\\r\\n')\nd=b''\nwhile True:\n  c=s.recv(4096)\n  if not c: break\n  d+=c\nsys.stdout.write(d.decode())\n",
-        s(&inst.socket()),
-        inst.secret
-    );
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
+    let out = std::process::Command::new(relay_e2e::bin("relay-e2e-http"))
+        .arg(inst.socket())
+        .args(["GET", "/sessions"])
+        .arg(format!("authorization: Bearer {}", inst.secret))
+        .stdin(std::process::Stdio::null())
         .output()
-        .expect("python3");
+        .expect("relay-e2e-http");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("HTTP/1.1 403"), "{text}");
     assert!(

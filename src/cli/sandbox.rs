@@ -7,7 +7,6 @@
 //! ([cli.md](../../docs/cli.md#what-a-session-prints-on-your-terminal)).
 
 use std::io::{IsTerminal, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -70,6 +69,15 @@ impl Drop for RawMode {
     }
 }
 
+/// `HTTP/1.1 409 Conflict`: how a refused attach is named.
+fn status_line(status: u16) -> String {
+    let reason = hyper::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    format!("HTTP/1.1 {status} {reason}")
+}
+
 fn exit_code(v: &Value) -> u8 {
     if let Some(code) = v["exit_status"].as_i64() {
         return (code & 0xff) as u8;
@@ -104,37 +112,14 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
         return fail("relay answered without a terminal id");
     };
 
-    let mut stream = match UnixStream::connect(&client.socket) {
-        Ok(s) => s,
-        Err(e) => return fail(format!("connect {}: {e}", client.socket.display())),
+    let (stream, already) = match client.upgrade(
+        &format!("/api/terminals/{id}/attach"),
+        attach::ATTACH_PROTOCOL,
+    ) {
+        Ok(Ok(s)) => s,
+        Ok(Err(a)) => return fail(format!("attach refused: {}", status_line(a.status))),
+        Err(e) => return fail(format!("attach: {e}")),
     };
-    let head = format!(
-        "GET /api/terminals/{id}/attach HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: {}\r\n\r\n",
-        attach::ATTACH_PROTOCOL
-    );
-    if let Err(e) = stream.write_all(head.as_bytes()) {
-        return fail(format!("attach: {e}"));
-    }
-    // Read the answer head byte by byte: what follows it is already the stream.
-    let mut answer = Vec::new();
-    let mut byte = [0u8; 1];
-    while !answer.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte) {
-            Ok(1) => answer.push(byte[0]),
-            _ => return fail("attach: relay closed the connection"),
-        }
-        if answer.len() > 16 * 1024 {
-            return fail("attach: oversized answer");
-        }
-    }
-    let text = String::from_utf8_lossy(&answer).to_string();
-    if !text.starts_with("HTTP/1.1 101") {
-        let body_start = text.find("\r\n\r\n").map(|i| i + 4).unwrap_or(text.len());
-        return fail(format!(
-            "attach refused: {}",
-            text[..body_start].lines().next().unwrap_or("")
-        ));
-    }
 
     // Signals are taken by one thread: window changes, and the terminal going away.
     let mut set = SigSet::empty();
@@ -213,19 +198,17 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
     } else {
         Box::new(std::io::stdout())
     };
-    let mut buf = Vec::new();
+    // What came with the answer's head is already the stream.
+    let mut buf = already;
     let mut chunk = vec![0u8; 16 * 1024];
     let mut result: Option<Value> = None;
     // One filter for the whole stream, scrollback frame first: a sequence split across
     // frames is judged whole.
     let mut filter = termout::Filter::new();
     let mut shown = Vec::new();
+    let mut stream = stream;
+    // The frames already here are taken before each read.
     'read: loop {
-        let n = match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&chunk[..n]);
         let frames = match attach::take_frames(&mut buf) {
             Ok(f) => f,
             Err(e) => {
@@ -249,6 +232,11 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
                 _ => {}
             }
         }
+        let n = match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
     }
     raw.restore();
     let result = match result {
