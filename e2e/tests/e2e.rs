@@ -14,6 +14,8 @@ mod daemon_suite;
 mod doctor_seatbelt;
 #[path = "e2e/faults.rs"]
 mod faults;
+#[path = "e2e/leak.rs"]
+mod leak;
 #[path = "e2e/ports_and_pressure.rs"]
 mod ports_and_pressure;
 #[path = "e2e/readme_flow.rs"]

@@ -88,6 +88,15 @@ fn exit_code(v: &Value) -> u8 {
     1
 }
 
+/// Purges an ended terminal; a failure is said on stderr (the run itself went well).
+fn forget(client: &Client, id: &str) {
+    match client.call("POST", &format!("/api/terminals/{id}/purge"), None) {
+        Ok(a) if a.status == 200 => {}
+        Ok(a) => eprintln!("relay: terminal {id} kept: {}", a.error_text()),
+        Err(e) => eprintln!("relay: terminal {id} kept: {e}"),
+    }
+}
+
 pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> ExitCode {
     let client = Client::new(config);
     let cwd = match std::env::current_dir() {
@@ -240,7 +249,12 @@ pub fn run(config: &Path, template: &str, args: &[String], json_out: bool) -> Ex
     }
     raw.restore();
     let result = match result {
-        Some(r) => r,
+        Some(r) => {
+            // The run is printed: the terminal has nothing more to give, so it goes
+            // (its record, logs and temp folder; docs/cli.md#relay-sandbox).
+            forget(&client, &id);
+            r
+        }
         // The stream ended without an exit frame: ask for the terminal's state.
         None => match client.call("GET", "/api/terminals", None) {
             Ok(a) => a.json()["terminals"]

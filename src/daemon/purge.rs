@@ -45,6 +45,7 @@ pub async fn purge(
     kind: SessionKind,
     reason: &'static str,
 ) -> Result<Entry, ApiError> {
+    settle_reported_exit(d, id).await;
     let entry = {
         let mut l = d.ledger();
         match l.get(id) {
@@ -90,6 +91,41 @@ pub async fn purge(
     }
     record(d, id, Some(&entry), kind, reason);
     Ok(entry)
+}
+
+/// A session the host has already seen end, whose exit line the daemon has not read
+/// yet (it reads the host's stdout on its own task): waits, bounded, until the ledger
+/// has it ended. `relay sandbox` purges its terminal right after the exit frame, which
+/// the host sends after that line (docs/routes.md#attaching-to-a-terminal).
+async fn settle_reported_exit(d: &Daemon, id: &str) {
+    let running = |d: &Daemon| {
+        d.ledger()
+            .get(id)
+            .is_some_and(|e| e.state == EntryState::Running)
+    };
+    if !running(d) {
+        return;
+    }
+    let seq = d.events.last_seq();
+    let ended_on_host = matches!(
+        d.host.call("GET", &format!("/sessions/{id}"), None).await,
+        Ok((200, body)) if serde_json::from_slice::<serde_json::Value>(&body)
+            .is_ok_and(|v| v["state"] == "exited")
+    );
+    if !ended_on_host {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut after = seq;
+    while running(d) {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        if let Some(last) = d.events.wait_after(after, left).await.last() {
+            after = last["seq"].as_u64().unwrap_or(after);
+        }
+    }
 }
 
 fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &str) {

@@ -391,10 +391,14 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
                 libc::SIGKILL,
             );
         }
-        if let Some(pump) = pump {
+        let mut pump = pump;
+        let mut drained = true;
+        if let Some(p) = pump.as_mut() {
             // Read what the target wrote before it exited; a stray process still
             // holding the pty must not hold the report back for long.
-            let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+            drained = tokio::time::timeout(Duration::from_secs(2), p)
+                .await
+                .is_ok();
         }
         let terminated = watcher_session.terminating.load(Ordering::SeqCst);
         let (exit_status, signal, reason) = match last_exit {
@@ -446,6 +450,21 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
             redactions: redactions.load(Ordering::Relaxed),
         });
         let _ = exited_tx.send(true);
+        // An ended terminal keeps its ring and its status, not its descriptors: the
+        // master and the log files close once its output is drained
+        // (docs/session-host.md#attach).
+        if let SessionIo::Terminal(t) = &watcher_session.io {
+            match pump {
+                Some(p) if !drained => {
+                    let t = t.clone();
+                    tokio::spawn(async move {
+                        let _ = p.await;
+                        t.release();
+                    });
+                }
+                _ => t.release(),
+            }
+        }
     });
 
     Ok(LaunchResponse {

@@ -158,6 +158,9 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
         (Method::DELETE, ["sessions", id]) => match host.live(id) {
             Some(s) => {
                 launch::terminate(&s).await;
+                if let SessionIo::Terminal(t) = &s.io {
+                    t.release();
+                }
                 s.log.lock().unwrap_or_else(|p| p.into_inner()).remove();
                 host.sessions
                     .lock()

@@ -49,7 +49,10 @@ pub fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 pub struct Terminal {
-    master: AsyncFd<OwnedFd>,
+    /// The pty master, until the terminal has ended and its output is drained: then
+    /// [`Terminal::release`] closes it (an ended terminal keeps only its ring and its
+    /// status, docs/session-host.md#attach).
+    master: Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
     /// The ring and the live feed change together under this lock, so an attach sees
     /// every byte exactly once: the snapshot, then what follows it.
     ring: Mutex<Ring>,
@@ -66,7 +69,7 @@ impl Terminal {
         // description, for the AsyncFd's whole life.
         let master = unsafe { AsyncFd::register(master) }.map_err(|e| e.into_parts().1)?;
         Ok(Terminal {
-            master,
+            master: Mutex::new(Some(Arc::new(master))),
             ring: Mutex::new(Ring::new(SCROLLBACK_BYTES)),
             live: tokio::sync::broadcast::channel(1024).0,
             log,
@@ -105,10 +108,32 @@ impl Terminal {
             .append(bytes);
     }
 
+    /// The master while the terminal holds it.
+    fn master(&self) -> io::Result<Arc<AsyncFd<OwnedFd>>> {
+        self.master
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "the terminal has ended"))
+    }
+
+    /// Once the session has ended and the pump has read everything: the master and the
+    /// disk log's descriptors are closed and the ring gives back what it reserved
+    /// beyond its contents. The ring and the log files stay for replay and
+    /// `relay terminal log` until `DELETE`.
+    pub fn release(&self) {
+        drop(self.master.lock().unwrap_or_else(|p| p.into_inner()).take());
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).close();
+        self.ring.lock().unwrap_or_else(|p| p.into_inner()).shrink();
+    }
+
     async fn read_all(&self) {
+        let Ok(master) = self.master() else {
+            return;
+        };
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            let mut guard = match self.master.readable().await {
+            let mut guard = match master.readable().await {
                 Ok(g) => g,
                 Err(_) => return,
             };
@@ -166,8 +191,9 @@ impl Terminal {
 
     /// Writes input to the pty (what a person types).
     pub async fn write_input(&self, mut data: &[u8]) -> io::Result<()> {
+        let master = self.master()?;
         while !data.is_empty() {
-            let mut guard = self.master.writable().await?;
+            let mut guard = master.writable().await?;
             match guard.try_io(|inner| {
                 // Safety: writing from a slice we borrow, of its length.
                 let n = unsafe {
@@ -193,8 +219,9 @@ impl Terminal {
 
     pub fn resize(&self, size: PtySize) -> io::Result<()> {
         let ws = winsize(size);
+        let master = self.master()?;
         // Safety: TIOCSWINSZ reads a Winsize we own for the duration of the call.
-        let rc = unsafe { libc::ioctl(self.master.get_ref().as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+        let rc = unsafe { libc::ioctl(master.get_ref().as_raw_fd(), libc::TIOCSWINSZ, &ws) };
         if rc < 0 {
             Err(io::Error::last_os_error())
         } else {

@@ -36,7 +36,12 @@ impl Ring {
         self.buf.extend(data);
     }
     pub fn contents(&self) -> Vec<u8> {
-        self.buf.iter().copied().collect()
+        let (a, b) = self.buf.as_slices();
+        [a, b].concat()
+    }
+    /// Gives back what was reserved beyond the contents (an ended terminal's ring).
+    pub fn shrink(&mut self) {
+        self.buf.shrink_to_fit();
     }
 }
 
@@ -45,8 +50,9 @@ impl Ring {
 pub struct DiskLog {
     head_path: PathBuf,
     tail_path: PathBuf,
-    head: File,
-    tail: File,
+    /// `None` once closed ([`DiskLog::close`]): the files stay, readable by path.
+    head: Option<File>,
+    tail: Option<File>,
     head_len: u64,
     tail_len: u64,
     dropped: u64,
@@ -87,8 +93,8 @@ impl DiskLog {
             }
         }
         Ok(DiskLog {
-            head: create_0600(&head_path)?,
-            tail: create_0600(&tail_path)?,
+            head: Some(create_0600(&head_path)?),
+            tail: Some(create_0600(&tail_path)?),
             head_path,
             tail_path,
             head_len: 0,
@@ -105,7 +111,7 @@ impl DiskLog {
     /// good: the session runs on (its scrollback ring still has the output), later
     /// output is only counted, and [`DiskLog::read_all`] ends with a note saying so.
     pub fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        if self.cut.is_some() {
+        if self.cut.is_some() || self.head.is_none() {
             self.unwritten += data.len() as u64;
             return Ok(());
         }
@@ -122,18 +128,23 @@ impl DiskLog {
     }
 
     fn write(&mut self, mut data: &[u8]) -> io::Result<()> {
+        let closed = || io::Error::new(io::ErrorKind::BrokenPipe, "the log was closed");
         if self.head_len < self.head_cap {
             let room = (self.head_cap - self.head_len) as usize;
             let n = room.min(data.len());
-            self.head.write_all(&data[..n])?;
+            self.head
+                .as_mut()
+                .ok_or_else(closed)?
+                .write_all(&data[..n])?;
             self.head_len += n as u64;
             data = &data[n..];
         }
         if data.is_empty() {
             return Ok(());
         }
-        self.tail.seek(SeekFrom::End(0))?;
-        self.tail.write_all(data)?;
+        let tail = self.tail.as_mut().ok_or_else(closed)?;
+        tail.seek(SeekFrom::End(0))?;
+        tail.write_all(data)?;
         self.tail_len += data.len() as u64;
         if self.tail_len > 2 * self.tail_cap {
             self.trim_tail()?;
@@ -144,11 +155,14 @@ impl DiskLog {
     fn trim_tail(&mut self) -> io::Result<()> {
         let keep = self.tail_cap;
         let mut kept = vec![0u8; keep as usize];
-        self.tail.seek(SeekFrom::Start(self.tail_len - keep))?;
-        self.tail.read_exact(&mut kept)?;
-        self.tail.set_len(0)?;
-        self.tail.seek(SeekFrom::Start(0))?;
-        self.tail.write_all(&kept)?;
+        let Some(tail) = self.tail.as_mut() else {
+            return Ok(());
+        };
+        tail.seek(SeekFrom::Start(self.tail_len - keep))?;
+        tail.read_exact(&mut kept)?;
+        tail.set_len(0)?;
+        tail.seek(SeekFrom::Start(0))?;
+        tail.write_all(&kept)?;
         self.dropped += self.tail_len - keep;
         self.tail_len = keep;
         Ok(())
@@ -173,6 +187,12 @@ impl DiskLog {
             );
         }
         Ok(out)
+    }
+
+    /// Closes both files (the session has ended): the log stays readable by path.
+    pub fn close(&mut self) {
+        self.head = None;
+        self.tail = None;
     }
 
     pub fn remove(&self) {
@@ -222,7 +242,7 @@ mod tests {
         let mut log = DiskLog::with_caps(dir.path(), "s1", 4, 8).unwrap();
         log.append(b"HEADtail").unwrap();
         // A tail that refuses writes (opened read-only) stands in for a full disk.
-        log.tail = File::open(dir.path().join("s1.tail")).unwrap();
+        log.tail = Some(File::open(dir.path().join("s1.tail")).unwrap());
         assert!(log.append(b"lost").is_err());
         log.append(b"more").unwrap();
         let text = String::from_utf8(log.read_all().unwrap()).unwrap();

@@ -100,19 +100,20 @@ fn sixty_four_relay_sandbox_runs_at_once_each_print_their_line_and_exit_4() {
         lost.len(),
         lost.join("\n")
     );
-    // Every run was a terminal of its own, each launched and ended with status 4 (the
-    // ledger learns of an exit from the host's event line, which may come after the
-    // exit frame reached the run).
-    let ended = || {
-        let (_, list, _) = r.api("GET", "/api/terminals", None);
-        list["terminals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["state"] == "exited" && t["exit_status"] == 4)
-            .count()
-    };
-    assert!(wait::until(WAIT, || ended() == 128), "{} ended", ended());
+    // Every run was a terminal of its own, each ended with status 4, and each run
+    // purged its terminal once it had printed it (none is left listed).
+    let events = r.all_events();
+    let ended = events
+        .iter()
+        .filter(|e| e["name"] == "session.exited" && e["exit_status"] == 4)
+        .count();
+    let purged = events
+        .iter()
+        .filter(|e| e["name"] == "session.purged")
+        .count();
+    assert_eq!((ended, purged), (128, 128));
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(list["terminals"], json!([]), "{list}");
     let launched = r
         .audit_rows()
         .iter()

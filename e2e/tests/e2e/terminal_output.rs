@@ -190,11 +190,13 @@ fn relay_sandbox_never_passes_a_clipboard_write_or_title_to_the_persons_terminal
         screen.contains("start\x1b[31mred-text\x1b[0m end-marker"),
         "{screen:?}"
     );
-    // The host's log keeps what the session printed, for `--raw`.
-    let id = r.cli_json(&["terminal", "list"])["terminals"][0]["id"]
+    // The host's log keeps what the session printed, for `--raw` (a terminal started
+    // by `relay terminal start`: `relay sandbox` removes its own once it printed it).
+    let id = r.shell_terminal(PRINT_ATTACK)["id"]
         .as_str()
         .unwrap()
         .to_string();
+    r.wait_exited(&id);
     let raw = r.cli(&["terminal", "log", "--id", &id, "--raw"]).stdout;
     assert!(raw.contains("\x1b]52;c;c2VjcmV0\x07"), "{raw:?}");
 }
