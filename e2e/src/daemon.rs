@@ -274,6 +274,9 @@ impl Relay {
         assert_eq!(PathBuf::from(&ready_path), self.config.join("ready.json"));
         self.ready = serde_json::from_slice(&std::fs::read(&ready_path).expect("ready.json"))
             .expect("ready.json parses");
+        // A new daemon numbers its events from 1 again.
+        *self.cursor.lock().unwrap() = 0;
+        self.seen.lock().unwrap().clear();
         self.child = Some(child);
         self.write_seatbelt_policy();
     }
@@ -568,6 +571,20 @@ impl Relay {
                 child.wait().ok()
             }
         }
+    }
+
+    /// SIGKILL, as a crash would end it, then wait for the exit. Its host sees its
+    /// stdin close and ends every session on its own.
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        // Safety: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGKILL) };
+        child.wait().ok()
+    }
+
+    /// The daemon's pid while it runs.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     pub fn all_files(&self, skip: &[&Path]) -> Vec<(PathBuf, Vec<u8>)> {

@@ -16,6 +16,8 @@ mod doctor_seatbelt;
 mod faults;
 #[path = "e2e/leak.rs"]
 mod leak;
+#[path = "e2e/ledger.rs"]
+mod ledger;
 #[path = "e2e/ports_and_pressure.rs"]
 mod ports_and_pressure;
 #[path = "e2e/readme_flow.rs"]

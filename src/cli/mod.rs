@@ -223,6 +223,9 @@ fn describe(e: &Value) -> String {
     if let Some(code) = e["exit_status"].as_i64() {
         s.push_str(&format!("  exit={code}"));
     }
+    if let Some(r) = e["exit_reason"].as_str() {
+        s.push_str(&format!("  ended={r}"));
+    }
     if let Some(fp) = e["token_fingerprint"].as_str() {
         s.push_str(&format!("  token={fp}"));
     }

@@ -473,6 +473,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
     checks.push(launcher_check(&settings, &d.home).await);
     checks.push(kernel_check(d, &settings));
     checks.push(config_check(d));
+    checks.push(super::ledger::doctor_check(d));
     let (token, token_path) = token_check(&settings, &d.home);
     let token_ok = token.status == Status::Ok || token.status == Status::Warn;
     checks.push(token);

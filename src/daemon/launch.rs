@@ -848,6 +848,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         created_ms: super::journal::now_ms(),
         exit_status: None,
         exit_signal: None,
+        exit_reason: None,
         sandboxed,
         profile: at.profile.clone(),
         pty: (kind == SessionKind::Pty).then(|| input.pty.unwrap_or_default()),
@@ -1002,9 +1003,10 @@ fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
 }
 
 /// Whether the programs a token launch runs are beyond every session's reach: no
-/// missing `PATH` folder before them that a session could create, and no session of
-/// this daemon's life — running or ended — that could write one of their folders
-/// because it started without the pins (what it wrote there stays).
+/// missing `PATH` folder before them that a session could create, and no session relay
+/// remembers — running, ended (across restarts: the ledger keeps what each could
+/// write) or purged since this start — that could write one of their folders because
+/// it started without the pins (what it wrote there stays).
 fn pins_hold(
     pins: &[guard::ProgramPins],
     writable: &[PathBuf],
@@ -1048,7 +1050,8 @@ fn pins_hold(
                 return Err(format!(
                     "the Claude program {program}: session {} {} write {} without the pin \
                      that protects it, so what runs there may be its own; {}check the \
-                     program, then restart relay serve (it forgets ended sessions)",
+                     program, purge that session, then restart relay serve (it forgets \
+                     purged sessions)",
                     e.id,
                     if running { "can" } else { "could" },
                     folder.display(),

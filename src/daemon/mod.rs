@@ -10,6 +10,7 @@ pub mod guard;
 pub mod hostlink;
 pub mod journal;
 pub mod launch;
+pub mod ledger;
 pub mod paths;
 pub mod purge;
 pub mod rotation;
@@ -23,7 +24,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::protocol::{ClaudeInit, ExitReason, HostEvent, PtySize, SessionKind};
 use journal::{Audit, AuditRow, Event, Events};
@@ -73,7 +74,7 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryState {
     Launching,
@@ -104,6 +105,10 @@ pub struct Entry {
     pub exit_status: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_signal: Option<i32>,
+    /// Why it ended (`exited`, `terminated`, `host_died`, `relay_restarted`, …): the
+    /// reason its `session.exited` event and `session_end` row carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<String>,
     pub sandboxed: bool,
     #[serde(skip)]
     pub profile: Option<PathBuf>,
@@ -174,9 +179,15 @@ pub struct Daemon {
     pub events: Events,
     pub api_token: String,
     ledger: Mutex<HashMap<String, Entry>>,
+    /// The ledger on disk (`ledger.rs`): every entry from its start on, read back when
+    /// `relay serve` starts again.
+    store: ledger::Store,
+    /// A dormant entry a resume is replacing, put back if the resume fails.
+    resuming: Mutex<HashMap<String, Entry>>,
     /// Purged sandboxed sessions, kept for what they could write: what an ended
     /// session wrote stays, so the pins' check (`sandboxed_since_start`) must still see
-    /// them until `relay serve` restarts.
+    /// them until `relay serve` restarts (purging removes the ledger file, so a restart
+    /// forgets them).
     purged: Mutex<Vec<Entry>>,
     /// The token watcher's memory (`rotation::Watch`).
     token_watch: Mutex<rotation::Watch>,
@@ -240,14 +251,53 @@ impl Daemon {
         match l.get(&entry.id) {
             Some(old) if !(resume && old.state == EntryState::Dormant) => false,
             _ => {
-                l.insert(entry.id.clone(), entry);
+                if let Some(old) = l.insert(entry.id.clone(), entry) {
+                    self.resuming
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(old.id.clone(), old);
+                }
                 true
             }
         }
     }
 
+    /// A launch that failed leaves no entry; a resume that failed leaves the dormant
+    /// entry it replaced, in memory and on disk.
     fn abort(&self, id: &str) {
-        self.ledger().remove(id);
+        let prior = self
+            .resuming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        {
+            let mut l = self.ledger();
+            l.remove(id);
+            if let Some(prior) = prior {
+                l.insert(id.to_string(), prior);
+            }
+        }
+        self.persist(id);
+    }
+
+    /// Writes `id`'s entry to its ledger file, or removes the file when the entry is
+    /// gone (docs/architecture.md, "The ledger file"). A launch still being prepared is
+    /// not written: the file keeps what it held before (a resume's dormant record).
+    /// A write that fails is logged; the session goes on.
+    pub(crate) fn persist(&self, id: &str) {
+        let _w = self.store.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let rec = self.ledger().get(id).map(ledger::Record::of);
+        let done = match rec {
+            Some(r) if r.state == EntryState::Launching => Ok(()),
+            Some(r) => self.store.write(&r),
+            None => self.store.remove(id),
+        };
+        if let Err(e) = done {
+            crate::listen::log(format_args!(
+                "relay: ledger: {}: {e}",
+                self.store.dir().join(format!("{id}.json")).display()
+            ));
+        }
     }
 
     fn started(&self, id: &str, root_pid: u32, target_pid: u32) -> Entry {
@@ -260,21 +310,36 @@ impl Daemon {
         }
         e.root_pid = Some(root_pid);
         e.target_pid = Some(target_pid);
-        e.clone()
+        let e = e.clone();
+        drop(l);
+        self.resuming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.persist(id);
+        e
     }
 
     /// Records what Claude Code said in a turn's `init` line. The lines come from a
     /// sandboxed process, so every string is capped.
     pub fn set_claude(&self, id: &str, init: ClaudeInit) {
         let cap = |v: Option<String>| v.map(|s| journal::cap(&s));
-        if let Some(e) = self.ledger().get_mut(id) {
-            e.claude = Some(ClaudeInit {
-                session_id: cap(init.session_id),
-                version: cap(init.version),
-                model: cap(init.model),
-                api_key_source: cap(init.api_key_source),
-                permission_mode: cap(init.permission_mode),
-            });
+        let init = Some(ClaudeInit {
+            session_id: cap(init.session_id),
+            version: cap(init.version),
+            model: cap(init.model),
+            api_key_source: cap(init.api_key_source),
+            permission_mode: cap(init.permission_mode),
+        });
+        let changed = match self.ledger().get_mut(id) {
+            Some(e) if e.claude != init => {
+                e.claude = init;
+                true
+            }
+            _ => false,
+        };
+        if changed {
+            self.persist(id);
         }
     }
 
@@ -295,8 +360,8 @@ impl Daemon {
             .collect()
     }
 
-    /// Every sandboxed session of this daemon's life, running, ended or purged, but
-    /// `except`.
+    /// Every sandboxed session relay remembers — running, ended (read back from the
+    /// ledger after a restart too) or purged since this daemon started — but `except`.
     pub fn sandboxed_since_start(&self, except: &str) -> Vec<Entry> {
         let mut v: Vec<Entry> = self
             .ledger()
@@ -454,8 +519,10 @@ impl Daemon {
             e.exit_status = exit_status;
             e.exit_signal = signal;
             e.ended_ms = Some(journal::now_ms());
+            e.exit_reason = Some(e.stop_reason.unwrap_or(reason_name(reason)).into());
             e.clone()
         };
+        self.persist(&session_id);
         let reason = entry.stop_reason.unwrap_or(reason_name(reason));
         self.teardown(&entry, reason, exit_status, signal, Some(redactions));
     }
@@ -530,11 +597,13 @@ impl Daemon {
                         EntryState::Exited
                     };
                     e.ended_ms = Some(journal::now_ms());
+                    e.exit_reason = Some(e.stop_reason.unwrap_or("host_died").into());
                     e.clone()
                 })
                 .collect()
         };
         for e in gone {
+            self.persist(&e.id);
             // The shim leads its session's group, the target its own: both go.
             for pid in [e.root_pid, e.target_pid]
                 .into_iter()
@@ -544,7 +613,8 @@ impl Daemon {
                 // Safety: kill(2) on a process group of this session; no memory.
                 unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
             }
-            self.teardown(&e, "host_died", None, None, None);
+            let reason = e.stop_reason.unwrap_or("host_died");
+            self.teardown(&e, reason, None, None, None);
         }
     }
 }
@@ -701,6 +771,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     events
         .open()
         .map_err(|e| format!("{}: {e}", paths.events().display()))?;
+    let store = ledger::Store::new(&paths.config);
     let daemon = Arc::new(Daemon {
         audit,
         events,
@@ -711,6 +782,8 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         bridge: bridge::Pending::default(),
         api_token: token,
         ledger: Mutex::new(HashMap::new()),
+        store,
+        resuming: Mutex::new(HashMap::new()),
         purged: Mutex::new(Vec::new()),
         token_watch: Mutex::new(rotation::Watch::default()),
         tmp_real,
@@ -731,6 +804,8 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     {
         eprintln!("relay: settings: {note}");
     }
+    // The sessions of earlier runs, before the host or any API can start one.
+    ledger::restore(&daemon)?;
     let listen = initial
         .as_ref()
         .map(|s| s.api.listen.clone())
@@ -801,6 +876,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         _ = int.recv() => {}
     }
     // End every session: the host terminates them all when its stdin closes.
+    ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);
     host.shutdown();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), supervisor).await;

@@ -81,8 +81,11 @@ pub async fn purge(
     remove_logs(d, id);
     if let Err(msg) = remove_session_dir(&d.tmp_real, id) {
         d.ledger().insert(id.to_string(), entry);
+        d.persist(id);
         return Err(ApiError::error(500, "purge_failed", msg));
     }
+    // Its ledger file goes last: a restart finds it until the purge is done.
+    d.persist(id);
     if entry.sandboxed {
         d.purged
             .lock()

@@ -318,6 +318,10 @@ pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
     prepare_dirs(&host)?;
     let sock = host.cfg.socket_path();
     let listener = http::bind_private(&sock)?;
+    // Which socket file is ours: a host whose daemon was killed ends its sessions while
+    // the next daemon's host already listens at the same path, and must not remove that
+    // one on its way out.
+    let ours = socket_identity(&sock);
     let parent = u32::try_from(nix::unistd::getppid().as_raw()).ok();
     host.report(&HostEvent::Ready {
         v: HOST_PROTOCOL_VERSION,
@@ -352,6 +356,15 @@ pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
         _ = &mut stdin_closed => {}
     }
     end_all(&host).await;
-    let _ = std::fs::remove_file(&sock);
+    if ours.is_some() && socket_identity(&sock) == ours {
+        let _ = std::fs::remove_file(&sock);
+    }
     Ok(())
+}
+
+fn socket_identity(p: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }

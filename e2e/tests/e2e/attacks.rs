@@ -279,7 +279,19 @@ fn an_unpinned_session_that_can_write_the_program_refuses_token_launches() {
     let (status, v, _) = start_session(&r);
     assert_refused(status, &v, &[&early, "could write", "restart relay serve"]);
 
-    // After a restart (the person checked the program), the token launch runs.
+    // A restart alone (a crash, a login) forgets nothing: the ledger kept what it
+    // could write.
+    r.stop();
+    r.launch_daemon();
+    let (status, v, _) = start_session(&r);
+    assert_refused(status, &v, &[&early, "could write", "purge that session"]);
+    // Purged, it still counts until the next restart.
+    r.cli_json(&["terminal", "purge", "--id", &early]);
+    let (status, v, _) = start_session(&r);
+    assert_refused(status, &v, &[&early, "could write"]);
+
+    // After a purge and a restart (the person checked the program), the token launch
+    // runs.
     r.stop();
     r.launch_daemon();
     let (status, v, _) = start_session(&r);

@@ -17,14 +17,14 @@ use serde_json::{json, Value};
 
 use crate::real_claude::claude_code;
 
-fn fake_oauth_token() -> String {
+pub(crate) fn fake_oauth_token() -> String {
     format!("sk-ant-oat01-{}", random_hex(40))
 }
 
 /// Base settings with the real Claude Code as both `claude_path` (sessions) and the
 /// `claude-code` template's command, sent to `api`; a failing API call ends a turn at
 /// once (`CLAUDE_CODE_MAX_RETRIES=0`).
-fn settings(claude: &Path, api: &FakeApi, token: Option<&str>) -> Value {
+pub(crate) fn settings(claude: &Path, api: &FakeApi, token: Option<&str>) -> Value {
     let mut s = base_settings(token);
     s["claude_path"] = json!(claude);
     s["terminal_templates"][0]["command"] = json!(claude);
@@ -35,7 +35,11 @@ fn settings(claude: &Path, api: &FakeApi, token: Option<&str>) -> Value {
 
 /// A relay whose settings point Claude Code at a `fakeapi` started with `script`, and
 /// the token file written (the setting set when `with_token`).
-fn relay_with_api(claude: &Path, script: Value, with_token: bool) -> (Relay, FakeApi, String) {
+pub(crate) fn relay_with_api(
+    claude: &Path,
+    script: Value,
+    with_token: bool,
+) -> (Relay, FakeApi, String) {
     let mut r = Relay::prepare(None, false);
     let api = FakeApi::start(&r.root, &script);
     let token = fake_oauth_token();
@@ -45,7 +49,7 @@ fn relay_with_api(claude: &Path, script: Value, with_token: bool) -> (Relay, Fak
     (r, api, token)
 }
 
-fn start_session(r: &Relay, extra: &[&str]) -> String {
+pub(crate) fn start_session(r: &Relay, extra: &[&str]) -> String {
     let mut args = vec!["session", "start", "--project", "p1"];
     args.extend_from_slice(extra);
     let v = r.cli_json(&args);
@@ -54,7 +58,7 @@ fn start_session(r: &Relay, extra: &[&str]) -> String {
 
 /// `relay session message --id ID TEXT` (plus `flags`), bounded by [`WAIT`]: relay
 /// has no turn timeout of its own, and a turn that never answers must fail the test.
-fn message(r: &Relay, id: &str, text: &str, flags: &[&str]) -> Cli {
+pub(crate) fn message(r: &Relay, id: &str, text: &str, flags: &[&str]) -> Cli {
     use std::io::Read;
     let mut args = vec!["session", "message", "--id", id];
     args.extend_from_slice(flags);
@@ -99,7 +103,7 @@ fn message(r: &Relay, id: &str, text: &str, flags: &[&str]) -> Cli {
     }
 }
 
-fn session_entry(r: &Relay, id: &str) -> Value {
+pub(crate) fn session_entry(r: &Relay, id: &str) -> Value {
     let list = r.cli_json(&["session", "list"]);
     list["sessions"]
         .as_array()
@@ -111,7 +115,7 @@ fn session_entry(r: &Relay, id: &str) -> Value {
 }
 
 /// Every Messages request carried the token's bearer and the OAuth beta.
-fn assert_every_bearer_is(api: &FakeApi, requests: &[Value], token: &str) {
+pub(crate) fn assert_every_bearer_is(api: &FakeApi, requests: &[Value], token: &str) {
     assert!(
         !requests.is_empty(),
         "the stand-in got no Messages request: {:?}",

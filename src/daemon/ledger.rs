@@ -1,0 +1,743 @@
+//! The session ledger on disk: one JSON file per session, `<config>/ledger/<id>.json`
+//! (0600, in a 0700 folder, inside the config dir every sandbox profile denies), so a
+//! `relay serve` restart — clean, or after a SIGKILL — finds its sessions again
+//! (docs/architecture.md, "The ledger file").
+//!
+//! One file per session, not one file for all: a write replaces only its own session's
+//! record, so a torn or corrupt file costs that one record and never the others, and no
+//! write has to hold every session in memory at once. Each write is atomic: a new temp
+//! file (`create_new`, mode 0600, `O_NOFOLLOW`), `fsync`, `rename` over the record, then
+//! `fsync` of the folder. A SIGKILL between any two of those leaves the old record or
+//! the new one, plus at worst a temp file that the next start removes.
+//!
+//! Read back at start: a file that is not a record relay wrote — not JSON, truncated,
+//! too large, a link, a FIFO, a name that is not `<id>.json`, an id that does not match
+//! its name — is moved to `<config>/ledger/set-aside/` and reported (a stderr line, a
+//! `ledger_set_aside` audit row, `relay doctor`'s `ledger` check); it never stops relay
+//! and never costs another record.
+//!
+//! The token never enters a record: only its fingerprint (`crate::token::fingerprint`),
+//! as in the lists and the audit rows. What a session could influence (Claude Code's
+//! `init` strings) is capped before it reaches the ledger (`Daemon::set_claude`), and a
+//! `--resume` id read back is checked again at launch (`valid_claude_session_id`).
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Entry, EntryState, Reach};
+use crate::protocol::{ClaudeInit, PtySize, SessionKind};
+
+/// The folder under the config dir.
+pub const DIR: &str = "ledger";
+/// Where unreadable files go, under [`DIR`].
+pub const SET_ASIDE: &str = "set-aside";
+/// The record format; a record of another version is set aside.
+pub const VERSION: u32 = 1;
+/// A record is a few KiB; anything far larger is not one relay wrote.
+const FILE_MAX: u64 = 256 * 1024;
+/// The reason a session that was running when relay stopped or died ends with.
+pub const RELAY_RESTARTED: &str = "relay_restarted";
+
+/// One session as the ledger file keeps it. Everything the lists show, what a resume
+/// needs (project, directory, model, permission mode, Claude Code's session id), and
+/// what the pins' check needs after a restart (what its sandbox could write); never
+/// the token, never a pid of an earlier run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub v: u32,
+    pub id: String,
+    pub kind: SessionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub project_id: String,
+    pub template_id: String,
+    pub directory: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_fingerprint: Option<String>,
+    pub token_passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude: Option<ClaudeInit>,
+    /// `running`, `dormant` or `exited`.
+    pub state: EntryState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<String>,
+    pub created_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    pub sandboxed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+    /// What its sandbox could read and write and had pinned: a session remembered
+    /// across a restart still counts for the pins' check (docs/THREAT-MODEL.md,
+    /// "Planted programs and links").
+    #[serde(default)]
+    pub reach: ReachRecord,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachRecord {
+    #[serde(default)]
+    pub grants: Vec<PathBuf>,
+    #[serde(default)]
+    pub read_write: Vec<PathBuf>,
+    #[serde(default)]
+    pub pins: Vec<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_path: Option<PathBuf>,
+}
+
+impl Record {
+    pub fn of(e: &Entry) -> Record {
+        Record {
+            v: VERSION,
+            id: e.id.clone(),
+            kind: e.kind,
+            name: e.name.clone(),
+            project_id: e.project_id.clone(),
+            template_id: e.template_id.clone(),
+            directory: e.directory.clone(),
+            model: e.model.clone(),
+            permission_mode: e.permission_mode.clone(),
+            token_fingerprint: e.token_fingerprint.clone(),
+            token_passed: e.token_passed,
+            claude: e.claude.clone(),
+            state: e.state,
+            exit_status: e.exit_status,
+            exit_signal: e.exit_signal,
+            exit_reason: e.exit_reason.clone(),
+            created_ms: e.created_ms,
+            ended_ms: e.ended_ms,
+            sandboxed: e.sandboxed,
+            pty: e.pty,
+            reach: ReachRecord {
+                grants: e.reach.grants.clone(),
+                read_write: e.reach.read_write.clone(),
+                pins: e.reach.pins.clone(),
+                token_path: e.reach.token_path.clone(),
+            },
+        }
+    }
+
+    /// The entry a restarted relay lists. Nothing of it runs: a record that was
+    /// `running` (or `launching`) when relay stopped or died is ended now, a Claude
+    /// session `dormant` (resumable) and a terminal `exited`, with reason
+    /// [`RELAY_RESTARTED`]; the second value says so.
+    pub fn into_entry(self, now_ms: u64) -> (Entry, bool) {
+        let was_running = matches!(self.state, EntryState::Running | EntryState::Launching);
+        let ended_state = match self.kind {
+            SessionKind::Claude => EntryState::Dormant,
+            SessionKind::Pty => EntryState::Exited,
+        };
+        let e = Entry {
+            id: self.id,
+            kind: self.kind,
+            name: self.name,
+            template_id: self.template_id,
+            project_id: self.project_id,
+            directory: self.directory,
+            state: if was_running { ended_state } else { self.state },
+            root_pid: None,
+            target_pid: None,
+            created_ms: self.created_ms,
+            exit_status: self.exit_status,
+            exit_signal: self.exit_signal,
+            exit_reason: if was_running {
+                Some(RELAY_RESTARTED.into())
+            } else {
+                self.exit_reason
+            },
+            sandboxed: self.sandboxed,
+            profile: None,
+            pty: self.pty,
+            token_passed: self.token_passed,
+            model: self.model,
+            permission_mode: self.permission_mode,
+            claude: self.claude,
+            token_fingerprint: self.token_fingerprint,
+            stale: false,
+            ended_ms: if was_running {
+                Some(now_ms)
+            } else {
+                self.ended_ms
+            },
+            reach: Reach {
+                grants: self.reach.grants,
+                read_write: self.reach.read_write,
+                pins: self.reach.pins,
+                token_path: self.reach.token_path,
+                token_folder: None,
+            },
+            stop_reason: None,
+            early_exit: None,
+        };
+        (e, was_running)
+    }
+}
+
+/// A file that was not loaded, where it went and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAside {
+    pub file: PathBuf,
+    /// Where it was moved, when the move worked.
+    pub moved_to: Option<PathBuf>,
+    pub why: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub records: Vec<Record>,
+    pub set_aside: Vec<SetAside>,
+    /// Temp files of writes a crash cut short, removed.
+    pub leftovers: usize,
+}
+
+/// The ledger folder and its one writer.
+pub struct Store {
+    dir: PathBuf,
+    /// Held across a snapshot and its write, so the last write of a record is of its
+    /// latest state (`Daemon::persist`).
+    pub(super) lock: Mutex<()>,
+    seq: AtomicU64,
+}
+
+impl Store {
+    pub fn new(config: &Path) -> Store {
+        Store {
+            dir: config.join(DIR),
+            lock: Mutex::new(()),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn set_aside_dir(&self) -> PathBuf {
+        self.dir.join(SET_ASIDE)
+    }
+
+    /// The folder and its set-aside folder, 0700.
+    pub fn ensure(&self) -> std::io::Result<()> {
+        for d in [self.dir.clone(), self.set_aside_dir()] {
+            match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let m = std::fs::symlink_metadata(&d)?;
+                    if !m.file_type().is_dir() {
+                        return Err(std::io::Error::other(format!(
+                            "{} is not a folder",
+                            d.display()
+                        )));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn path_of(&self, id: &str) -> Option<PathBuf> {
+        super::purge::is_relay_id(id).then(|| self.dir.join(format!("{id}.json")))
+    }
+
+    /// Writes `rec` atomically: temp file, `fsync`, rename, `fsync` of the folder.
+    pub fn write(&self, rec: &Record) -> std::io::Result<()> {
+        let Some(path) = self.path_of(&rec.id) else {
+            return Err(std::io::Error::other(format!(
+                "session id {:?} is not relay's",
+                rec.id
+            )));
+        };
+        let mut bytes = serde_json::to_vec_pretty(rec).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!(".{}.json.tmp-{}-{n}", rec.id, std::process::id()));
+        let written = (|| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            drop(f);
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        self.sync_dir()
+    }
+
+    /// Removes `id`'s record (a purge); a record that is not there is fine.
+    pub fn remove(&self, id: &str) -> std::io::Result<()> {
+        let Some(path) = self.path_of(id) else {
+            return Ok(());
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => self.sync_dir(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn sync_dir(&self) -> std::io::Result<()> {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&self.dir)?
+            .sync_all()
+    }
+
+    /// Every record in the folder; what cannot be read as one is set aside. Temp files
+    /// of cut-short writes are removed (the record they were to replace is still there).
+    pub fn load(&self) -> Loaded {
+        let mut out = Loaded::default();
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return out;
+        };
+        let mut names: Vec<std::ffi::OsString> = rd.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for name in names {
+            let text = name.to_string_lossy().into_owned();
+            if text == SET_ASIDE {
+                continue;
+            }
+            let path = self.dir.join(&name);
+            if text.starts_with('.') && text.contains(".json.tmp-") {
+                if std::fs::remove_file(&path).is_ok() {
+                    out.leftovers += 1;
+                }
+                continue;
+            }
+            match read_record(&path, &text) {
+                Ok(r) => out.records.push(r),
+                Err(why) => {
+                    let moved_to = self.move_aside(&path, &text);
+                    out.set_aside.push(SetAside {
+                        file: path,
+                        moved_to,
+                        why,
+                    });
+                }
+            }
+        }
+        out.records
+            .sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        out
+    }
+
+    /// Moves a file out of the way under a name no other file has (never over one).
+    fn move_aside(&self, path: &Path, name: &str) -> Option<PathBuf> {
+        let stamp = super::journal::now_ms();
+        for n in 0..100u32 {
+            let dest = self.set_aside_dir().join(format!("{name}.{stamp}-{n}"));
+            if std::fs::symlink_metadata(&dest).is_ok() {
+                continue;
+            }
+            return std::fs::rename(path, &dest).ok().map(|()| dest);
+        }
+        None
+    }
+
+    /// The files in the set-aside folder, for `relay doctor`.
+    pub fn set_aside_files(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.set_aside_dir())
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+/// At start, before the host runs: every record read back into the daemon's ledger. A
+/// session that was running when relay stopped or died is ended now with reason
+/// [`RELAY_RESTARTED`] (its record rewritten, a `session_end` audit row and a
+/// `session.exited` event, as any end has); each file set aside is reported on stderr
+/// and in a `ledger_set_aside` audit row.
+pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
+    d.store
+        .ensure()
+        .map_err(|e| format!("{}: {e}", d.store.dir().display()))?;
+    let loaded = d.store.load();
+    for a in &loaded.set_aside {
+        let whereto = match &a.moved_to {
+            Some(p) => format!("set aside as {}", p.display()),
+            None => "could not be moved; not read".into(),
+        };
+        let message = format!("ledger file {}: {}; {whereto}", a.file.display(), a.why);
+        eprintln!("relay: {message}");
+        let row = d.audit.record(&super::journal::AuditRow {
+            action: "ledger_set_aside",
+            outcome: "error",
+            error: Some(message),
+            ..Default::default()
+        });
+        if let Err(e) = row {
+            eprintln!("relay: audit: ledger_set_aside: {e}");
+        }
+    }
+    let now = super::journal::now_ms();
+    let mut ended = 0;
+    let total = loaded.records.len();
+    for rec in loaded.records {
+        let (e, was_running) = rec.into_entry(now);
+        let id = e.id.clone();
+        d.ledger().insert(id.clone(), e.clone());
+        if was_running {
+            ended += 1;
+            d.persist(&id);
+            d.teardown(&e, RELAY_RESTARTED, None, None, None);
+        }
+    }
+    if total > 0 || !loaded.set_aside.is_empty() {
+        eprintln!(
+            "relay: ledger: {total} sessions read back ({ended} ended {RELAY_RESTARTED}), {} \
+             files set aside",
+            loaded.set_aside.len()
+        );
+    }
+    Ok(())
+}
+
+/// At shutdown, before the host is told to end every session: each running one ends
+/// with reason [`RELAY_RESTARTED`], as it would after a crash.
+pub(super) fn stopping_all(d: &super::Daemon) {
+    for e in d.ledger().values_mut() {
+        if e.state == EntryState::Running && e.stop_reason.is_none() {
+            e.stop_reason = Some(RELAY_RESTARTED);
+        }
+    }
+}
+
+/// `relay doctor`'s `ledger` check: files set aside are a warning to look at.
+pub fn doctor_check(d: &super::Daemon) -> super::doctor::Check {
+    use super::doctor::{Check, Status};
+    let aside = d.store.set_aside_files();
+    if aside.is_empty() {
+        return Check {
+            name: "ledger",
+            status: Status::Ok,
+            detail: format!("{} holds every session's record", d.store.dir().display()),
+            fix: None,
+        };
+    }
+    let names: Vec<String> = aside.iter().map(|p| p.display().to_string()).collect();
+    Check {
+        name: "ledger",
+        status: Status::Warn,
+        detail: format!(
+            "{} ledger files could not be read and were set aside: {}",
+            aside.len(),
+            names.join(", ")
+        ),
+        fix: Some(format!(
+            "look at them (relay never reads them again), then remove them from {}",
+            d.store.set_aside_dir().display()
+        )),
+    }
+}
+
+/// One record file, read without following a link or blocking on a FIFO, checked
+/// against its name. The error says why, never the content.
+fn read_record(path: &Path, name: &str) -> Result<Record, String> {
+    let Some(id) = name.strip_suffix(".json") else {
+        return Err("not a ledger file name (<id>.json)".into());
+    };
+    if !super::purge::is_relay_id(id) {
+        return Err("not a ledger file name (<id>.json)".into());
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "a link, not a file".to_string(),
+            _ => format!("cannot open: {e}"),
+        })?;
+    let meta = f.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > FILE_MAX {
+        return Err(format!("larger than {FILE_MAX} bytes"));
+    }
+    let mut bytes = Vec::new();
+    f.take(FILE_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let rec: Record = serde_json::from_slice(&bytes).map_err(|e| {
+        // serde's category, line and column only: its message can quote the input.
+        format!(
+            "not a ledger record ({:?} at line {}, column {})",
+            e.classify(),
+            e.line(),
+            e.column()
+        )
+        .to_lowercase()
+    })?;
+    if rec.v != VERSION {
+        return Err(format!(
+            "record version {}, this relay reads {VERSION}",
+            rec.v
+        ));
+    }
+    if rec.id != id {
+        return Err("the record's id is not its file's name".into());
+    }
+    let kind_ok = match rec.kind {
+        SessionKind::Claude => id.starts_with("s-"),
+        SessionKind::Pty => id.starts_with("t-"),
+    };
+    if !kind_ok {
+        return Err("the record's kind does not match its id".into());
+    }
+    if !rec.directory.is_absolute() {
+        return Err("the record's directory is not absolute".into());
+    }
+    Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, state: EntryState) -> Record {
+        Record {
+            v: VERSION,
+            id: id.into(),
+            kind: if id.starts_with('s') {
+                SessionKind::Claude
+            } else {
+                SessionKind::Pty
+            },
+            name: None,
+            project_id: "p1".into(),
+            template_id: "claude-code".into(),
+            directory: "/home/ada/project".into(),
+            model: Some("sonnet".into()),
+            permission_mode: Some("bypassPermissions".into()),
+            token_fingerprint: Some("3f2a9c0d11be".into()),
+            token_passed: true,
+            claude: Some(ClaudeInit {
+                session_id: Some("0b7c3e2a-1111-4222-8333-944455556666".into()),
+                ..Default::default()
+            }),
+            state,
+            exit_status: None,
+            exit_signal: None,
+            exit_reason: None,
+            created_ms: 1,
+            ended_ms: None,
+            sandboxed: true,
+            pty: None,
+            reach: ReachRecord {
+                read_write: vec!["/home/ada/project".into()],
+                ..Default::default()
+            },
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        s.ensure().unwrap();
+        (d, s)
+    }
+
+    #[test]
+    fn a_record_round_trips_and_a_running_one_comes_back_ended_relay_restarted() {
+        let (_d, s) = store();
+        let running = record("s-000000000001", EntryState::Running);
+        let dormant = record("s-000000000002", EntryState::Dormant);
+        let mut exited = record("t-000000000003", EntryState::Running);
+        exited.template_id = "shell".into();
+        for r in [&running, &dormant, &exited] {
+            s.write(r).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(s.dir().join("s-000000000001.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        assert_eq!(
+            loaded.records,
+            vec![running.clone(), dormant.clone(), exited]
+        );
+
+        let (e, was) = running.into_entry(99);
+        assert!(was);
+        assert_eq!(e.state, EntryState::Dormant);
+        assert_eq!(e.exit_reason.as_deref(), Some(RELAY_RESTARTED));
+        assert_eq!(e.ended_ms, Some(99));
+        assert_eq!(e.reach.read_write, vec![PathBuf::from("/home/ada/project")]);
+        let (e, was) = dormant.into_entry(99);
+        assert!(!was);
+        assert_eq!((e.state, e.exit_reason), (EntryState::Dormant, None));
+        let (e, _) = loaded.records[2].clone().into_entry(99);
+        assert_eq!(e.state, EntryState::Exited);
+    }
+
+    #[test]
+    fn a_corrupt_truncated_or_planted_file_is_set_aside_and_the_others_load() {
+        let (_d, s) = store();
+        let good = record("s-00000000000a", EntryState::Dormant);
+        s.write(&good).unwrap();
+        let full = serde_json::to_vec(&record("s-00000000000b", EntryState::Dormant)).unwrap();
+        let dir = s.dir().to_path_buf();
+        // Cut half-way, as a torn write would leave it.
+        std::fs::write(dir.join("s-00000000000b.json"), &full[..full.len() / 2]).unwrap();
+        std::fs::write(dir.join("s-00000000000c.json"), b"\x00\xffnot json").unwrap();
+        std::fs::write(dir.join("s-00000000000d.json"), b"").unwrap();
+        // An id that is not its name's, a link, a FIFO, a stray name, a huge file.
+        let mut other = record("s-00000000000e", EntryState::Dormant);
+        other.id = "s-00000000000a".into();
+        std::fs::write(
+            dir.join("s-00000000000e.json"),
+            serde_json::to_vec(&other).unwrap(),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            dir.join("s-00000000000a.json"),
+            dir.join("s-00000000000f.json"),
+        )
+        .unwrap();
+        nix::unistd::mkfifo(
+            &dir.join("t-000000000010.json"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        std::fs::write(dir.join("notes.txt"), b"hi").unwrap();
+        std::fs::write(dir.join("t-000000000011.json"), vec![b' '; 300 * 1024]).unwrap();
+        // A write a SIGKILL cut short between the temp file and the rename.
+        std::fs::write(dir.join(".s-00000000000a.json.tmp-7-0"), &full[..10]).unwrap();
+
+        let loaded = s.load();
+        assert_eq!(loaded.records, vec![good]);
+        assert_eq!(loaded.leftovers, 1);
+        let why: Vec<(String, &str)> = loaded
+            .set_aside
+            .iter()
+            .map(|a| {
+                (
+                    a.file.file_name().unwrap().to_string_lossy().into_owned(),
+                    a.why.as_str(),
+                )
+            })
+            .collect();
+        let names: Vec<&str> = why.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "notes.txt",
+                "s-00000000000b.json",
+                "s-00000000000c.json",
+                "s-00000000000d.json",
+                "s-00000000000e.json",
+                "s-00000000000f.json",
+                "t-000000000010.json",
+                "t-000000000011.json"
+            ]
+        );
+        assert!(why[1].1.contains("eof"), "{why:?}");
+        assert!(why[5].1.contains("link"), "{why:?}");
+        assert!(why[6].1.contains("not a regular file"), "{why:?}");
+        // Every one moved, none read again; the good record and the link's target stay.
+        assert!(loaded.set_aside.iter().all(|a| a.moved_to.is_some()));
+        assert_eq!(s.set_aside_files().len(), 8);
+        let again = s.load();
+        assert_eq!(again.records.len(), 1);
+        assert!(again.set_aside.is_empty());
+        // No reason quotes the content.
+        assert!(why.iter().all(|(_, w)| !w.contains("not json")));
+    }
+
+    #[test]
+    fn a_write_cut_short_by_a_full_disk_leaves_the_old_record_whole() {
+        // Safety: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+            eprintln!("skip: mounting a small tmpfs needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16k,mode=0700", "tmpfs"])
+            .arg(d.path())
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mount -t tmpfs");
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(self.0)
+                    .status();
+            }
+        }
+        let _u = Unmount(d.path());
+        let s = Store::new(d.path());
+        s.ensure().unwrap();
+        let old = record("s-000000000031", EntryState::Running);
+        s.write(&old).unwrap();
+        // Fill the disk, then try a record larger than the page the old one holds: the
+        // write fails, and what a restart reads is the old record, whole.
+        let mut filler = std::fs::File::create(d.path().join("filler")).unwrap();
+        while filler.write_all(&[0u8; 1024]).is_ok() {}
+        drop(filler);
+        let mut new = old.clone();
+        new.state = EntryState::Dormant;
+        new.name = Some("n".repeat(6000));
+        assert!(s.write(&new).is_err(), "the disk was not full");
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        assert_eq!(loaded.records, vec![old]);
+    }
+
+    #[test]
+    fn a_write_replaces_the_whole_record_and_leaves_no_temp_file() {
+        let (_d, s) = store();
+        let mut r = record("s-000000000021", EntryState::Running);
+        s.write(&r).unwrap();
+        r.state = EntryState::Dormant;
+        r.exit_reason = Some("terminated".into());
+        s.write(&r).unwrap();
+        let names: Vec<String> = std::fs::read_dir(s.dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut names = names;
+        names.sort();
+        assert_eq!(names, ["s-000000000021.json", "set-aside"]);
+        assert_eq!(s.load().records, vec![r.clone()]);
+        s.remove(&r.id).unwrap();
+        s.remove(&r.id).unwrap();
+        assert!(s.load().records.is_empty());
+        // Only relay's ids name files.
+        r.id = "../x".into();
+        assert!(s.write(&r).is_err());
+    }
+}
