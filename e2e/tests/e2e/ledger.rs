@@ -606,3 +606,30 @@ fn real_claude_resumes_its_conversation_after_relay_is_sigkilled() {
     crate::real_turns::assert_every_bearer_is(&api, &after, &token);
     assert_token_not_in_ledger(&r, &token);
 }
+
+#[test]
+fn the_host_of_a_killed_relay_leaves_the_next_hosts_socket_alone() {
+    let mut r = Relay::start(base_settings(None));
+    let old_host = r.wait_event(|e| e["name"] == "host.started")["pid"]
+        .as_u64()
+        .unwrap();
+    // A terminal that ignores SIGTERM keeps the old host ending it for its whole grace,
+    // long after the next relay's host listens at the same path.
+    let t = terminal(&r, "trap '' TERM; echo armed; while :; do sleep 1; done");
+    let armed = wait::until(WAIT, || {
+        r.cli(&["terminal", "log", "--id", &t]).stdout.contains("armed")
+    });
+    assert!(armed, "the terminal never printed its marker");
+    r.kill();
+    r.launch_daemon();
+    assert!(
+        wait::until(WAIT, || !alive(old_host)),
+        "the old host never ended"
+    );
+    // The new host still answers at its socket: launches and lists work.
+    let again = terminal(&r, "echo fine");
+    let ev = r.wait_exited(&again);
+    assert_eq!(ev["exit_status"], 0, "{ev}");
+    assert!(r.config.join("sessions/host.sock").exists());
+    assert_eq!(listed(&r, &t).unwrap()["exit_reason"], "relay_restarted");
+}
