@@ -362,9 +362,11 @@ pub async fn serve(host: Arc<Host>, cap: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-fn socket_identity(p: &std::path::Path) -> Option<(u64, u64)> {
+/// A socket file's identity: its inode and when that inode was made (the file system
+/// hands a freed inode number to the next socket at once, as seen on ext4).
+fn socket_identity(p: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(p)
         .ok()
-        .map(|m| (m.dev(), m.ino()))
+        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
 }

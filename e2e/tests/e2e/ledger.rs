@@ -609,13 +609,23 @@ fn real_claude_resumes_its_conversation_after_relay_is_sigkilled() {
 
 #[test]
 fn the_host_of_a_killed_relay_leaves_the_next_hosts_socket_alone() {
-    let mut r = Relay::start(base_settings(None));
+    // Unsandboxed, so SIGTERM reaches the shell itself (no launcher between).
+    let mut s = base_settings(None);
+    s["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "plain", "name": "Plain", "command": "/bin/sh", "sandbox": false}));
+    let mut r = Relay::start(s);
     let old_host = r.wait_event(|e| e["name"] == "host.started")["pid"]
         .as_u64()
         .unwrap();
     // A terminal that ignores SIGTERM keeps the old host ending it for its whole grace,
     // long after the next relay's host listens at the same path.
-    let t = terminal(&r, "trap '' TERM; echo armed; while :; do sleep 1; done");
+    let body = json!({"project": "p1", "template": "plain",
+        "extra_args": ["-c", "trap '' TERM; echo armed; while :; do sleep 1; done"]});
+    let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
+    assert_eq!(status, 201, "{v}");
+    let t = v["id"].as_str().unwrap().to_string();
     let armed = wait::until(WAIT, || {
         r.cli(&["terminal", "log", "--id", &t]).stdout.contains("armed")
     });
