@@ -627,7 +627,9 @@ fn the_host_of_a_killed_relay_leaves_the_next_hosts_socket_alone() {
     assert_eq!(status, 201, "{v}");
     let t = v["id"].as_str().unwrap().to_string();
     let armed = wait::until(WAIT, || {
-        r.cli(&["terminal", "log", "--id", &t]).stdout.contains("armed")
+        r.cli(&["terminal", "log", "--id", &t])
+            .stdout
+            .contains("armed")
     });
     assert!(armed, "the terminal never printed its marker");
     r.kill();
