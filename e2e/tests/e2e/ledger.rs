@@ -150,7 +150,15 @@ fn after_a_clean_restart_a_dormant_session_resumes_its_conversation_and_ended_on
     assert_eq!(before_s["exit_reason"], "terminated", "{before_s}");
     assert_eq!(before_t["exit_status"], 3, "{before_t}");
 
+    // One still running when relay stops: its record says why it ended at shutdown.
+    let running = start_session(&r, &[])["id"].as_str().unwrap().to_string();
     r.stop();
+    let rec = record(&r, &running);
+    assert_eq!(
+        (rec["state"].as_str(), rec["exit_reason"].as_str()),
+        (Some("dormant"), Some("relay_restarted")),
+        "{rec}"
+    );
     // What the file says, before relay reads it again: the fingerprint, never the token.
     let rec = record(&r, &sid);
     assert_eq!(rec["token_fingerprint"], fp(&token), "{rec}");
