@@ -32,6 +32,8 @@ mod redaction;
 mod rotation_and_purge;
 #[path = "e2e/seatbelt.rs"]
 mod seatbelt;
+#[path = "e2e/service.rs"]
+mod service;
 #[path = "e2e/settings_open.rs"]
 mod settings_open;
 #[path = "e2e/settings_page.rs"]

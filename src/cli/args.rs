@@ -53,6 +53,9 @@ pub(super) enum Verb {
     Session(SessionVerb),
     /// Run the daemon in the foreground (prints ready.json's path first).
     Serve,
+    /// Run `relay serve` at login: a systemd user unit (Linux) or a LaunchAgent (macOS).
+    #[command(subcommand)]
+    Service(ServiceVerb),
     /// Print the daemon's state and paths.
     Status {
         #[command(flatten)]
@@ -89,6 +92,28 @@ pub(super) enum Verb {
     },
     /// Print the version.
     Version {
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum ServiceVerb {
+    /// Write and enable the service that runs `relay serve` at login and restarts it when it fails.
+    Install {
+        /// Print the service file instead of writing it.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Stop and disable the service and remove its file.
+    Uninstall {
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Whether the service is installed, enabled and running, and where it logs.
+    Status {
         #[command(flatten)]
         json: Json,
     },
@@ -248,7 +273,7 @@ pub(super) const GROUPS: &[(&str, &[&str])] = &[
     ),
     (
         "Daemon and administration",
-        &["serve", "status", "doctor", "audit", "settings"],
+        &["serve", "service", "status", "doctor", "audit", "settings"],
     ),
     ("This program", &["completions", "version", "help"]),
 ];

@@ -65,10 +65,7 @@ impl Client {
     /// What the person reads when a call got no answer.
     fn failed(&self, e: CallError) -> String {
         match e {
-            CallError::Connect(e) => format!(
-                "relay is not running (cannot connect to {}: {e}); start it with `relay serve`",
-                self.socket.display()
-            ),
+            CallError::Connect(e) => super::service::not_running(&self.socket, &e),
             CallError::Http(m) => format!("read from relay: {m}"),
         }
     }

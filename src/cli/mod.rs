@@ -6,8 +6,10 @@
 mod args;
 mod client;
 mod sandbox;
+mod service;
 pub mod termout;
 mod turn;
+mod unit;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use args::{AuditVerb, Json, SessionVerb, TerminalVerb, Verb};
+use args::{AuditVerb, Json, ServiceVerb, SessionVerb, TerminalVerb, Verb};
 use client::Client;
 
 pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -144,6 +146,16 @@ pub fn run() -> ExitCode {
         Verb::Status {
             json: Json { json },
         } => (json, status(&Client::new(&config))),
+        Verb::Service(ServiceVerb::Install {
+            dry_run,
+            json: Json { json },
+        }) => (json, service::install(&config, dry_run)),
+        Verb::Service(ServiceVerb::Uninstall {
+            json: Json { json },
+        }) => (json, service::uninstall()),
+        Verb::Service(ServiceVerb::Status {
+            json: Json { json },
+        }) => (json, service::status(&config)),
         Verb::Settings {
             open,
             json: Json { json },

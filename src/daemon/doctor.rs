@@ -75,6 +75,63 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
     }
 }
 
+/// relay's helpers as the daemon runs them: `relay-sessions`, and the `relay-shim` it
+/// hands the host, both beside its own executable (`sibling` in `src/daemon/mod.rs`).
+/// Each must be there and answer `--version` with relay's own version, or a launch
+/// runs code from another build (docs/cli.md#relay-doctor).
+async fn helpers_check(d: &Daemon) -> Check {
+    const VERSION: &str = env!("CARGO_PKG_VERSION");
+    let mut problems = Vec::new();
+    for (name, path) in [
+        ("relay-sessions", &d.host.host_bin),
+        ("relay-shim", &d.host.shim_bin),
+    ] {
+        if !path.is_file() {
+            problems.push(format!("{name} is missing (no {})", path.display()));
+            continue;
+        }
+        match quick_output(path, "--version").await {
+            None => problems.push(format!("{} --version failed", path.display())),
+            Some(out) => match helper_version(&out, name) {
+                Some(v) if v == VERSION => {}
+                other => problems.push(format!(
+                    "{} is version {}, relay is {VERSION}",
+                    path.display(),
+                    other.unwrap_or("unknown")
+                )),
+            },
+        }
+    }
+    let dir = d
+        .host
+        .host_bin
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if problems.is_empty() {
+        check(
+            "helpers",
+            Status::Ok,
+            format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
+            None,
+        )
+    } else {
+        check(
+            "helpers",
+            Status::Fail,
+            problems.join("; "),
+            Some("install relay, relay-sessions and relay-shim together from one source tree: `cargo install --locked --path .` in it (README, Install), then restart relay"),
+        )
+    }
+}
+
+/// The version in a helper's `--version` line (`relay-shim 0.1.0`,
+/// `relay-sessions 0.1.0 (protocol 3)`), when the line names that helper.
+fn helper_version<'a>(out: &'a str, name: &str) -> Option<&'a str> {
+    let mut words = out.lines().next()?.split_whitespace();
+    (words.next()? == name).then(|| words.next()).flatten()
+}
+
 /// The launcher that launches use (`launch::sandbox_launcher`, the same backend choice).
 async fn launcher_check(s: &Settings, home: &Path) -> Check {
     let (backend, launcher) = launch::sandbox_launcher(&s.session_sandbox, home);
@@ -471,6 +528,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
         None,
     ));
     checks.push(launcher_check(&settings, &d.home).await);
+    checks.push(helpers_check(d).await);
     checks.push(kernel_check(d, &settings));
     checks.push(config_check(d));
     checks.push(super::ledger::doctor_check(d));
@@ -602,7 +660,7 @@ async fn is_fake(p: &std::path::Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain, seatbelt_launcher_check, Status};
+    use super::{helper_version, plain, seatbelt_launcher_check, Status};
     use crate::daemon::launch::sandbox_launcher;
     use crate::daemon::settings::{BackendChoice, SessionSandbox};
     use crate::protocol::Backend;
@@ -660,6 +718,21 @@ mod tests {
         assert_eq!(missing.status, Status::Fail, "{missing:?}");
         assert!(missing.detail.starts_with("no sandbox-exec at "));
         assert!(missing.fix.is_some());
+    }
+
+    #[test]
+    fn helper_version_is_read_only_from_the_helpers_own_line() {
+        assert_eq!(
+            helper_version("relay-shim 0.1.0\n", "relay-shim"),
+            Some("0.1.0")
+        );
+        assert_eq!(
+            helper_version("relay-sessions 0.1.0 (protocol 3)\n", "relay-sessions"),
+            Some("0.1.0")
+        );
+        assert_eq!(helper_version("relay-shim 0.1.0", "relay-sessions"), None);
+        assert_eq!(helper_version("relay-shim", "relay-shim"), None);
+        assert_eq!(helper_version("", "relay-shim"), None);
     }
 
     #[test]

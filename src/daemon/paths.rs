@@ -56,4 +56,9 @@ impl Paths {
     pub fn profiles(&self) -> PathBuf {
         self.config.join("profiles")
     }
+    /// relay's log: where a login service (`relay service install`) appends what
+    /// `relay serve` writes on stdout and stderr (docs/cli.md#relay-service).
+    pub fn log(&self) -> PathBuf {
+        self.config.join("relay.log")
+    }
 }

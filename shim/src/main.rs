@@ -1,5 +1,0 @@
-//! `relay-shim exec …`: see the library for the steps.
-
-fn main() {
-    relay_shim::run()
-}
