@@ -756,9 +756,18 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     let token = api_token(&paths.api_token())
         .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
     let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
+    // The helpers come from relay's own folder (docs/architecture.md#binaries): without
+    // the host nothing can run, so say which file and how to get it, once.
+    let host_bin = sibling("relay-sessions");
+    if !host_bin.is_file() {
+        return Err(format!(
+            "{} is missing: relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)",
+            host_bin.display()
+        ));
+    }
     let host = Arc::new(hostlink::HostLink::new(
         paths.host_state(),
-        sibling("relay-sessions"),
+        host_bin,
         sibling("relay-shim"),
         paths.bridge(),
         host_secret,

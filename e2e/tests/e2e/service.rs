@@ -120,6 +120,23 @@ fn doctor_fails_a_helper_of_another_version_and_a_missing_one_with_a_fix() {
 }
 
 #[test]
+fn relay_serve_without_relay_sessions_beside_it_says_which_file_and_how_to_install() {
+    let r = Relay::prepare(None, false);
+    let bin_dir = r.relay_bin().parent().unwrap().to_path_buf();
+    std::fs::remove_file(bin_dir.join("relay-sessions")).unwrap();
+    let out = r.cli_command(&["serve"]).output().expect("run relay serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "error: {} is missing: relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)\n",
+            bin_dir.join("relay-sessions").display()
+        )
+    );
+}
+
+#[test]
 fn service_install_dry_run_prints_the_unit_and_writes_nothing() {
     let r = Relay::prepare(None, false);
     let out = r.cli(&["service", "install", "--dry-run"]);
