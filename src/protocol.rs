@@ -248,7 +248,7 @@ pub enum TurnEvent {
         api_error_status: Option<u16>,
     },
     /// The turn broke before a result: `code` is `session_exited`.
-    Error { code: String, message: String },
+    Error { code: HostCode, message: String },
 }
 
 /// A tool result's text in a [`TurnEvent::ToolResult`] is cut to this many bytes.
@@ -290,8 +290,76 @@ pub struct SessionList {
 /// Host error body: `{"error": code, "message": text}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostErrorBody {
-    pub error: String,
+    pub error: HostCode,
     pub message: String,
+}
+
+/// Every code the host answers with, and its HTTP status, in one `match`
+/// (docs/session-host.md#routes). The daemon maps each to one of its own codes in one
+/// place (`daemon::error::ApiError::from_host`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostCode {
+    InvalidSpec,
+    NotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    RequestTimeout,
+    SessionExists,
+    SessionExited,
+    IdentityRefused,
+    SpawnFailed,
+    Internal,
+    /// A code this build does not know (an older or newer host): never sent.
+    #[serde(other)]
+    Unknown,
+}
+
+impl HostCode {
+    /// Every code the host sends.
+    pub const ALL: &'static [HostCode] = &[
+        HostCode::InvalidSpec,
+        HostCode::NotFound,
+        HostCode::MethodNotAllowed,
+        HostCode::PayloadTooLarge,
+        HostCode::RequestTimeout,
+        HostCode::SessionExists,
+        HostCode::SessionExited,
+        HostCode::IdentityRefused,
+        HostCode::SpawnFailed,
+        HostCode::Internal,
+    ];
+
+    /// The code's wire spelling and its HTTP status.
+    fn spec(self) -> (&'static str, u16) {
+        match self {
+            HostCode::InvalidSpec => ("invalid_spec", 400),
+            HostCode::NotFound => ("not_found", 404),
+            HostCode::MethodNotAllowed => ("method_not_allowed", 405),
+            HostCode::PayloadTooLarge => ("payload_too_large", 413),
+            HostCode::RequestTimeout => ("request_timeout", 408),
+            HostCode::SessionExists => ("session_exists", 409),
+            HostCode::SessionExited => ("session_exited", 409),
+            HostCode::IdentityRefused => ("identity_refused", 502),
+            HostCode::SpawnFailed => ("spawn_failed", 500),
+            HostCode::Internal => ("internal", 500),
+            HostCode::Unknown => ("unknown", 500),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.spec().0
+    }
+
+    pub fn status(self) -> u16 {
+        self.spec().1
+    }
+}
+
+impl fmt::Display for HostCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Why a session ended, as the host reports it.

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::client::{Client, Streamed};
 use super::{emit, fail, json_bytes, termout, text_line};
+use crate::daemon::error::Code;
 
 /// A tool call's input and a tool result's text are cut to this many characters on
 /// their line.
@@ -165,9 +166,12 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
             Some(v) => fail(format!(
                 "{} ({})",
                 v["message"].as_str().unwrap_or("the turn broke off"),
-                v["code"].as_str().unwrap_or("session_exited")
+                v["code"].as_str().unwrap_or(Code::SessionExited.as_str())
             )),
-            None => fail("the turn ended without an answer (session_exited)"),
+            None => fail(format!(
+                "the turn ended without an answer ({})",
+                Code::SessionExited
+            )),
         },
     }
 }

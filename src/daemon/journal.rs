@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use super::error::{Code, Outcome};
 use crate::protocol::Routing;
 
 /// Request-supplied strings longer than this are cut (on a char boundary) with `…`.
@@ -124,9 +125,9 @@ pub struct AuditRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub directory: Option<String>,
     /// `allowed`, `denied` or `error`.
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<Code>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -201,7 +202,7 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<Code>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -320,7 +321,7 @@ mod tests {
         audit.open().unwrap();
         let row = |action| AuditRow {
             action,
-            outcome: "allowed",
+            outcome: Outcome::Allowed,
             ..Default::default()
         };
         audit.record(&row("one")).unwrap();
@@ -351,8 +352,8 @@ mod tests {
         }
         let row = AuditRow {
             action: "session_launch",
-            outcome: "error",
-            code: Some("sandbox_unavailable".into()),
+            outcome: Outcome::Error,
+            code: Some(Code::SandboxUnavailable),
             ..Default::default()
         };
         let mine = serde_json::to_value(&row).unwrap();

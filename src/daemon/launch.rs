@@ -15,52 +15,16 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Serialize;
-
+use super::error::{ApiError, Code, Outcome};
 use super::guard::{self, expand};
 use super::journal::{AuditRow, Event};
 use super::settings::{self, BackendChoice, Settings, Template};
 use super::{Daemon, Entry, EntryState};
 use crate::protocol::{
-    Backend, HostErrorBody, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize,
-    SandboxLaunch, Secret, SessionKind, CLAUDE_CODE_TEMPLATE, HOST_PROTOCOL_VERSION,
+    Backend, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize, SandboxLaunch,
+    Secret, SessionKind, CLAUDE_CODE_TEMPLATE, HOST_PROTOCOL_VERSION,
 };
 use crate::sandbox::{self, Network, SpecInput};
-
-/// The answer to a refused request: `{"error": message, "code": code}`.
-#[derive(Clone, Debug, Serialize)]
-pub struct ApiError {
-    #[serde(skip)]
-    pub status: u16,
-    pub code: &'static str,
-    #[serde(rename = "error")]
-    pub message: String,
-    /// `denied` (authorization) or `error` (anything else), for audit and events.
-    #[serde(skip)]
-    pub outcome: &'static str,
-}
-
-impl ApiError {
-    pub fn denied(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            outcome: "denied",
-        }
-    }
-    pub fn error(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            outcome: "error",
-        }
-    }
-    pub fn sandbox(message: impl Into<String>) -> Self {
-        Self::error(400, "sandbox_unavailable", message)
-    }
-}
 
 #[derive(Clone, Debug, Default)]
 pub struct LaunchInput {
@@ -170,7 +134,7 @@ pub fn new_id(kind: SessionKind) -> std::io::Result<String> {
 /// Random bytes are missing (the kernel refused them): an internal error, not a reason
 /// to stop the daemon.
 fn no_random(what: &str, e: std::io::Error) -> ApiError {
-    ApiError::error(500, "internal", format!("{what}: random bytes: {e}"))
+    ApiError::new(Code::Internal, format!("{what}: random bytes: {e}"))
 }
 
 struct Attempt<'a> {
@@ -191,8 +155,8 @@ impl Attempt<'_> {
             let _ = std::fs::remove_dir_all(t);
         }
         let mut row = self.row.clone();
-        row.outcome = e.outcome;
-        row.code = Some(e.code.into());
+        row.outcome = e.outcome();
+        row.code = Some(e.code);
         row.error = Some(e.message.clone());
         if let Err(err) = self.d.audit.record(&row) {
             // The launch is refused either way; the event below still records it.
@@ -200,12 +164,8 @@ impl Attempt<'_> {
         }
         self.d.events.emit(&Event {
             name: "session.launch",
-            status: Some(if e.outcome == "denied" {
-                "denied"
-            } else {
-                "error"
-            }),
-            code: Some(e.code.into()),
+            status: Some(e.outcome().as_str()),
+            code: Some(e.code),
             reason: Some(e.message.clone()),
             session_id: row.session_id.clone(),
             kind: Some(kind_name(self.kind).into()),
@@ -230,7 +190,7 @@ pub fn refused_request(
             action,
             session_id,
             kind: Some(kind_name(kind).into()),
-            outcome: "allowed",
+            outcome: Outcome::Allowed,
             ..Default::default()
         },
         kind,
@@ -273,7 +233,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             project: input.project.clone(),
             template: input.template.clone(),
             directory: input.directory.clone(),
-            outcome: "allowed",
+            outcome: Outcome::Allowed,
             ..Default::default()
         },
         kind,
@@ -284,17 +244,13 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     // 1. What a session itself runs can never drive relay.
     if let Some(pid) = input.caller_pid {
         if d.descends_from_session(pid) {
-            return Err(at.refuse(ApiError::denied(
-                403,
-                "inside_session",
-                super::INSIDE_SESSION,
-            )));
+            return Err(at.refuse(ApiError::new(Code::InsideSession, super::INSIDE_SESSION)));
         }
     }
     // 2. Settings, read fresh.
     let settings = match d.load_settings() {
         Ok(s) => s,
-        Err(e) => return Err(at.refuse(ApiError::error(500, "settings_invalid", e.to_string()))),
+        Err(e) => return Err(at.refuse(ApiError::new(Code::SettingsInvalid, e.to_string()))),
     };
     // 3. Project.
     let found;
@@ -308,18 +264,16 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             Some(id) => project_key = Some(id.as_str()),
             None => {
                 let dir = input.directory.clone().unwrap_or_default();
-                return Err(at.refuse(ApiError::denied(
-                    404,
-                    "unknown_project",
+                return Err(at.refuse(ApiError::new(
+                    Code::UnknownProject,
                     format!("no project in settings holds {dir}"),
                 )));
             }
         }
     }
     let Some(project_key) = project_key else {
-        return Err(at.refuse(ApiError::denied(
-            400,
-            "project_required",
+        return Err(at.refuse(ApiError::new(
+            Code::ProjectRequired,
             "a project is required (--project ID-OR-NAME)",
         )));
     };
@@ -329,18 +283,16 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         .find(|p| p.id == project_key)
         .or_else(|| settings.projects.iter().find(|p| p.name == project_key))
     else {
-        return Err(at.refuse(ApiError::denied(
-            404,
-            "unknown_project",
+        return Err(at.refuse(ApiError::new(
+            Code::UnknownProject,
             format!("no project {project_key:?} in settings"),
         )));
     };
     at.row.project = Some(project.id.clone());
     let project_path = expand(&project.path, &d.home);
     let Ok(project_real) = std::fs::canonicalize(&project_path) else {
-        return Err(at.refuse(ApiError::error(
-            400,
-            "invalid_directory",
+        return Err(at.refuse(ApiError::new(
+            Code::InvalidDirectory,
             format!(
                 "project {} folder {} does not exist",
                 project.id,
@@ -363,9 +315,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             match std::fs::canonicalize(&p) {
                 Ok(real) if real.is_dir() => real,
                 _ => {
-                    return Err(at.refuse(ApiError::error(
-                        400,
-                        "invalid_directory",
+                    return Err(at.refuse(ApiError::new(
+                        Code::InvalidDirectory,
                         format!("directory {} is not an existing folder", p.display()),
                     )))
                 }
@@ -374,9 +325,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     };
     at.row.directory = Some(directory.to_string_lossy().into_owned());
     if !directory.starts_with(&project_real) {
-        return Err(at.refuse(ApiError::denied(
-            403,
-            "directory_outside_project",
+        return Err(at.refuse(ApiError::new(
+            Code::DirectoryOutsideProject,
             format!(
                 "directory {} is outside project {} ({})",
                 directory.display(),
@@ -393,9 +343,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 .as_deref()
                 .is_some_and(|t| t != CLAUDE_CODE_TEMPLATE)
             {
-                return Err(at.refuse(ApiError::denied(
-                    400,
-                    "invalid_request",
+                return Err(at.refuse(ApiError::new(
+                    Code::InvalidRequest,
                     "claude sessions use the claude-code template",
                 )));
             }
@@ -403,18 +352,16 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }
         SessionKind::Pty => {
             let Some(tid) = input.template.as_deref().filter(|t| !t.is_empty()) else {
-                return Err(at.refuse(ApiError::denied(
-                    400,
-                    "template_required",
+                return Err(at.refuse(ApiError::new(
+                    Code::TemplateRequired,
                     "a template is required (--template T)",
                 )));
             };
             match find_template(&settings, tid) {
                 Some(t) => t.clone(),
                 None => {
-                    return Err(at.refuse(ApiError::denied(
-                        404,
-                        "unknown_template",
+                    return Err(at.refuse(ApiError::new(
+                        Code::UnknownTemplate,
                         format!("no terminal template {tid:?} in settings"),
                     )))
                 }
@@ -423,9 +370,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     };
     at.row.template = Some(template.id.clone());
     if !project.allows(&template.id) {
-        return Err(at.refuse(ApiError::denied(
-            403,
-            "template_not_allowed",
+        return Err(at.refuse(ApiError::new(
+            Code::TemplateNotAllowed,
             format!(
                 "project {} does not allow template {}",
                 project.id, template.id
@@ -439,9 +385,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     // Model and permission mode: the request's, else (on a resume) the session's own,
     // else the template's, else for a sandboxed headless session `bypassPermissions`.
     if let Some(m) = input.model.as_deref().filter(|m| !settings::valid_model(m)) {
-        return Err(at.refuse(ApiError::denied(
-            400,
-            "invalid_request",
+        return Err(at.refuse(ApiError::new(
+            Code::InvalidRequest,
             format!("model {m:?} is not a model name"),
         )));
     }
@@ -450,9 +395,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         .as_deref()
         .filter(|p| !settings::valid_permission_mode(p))
     {
-        return Err(at.refuse(ApiError::denied(
-            400,
-            "invalid_request",
+        return Err(at.refuse(ApiError::new(
+            Code::InvalidRequest,
             format!("permission mode {p:?} is not one word of letters"),
         )));
     }
@@ -602,9 +546,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         at.temp_dir = Some(temp_dir.clone());
     }
     if let Err(e) = made {
-        return Err(at.refuse(ApiError::error(
-            500,
-            "spawn_failed",
+        return Err(at.refuse(ApiError::new(
+            Code::SpawnFailed,
             format!("session temp dir {}: {e}", temp_dir.display()),
         )));
     }
@@ -615,9 +558,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     if sandboxed && claude_launch {
         let claude_dir = temp_dir.join("claude-config");
         if let Err(e) = seed_claude_config(&claude_dir, &directory) {
-            return Err(at.refuse(ApiError::error(
-                500,
-                "spawn_failed",
+            return Err(at.refuse(ApiError::new(
+                Code::SpawnFailed,
                 format!("claude config {}: {e}", claude_dir.display()),
             )));
         }
@@ -865,9 +807,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     };
     if !d.begin(entry.clone(), resume) {
         d.bridge.forget(&id);
-        return Err(at.refuse(ApiError::error(
-            409,
-            "session_exists",
+        return Err(at.refuse(ApiError::new(
+            Code::SessionExists,
             format!("session {id} exists"),
         )));
     }
@@ -898,9 +839,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         Ok(b) => b,
         Err(e) => {
             d.abort(&id);
-            return Err(at.refuse(ApiError::error(
-                500,
-                "spawn_failed",
+            return Err(at.refuse(ApiError::new(
+                Code::SpawnFailed,
                 format!("encode launch: {e}"),
             )));
         }
@@ -919,36 +859,23 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         Ok(a) => a,
         Err(e) => {
             d.abort(&id);
-            return Err(at.refuse(ApiError::error(503, "host_unavailable", e.to_string())));
+            return Err(at.refuse(ApiError::new(Code::HostUnavailable, e.to_string())));
         }
     };
     if status != 201 {
         d.abort(&id);
-        let hb: Option<HostErrorBody> = serde_json::from_slice(&bytes).ok();
-        let (code, message) = match hb {
-            Some(h) => match (host_code(&h.error), &unfound) {
-                ("spawn_failed", Some(hint)) => ("spawn_failed", format!("{hint} ({})", h.message)),
-                (code, _) => (code, h.message),
-            },
-            None => (
-                "spawn_failed",
-                format!("the session host answered {status}"),
-            ),
-        };
-        let status = match code {
-            "identity_refused" => 502,
-            "session_exists" => 409,
-            _ => 500,
-        };
-        return Err(at.refuse(ApiError::error(status, code, message)));
+        let mut e = ApiError::from_host(status, &bytes);
+        if let (Code::SpawnFailed, Some(hint)) = (e.code, &unfound) {
+            e.message = format!("{hint} ({})", e.message);
+        }
+        return Err(at.refuse(e));
     }
     let launched: LaunchResponse = match serde_json::from_slice(&bytes) {
         Ok(l) => l,
         Err(e) => {
             d.abort(&id);
-            return Err(at.refuse(ApiError::error(
-                500,
-                "spawn_failed",
+            return Err(at.refuse(ApiError::new(
+                Code::SpawnFailed,
                 format!("host answer: {e}"),
             )));
         }
@@ -969,9 +896,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             .host
             .call("DELETE", &format!("/sessions/{id}"), None)
             .await;
-        return Err(at.refuse(ApiError::error(
-            500,
-            "audit_unavailable",
+        return Err(at.refuse(ApiError::new(
+            Code::AuditUnavailable,
             format!("the audit row could not be written, so the session was stopped: {e}"),
         )));
     }
@@ -1089,15 +1015,6 @@ fn not_found_hint(
         "{program} is not on the PATH relay searched ({}); {fix}",
         path_env.to_string_lossy()
     )
-}
-
-fn host_code(code: &str) -> &'static str {
-    match code {
-        "identity_refused" => "identity_refused",
-        "session_exists" => "session_exists",
-        "invalid_spec" => "invalid_spec",
-        _ => "spawn_failed",
-    }
 }
 
 /// The backend and the launcher a sandboxed launch uses under these settings: `auto` is

@@ -387,7 +387,7 @@ pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
         eprintln!("relay: {message}");
         let row = d.audit.record(&super::journal::AuditRow {
             action: "ledger_set_aside",
-            outcome: "error",
+            outcome: super::error::Outcome::Error,
             error: Some(message),
             ..Default::default()
         });

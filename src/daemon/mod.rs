@@ -6,6 +6,7 @@ pub mod api;
 pub mod bridge;
 pub mod claude_settings;
 pub mod doctor;
+pub mod error;
 pub mod guard;
 pub mod hostlink;
 pub mod journal;
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{ClaudeInit, ExitReason, HostEvent, PtySize, SessionKind};
+use error::Outcome;
 use journal::{Audit, AuditRow, Event, Events};
 
 pub const INSIDE_SESSION: &str = "this command cannot be run from inside a relay session";
@@ -560,7 +562,7 @@ impl Daemon {
             kind: Some(launch::kind_name(e.kind).into()),
             project: Some(e.project_id.clone()),
             template: Some(e.template_id.clone()),
-            outcome: "allowed",
+            outcome: Outcome::Allowed,
             error: Some(reason.into()),
             exit_status,
             signal,

@@ -12,8 +12,9 @@
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
+use super::error::{ApiError, Code, Outcome};
 use super::journal::{now_ms, AuditRow, Event};
-use super::launch::{kind_name, ApiError};
+use super::launch::kind_name;
 use super::settings::{self, Retention};
 use super::{Daemon, Entry, EntryState};
 use crate::protocol::SessionKind;
@@ -51,17 +52,15 @@ pub async fn purge(
         match l.get(id) {
             Some(e) if e.kind == kind => {
                 if matches!(e.state, EntryState::Running | EntryState::Launching) {
-                    return Err(ApiError::error(
-                        409,
-                        "session_running",
+                    return Err(ApiError::new(
+                        Code::SessionRunning,
                         format!("{} {id} is running; stop it first", noun(kind)),
                     ));
                 }
             }
             _ => {
-                return Err(ApiError::error(
-                    404,
-                    "not_found",
+                return Err(ApiError::new(
+                    Code::NotFound,
                     format!("no {} {id}", noun(kind)),
                 ))
             }
@@ -69,7 +68,7 @@ pub async fn purge(
         // Out of the ledger first: a resume of this id from now on finds nothing.
         match l.remove(id) {
             Some(e) => e,
-            None => return Err(ApiError::error(404, "not_found", format!("no {id}"))),
+            None => return Err(ApiError::new(Code::NotFound, format!("no {id}"))),
         }
     };
     // The host forgets it and removes its logs; when the host no longer knows it (it
@@ -82,7 +81,7 @@ pub async fn purge(
     if let Err(msg) = remove_session_dir(&d.tmp_real, id) {
         d.ledger().insert(id.to_string(), entry);
         d.persist(id);
-        return Err(ApiError::error(500, "purge_failed", msg));
+        return Err(ApiError::new(Code::PurgeFailed, msg));
     }
     // Its ledger file goes last: a restart finds it until the purge is done.
     d.persist(id);
@@ -138,7 +137,7 @@ fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &s
         kind: Some(kind_name(kind).into()),
         project: e.map(|e| e.project_id.clone()),
         template: e.map(|e| e.template_id.clone()),
-        outcome: "allowed",
+        outcome: Outcome::Allowed,
         error: Some(reason.into()),
         token_fingerprint: e.and_then(|e| e.token_fingerprint.clone()),
         ..Default::default()
@@ -253,7 +252,7 @@ pub async fn sweep(d: &Daemon, orphans: bool) {
     };
     for (id, kind) in due {
         if let Err(e) = purge(d, &id, kind, "retain_ended").await {
-            if e.status != 409 {
+            if e.code != Code::SessionRunning {
                 crate::listen::log(format_args!("relay: purge {id}: {}", e.message));
                 d.purge_failed
                     .lock()

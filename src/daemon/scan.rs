@@ -283,22 +283,21 @@ pub fn roots(config: &Path, tmp: &Path) -> Vec<PathBuf> {
 
 /// `POST /api/audit/scan`: the current token (read as a launch reads it) looked for in
 /// every root. Refused with `409 no_token` when there is no token to look for.
-pub fn run(d: &super::Daemon) -> Result<(Report, String), super::launch::ApiError> {
-    use super::launch::ApiError;
+pub fn run(d: &super::Daemon) -> Result<(Report, String), super::error::ApiError> {
+    use super::error::{ApiError, Code};
     let settings = d
         .load_settings()
-        .map_err(|e| ApiError::error(500, "settings_invalid", e.to_string()))?;
+        .map_err(|e| ApiError::new(Code::SettingsInvalid, e.to_string()))?;
     let path = super::settings::token_file_path(&settings.claude_token_file, &d.home)
-        .map_err(|e| ApiError::error(409, "no_token", e))?
+        .map_err(|e| ApiError::new(Code::NoToken, e))?
         .ok_or_else(|| {
-            ApiError::error(
-                409,
-                "no_token",
+            ApiError::new(
+                Code::NoToken,
                 "claude_token_file is not set: there is no token to look for",
             )
         })?;
     let token = crate::token::read_token_file(&path)
-        .map_err(|e| ApiError::error(409, "no_token", e.to_string()))?;
+        .map_err(|e| ApiError::new(Code::NoToken, e.to_string()))?;
     let needles = needles(token.token.expose().as_bytes());
     let fingerprint = crate::token::fingerprint(token.token.expose());
     let skip = Some((token.dev, token.ino));

@@ -15,8 +15,9 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::api::{body, host_error, refuse, Resp};
+use super::error::Code;
 use super::{Daemon, EntryState};
-use crate::protocol::{SessionKind, TurnEvent};
+use crate::protocol::{HostCode, SessionKind, TurnEvent};
 
 /// A host event line longer than this ends the turn (the host's own lines stay below:
 /// it cuts tool results and reads Claude Code's lines up to 8 MiB).
@@ -32,7 +33,7 @@ struct Message {
 
 fn broken(message: &str) -> TurnEvent {
     TurnEvent::Error {
-        code: "session_exited".into(),
+        code: HostCode::SessionExited,
         message: message.into(),
     }
 }
@@ -52,12 +53,11 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         Some(e) if e.kind == SessionKind::Claude && e.state == EntryState::Running => {}
         Some(e) if e.kind == SessionKind::Claude => {
             return refuse(
-                409,
-                "session_not_running",
+                Code::SessionNotRunning,
                 format!("session {id} is {:?}; resume it first", e.state).to_lowercase(),
             )
         }
-        _ => return refuse(404, "not_found", format!("no session {id}")),
+        _ => return refuse(Code::NotFound, format!("no session {id}")),
     }
     let host_body =
         serde_json::to_vec(&json!({"text": m.text, "stream": true})).unwrap_or_default();
@@ -67,7 +67,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         .await
     {
         Ok(a) => a,
-        Err(e) => return refuse(503, "host_unavailable", e.to_string()),
+        Err(e) => return refuse(Code::HostUnavailable, e.to_string()),
     };
     let status = answer.status().as_u16();
     if status != 200 {
@@ -104,8 +104,8 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
             }
             crate::http::json(200, &v)
         }
-        Ok(TurnEvent::Error { message, .. }) => refuse(409, "session_exited", message),
-        _ => refuse(409, "session_exited", "the turn ended without an answer"),
+        Ok(TurnEvent::Error { message, .. }) => refuse(Code::SessionExited, message),
+        _ => refuse(Code::SessionExited, "the turn ended without an answer"),
     }
 }
 

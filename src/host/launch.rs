@@ -17,8 +17,8 @@ use super::terminal::{self, Terminal};
 use super::termlog::DiskLog;
 use super::{env, Host, Session, SessionIo, Slot};
 use crate::protocol::{
-    Backend, ExitReason, HostEvent, LaunchRequest, LaunchResponse, SessionInfo, SessionKind,
-    SessionState, HOST_PROTOCOL_VERSION,
+    Backend, ExitReason, HostCode, HostEvent, LaunchRequest, LaunchResponse, SessionInfo,
+    SessionKind, SessionState, HOST_PROTOCOL_VERSION,
 };
 
 /// How long a terminated session gets between SIGTERM and SIGKILL.
@@ -35,12 +35,12 @@ pub enum LaunchError {
 
 impl LaunchError {
     /// The one mapping from launch errors to the host's error codes and HTTP statuses.
-    pub fn code(&self) -> (u16, &'static str) {
+    pub fn code(&self) -> HostCode {
         match self {
-            LaunchError::InvalidSpec(_) => (400, "invalid_spec"),
-            LaunchError::SessionExists(_) => (409, "session_exists"),
-            LaunchError::IdentityRefused(_) => (502, "identity_refused"),
-            LaunchError::SpawnFailed(_) => (500, "spawn_failed"),
+            LaunchError::InvalidSpec(_) => HostCode::InvalidSpec,
+            LaunchError::SessionExists(_) => HostCode::SessionExists,
+            LaunchError::IdentityRefused(_) => HostCode::IdentityRefused,
+            LaunchError::SpawnFailed(_) => HostCode::SpawnFailed,
         }
     }
     pub fn message(&self) -> &str {
@@ -532,8 +532,8 @@ mod tests {
         })
     }
 
-    fn code(r: Result<(), LaunchError>) -> Option<&'static str> {
-        r.err().map(|e| e.code().1)
+    fn code(r: Result<(), LaunchError>) -> Option<HostCode> {
+        r.err().map(|e| e.code())
     }
 
     #[test]
@@ -542,7 +542,8 @@ mod tests {
         let mut r = req();
         r.claude_token = Some(Secret::new(token));
         let e = validate(&r).unwrap_err();
-        assert_eq!(e.code(), (400, "invalid_spec"));
+        assert_eq!(e.code(), HostCode::InvalidSpec);
+        assert_eq!(e.code().status(), 400);
         assert!(!e.message().contains(token));
 
         r.sandbox = sandbox();
@@ -551,14 +552,14 @@ mod tests {
         r.kind = SessionKind::Pty;
         r.template_id = Some("shell".into());
         let e = validate(&r).unwrap_err();
-        assert_eq!(e.code().1, "invalid_spec");
+        assert_eq!(e.code(), HostCode::InvalidSpec);
         assert!(!e.message().contains(token));
 
         r.template_id = Some("claude-code".into());
         assert_eq!(code(validate(&r)), None);
 
         r.claude_token = Some(Secret::new("x".repeat(4097)));
-        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec));
     }
 
     #[test]
@@ -566,22 +567,22 @@ mod tests {
         for id in ["", ".hidden", "a/b", "a b", &"x".repeat(65)] {
             let mut r = req();
             r.session_id = id.into();
-            assert_eq!(code(validate(&r)), Some("invalid_spec"), "{id:?}");
+            assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec), "{id:?}");
         }
         let mut r = req();
         r.v = 99;
-        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec));
         let mut r = req();
         r.identity = Some(IdentityLaunch {
             secret: Secret::new("ABC"),
         });
-        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec));
         let mut r = req();
         r.argv.clear();
-        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec));
         let mut r = req();
         r.directory = "relative".into();
-        assert_eq!(code(validate(&r)), Some("invalid_spec"));
+        assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec));
     }
 }
 

@@ -18,26 +18,26 @@ use super::provider::TurnError;
 use super::{Host, Session, SessionIo, Slot};
 use crate::http::{self, BodyError, Resp, READ_TIMEOUT};
 use crate::protocol::{
-    HostErrorBody, HostEvent, LaunchRequest, MessageRequest, MessageResponse, SessionList,
-    SessionState, TerminateRequest, TurnEvent, HOST_PROTOCOL_VERSION,
+    HostCode, HostErrorBody, HostEvent, LaunchRequest, MessageRequest, MessageResponse,
+    SessionList, SessionState, TerminateRequest, TurnEvent, HOST_PROTOCOL_VERSION,
 };
 
 /// Largest accepted request body (a launch request with its argv, env and token).
 pub const BODY_MAX: usize = 256 * 1024;
 
-fn error(status: u16, code: &str, message: impl Into<String>) -> Resp {
+/// A refusal: the code's status, `{"error": code, "message": text}`.
+fn error(code: HostCode, message: impl Into<String>) -> Resp {
     http::json(
-        status,
+        code.status(),
         &HostErrorBody {
-            error: code.to_string(),
+            error: code,
             message: message.into(),
         },
     )
 }
 
 fn launch_error(e: &LaunchError) -> Resp {
-    let (status, code) = e.code();
-    error(status, code, e.message())
+    error(e.code(), e.message())
 }
 
 async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, Resp> {
@@ -47,16 +47,14 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Re
     };
     body.map_err(|e| match e {
         BodyError::TooLarge(max) => error(
-            413,
-            "payload_too_large",
+            HostCode::PayloadTooLarge,
             format!("request body larger than {max} bytes or unreadable"),
         ),
         BodyError::Timeout => error(
-            408,
-            "request_timeout",
+            HostCode::RequestTimeout,
             format!("request body not received within {READ_TIMEOUT:?}"),
         ),
-        BodyError::Invalid(m) => error(400, "invalid_spec", m),
+        BodyError::Invalid(m) => error(HostCode::InvalidSpec, m),
     })
 }
 
@@ -66,13 +64,13 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Re
 /// (docs/session-host.md#attach).
 fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     let Some(session) = host.live(id) else {
-        return error(404, "not_found", format!("no session {id}"));
+        return error(HostCode::NotFound, format!("no session {id}"));
     };
     let SessionIo::Terminal(term) = &session.io else {
-        return error(400, "invalid_spec", "not a terminal");
+        return error(HostCode::InvalidSpec, "not a terminal");
     };
     if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
-        return error(400, "invalid_spec", "attach needs Upgrade: relay-attach");
+        return error(HostCode::InvalidSpec, "attach needs Upgrade: relay-attach");
     }
     let term = term.clone();
     let on_upgrade = hyper::upgrade::on(&mut req);
@@ -111,7 +109,7 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
                         &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                     )
                 }
-                None => error(404, "not_found", format!("no session {}", t.session_id)),
+                None => error(HostCode::NotFound, format!("no session {}", t.session_id)),
             },
             Err(r) => r,
         },
@@ -132,21 +130,21 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
                 200,
                 &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             ),
-            None => error(404, "not_found", format!("no session {id}")),
+            None => error(HostCode::NotFound, format!("no session {id}")),
         },
         (Method::GET, ["sessions", id, "log"]) => match host.live(id) {
             Some(s) => match s.log.lock().unwrap_or_else(|p| p.into_inner()).read_all() {
                 Ok(bytes) => http::octets(bytes),
-                Err(e) => error(500, "internal", format!("read log: {e}")),
+                Err(e) => error(HostCode::Internal, format!("read log: {e}")),
             },
-            None => error(404, "not_found", format!("no session {id}")),
+            None => error(HostCode::NotFound, format!("no session {id}")),
         },
         (Method::GET, ["sessions", id, "scrollback"]) => match host.live(id) {
             Some(s) => match &s.io {
                 SessionIo::Terminal(t) => http::octets(t.scrollback()),
-                SessionIo::Provider(_) => error(400, "invalid_spec", "not a terminal"),
+                SessionIo::Provider(_) => error(HostCode::InvalidSpec, "not a terminal"),
             },
-            None => error(404, "not_found", format!("no session {id}")),
+            None => error(HostCode::NotFound, format!("no session {id}")),
         },
         (Method::POST, ["sessions", id, "message"]) => {
             let id = id.to_string();
@@ -171,7 +169,7 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
                     &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 )
             }
-            None => error(404, "not_found", format!("no session {id}")),
+            None => error(HostCode::NotFound, format!("no session {id}")),
         },
         (
             _,
@@ -180,8 +178,8 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
             | ["sessions"]
             | ["sessions", _]
             | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
-        ) => error(405, "method_not_allowed", "method not allowed"),
-        _ => error(404, "not_found", "no such route"),
+        ) => error(HostCode::MethodNotAllowed, "method not allowed"),
+        _ => error(HostCode::NotFound, "no such route"),
     }
 }
 
@@ -217,16 +215,16 @@ async fn ended_message(session: &Arc<Session>, e: &TurnError) -> String {
 /// `409 session_exited` when the turn broke.
 async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
     let Some(session) = host.live(id) else {
-        return error(404, "not_found", format!("no session {id}"));
+        return error(HostCode::NotFound, format!("no session {id}"));
     };
     let provider = match &session.io {
         SessionIo::Provider(p) => p.clone(),
         SessionIo::Terminal(_) => {
-            return error(400, "invalid_spec", "messages are for claude sessions")
+            return error(HostCode::InvalidSpec, "messages are for claude sessions")
         }
     };
     if session.info.lock().unwrap_or_else(|p| p.into_inner()).state != SessionState::Running {
-        return error(409, "session_exited", format!("session {id} has exited"));
+        return error(HostCode::SessionExited, format!("session {id} has exited"));
     }
     let (tx, mut rx) = mpsc::channel::<TurnEvent>(64);
     let text = m.text;
@@ -235,7 +233,7 @@ async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
             let message = ended_message(&session, &e).await;
             let _ = tx
                 .send(TurnEvent::Error {
-                    code: "session_exited".into(),
+                    code: HostCode::SessionExited,
                     message,
                 })
                 .await;
@@ -275,10 +273,9 @@ async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
                 api_error_status,
             },
         ),
-        Some(TurnEvent::Error { message, .. }) => error(409, "session_exited", message),
+        Some(TurnEvent::Error { message, .. }) => error(HostCode::SessionExited, message),
         _ => error(
-            409,
-            "session_exited",
+            HostCode::SessionExited,
             format!("session {id} ended the turn without an answer"),
         ),
     }

@@ -16,10 +16,10 @@ use std::time::Duration;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::net::{TcpListener, UnixListener};
 
-use super::launch::{self, ApiError};
+use super::error::{ApiError, Code};
+use super::launch;
 use super::{Daemon, EntryState};
 use crate::http::{self, BodyError, READ_TIMEOUT};
 use crate::protocol::SessionKind;
@@ -167,21 +167,19 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::AuditScan => system::audit_scan(&d).await,
         Route::Doctor => system::doctor(&d).await,
         Route::Events => system::events(&d, &req).await,
-        Route::MethodNotAllowed => refuse(
-            405,
-            "method_not_allowed",
-            "method not allowed on this route",
-        ),
-        Route::NotFound => refuse(404, "not_found", "no such route"),
+        Route::MethodNotAllowed => {
+            refuse(Code::MethodNotAllowed, "method not allowed on this route")
+        }
+        Route::NotFound => refuse(Code::NotFound, "no such route"),
     }
 }
 
 fn err(e: &ApiError) -> Resp {
-    http::json(e.status, e)
+    http::json(e.status(), e)
 }
 
-pub(super) fn refuse(status: u16, code: &'static str, message: impl Into<String>) -> Resp {
-    err(&ApiError::error(status, code, message))
+pub(super) fn refuse(code: Code, message: impl Into<String>) -> Resp {
+    err(&ApiError::new(code, message))
 }
 
 async fn parse_body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, ApiError> {
@@ -196,17 +194,15 @@ async fn parse_body<T: DeserializeOwned>(req: Request<Incoming>) -> Result<T, Ap
 
 fn body_refusal(e: BodyError) -> ApiError {
     match e {
-        BodyError::TooLarge(max) => ApiError::error(
-            413,
-            "payload_too_large",
+        BodyError::TooLarge(max) => ApiError::new(
+            Code::PayloadTooLarge,
             format!("request body larger than {max} bytes"),
         ),
-        BodyError::Timeout => ApiError::error(
-            408,
-            "request_timeout",
+        BodyError::Timeout => ApiError::new(
+            Code::RequestTimeout,
             format!("request body not received within {READ_TIMEOUT:?}"),
         ),
-        BodyError::Invalid(m) => ApiError::denied(400, "invalid_request", m),
+        BodyError::Invalid(m) => ApiError::new(Code::InvalidRequest, m),
     }
 }
 
@@ -228,7 +224,7 @@ async fn launch_body<T: DeserializeOwned>(
 fn inside(d: &Daemon, peer: Peer) -> Option<Resp> {
     let pid = peer.pid?;
     d.descends_from_session(pid)
-        .then(|| refuse(403, "inside_session", super::INSIDE_SESSION))
+        .then(|| refuse(Code::InsideSession, super::INSIDE_SESSION))
 }
 
 async fn host_passthrough(
@@ -240,26 +236,11 @@ async fn host_passthrough(
     d.host
         .call(method, path, body)
         .await
-        .map_err(|e| refuse(503, "host_unavailable", e.to_string()))
+        .map_err(|e| refuse(Code::HostUnavailable, e.to_string()))
 }
 
 pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
-    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    let message = v["message"]
-        .as_str()
-        .unwrap_or("the session host refused the request")
-        .to_string();
-    let code: &'static str = match v["error"].as_str() {
-        Some("not_found") => "not_found",
-        Some("session_exited") => "session_exited",
-        Some("invalid_spec") => "invalid_request",
-        _ => "host_error",
-    };
-    refuse(
-        if status == 404 { 404 } else { status.max(400) },
-        code,
-        message,
-    )
+    err(&ApiError::from_host(status, bytes))
 }
 
 /// Runs a launch on its own task: a client that hangs up mid-launch must not cancel
@@ -268,9 +249,8 @@ async fn launch_detached(d: &Arc<Daemon>, input: launch::LaunchInput) -> Resp {
     let d = d.clone();
     let r = match tokio::spawn(async move { launch::launch(&d, input).await }).await {
         Ok(r) => r,
-        Err(e) => Err(ApiError::error(
-            500,
-            "spawn_failed",
+        Err(e) => Err(ApiError::new(
+            Code::SpawnFailed,
             format!("launch task: {e}"),
         )),
     };
@@ -297,8 +277,7 @@ async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
 async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
     let Some(e) = d.entry(id).filter(|e| e.kind == kind) else {
         return refuse(
-            404,
-            "not_found",
+            Code::NotFound,
             format!(
                 "no {} {id}",
                 if kind == SessionKind::Pty {

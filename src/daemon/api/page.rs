@@ -6,6 +6,7 @@ use hyper::header::HeaderValue;
 use hyper::Request;
 
 use super::{refuse, Resp};
+use crate::daemon::error::Code;
 use crate::daemon::{web, Daemon};
 use crate::http;
 
@@ -21,7 +22,7 @@ fn with(mut r: Resp, headers: &[(&'static str, String)]) -> Resp {
 /// `GET /`, `/index.html`, `/app.js`, `/style.css`.
 pub(super) fn file(path: &str) -> Resp {
     let Some((kind, body)) = web::asset(path) else {
-        return refuse(404, "not_found", "no such route");
+        return refuse(Code::NotFound, "no such route");
     };
     with(
         http::bytes(200, Some(kind), Bytes::from_static(body.as_bytes())),
@@ -39,14 +40,13 @@ pub(super) fn file(path: &str) -> Resp {
 pub(super) fn login_code(d: &Daemon) -> Resp {
     let Some(addr) = d.api_addr() else {
         return refuse(
-            409,
-            "no_listener",
+            Code::NoListener,
             "set api.listen in settings.json to serve the Settings page",
         );
     };
     let code = match d.web.new_code() {
         Ok(c) => c,
-        Err(e) => return refuse(500, "internal", format!("login code: {e}")),
+        Err(e) => return refuse(Code::Internal, format!("login code: {e}")),
     };
     http::json(
         201,

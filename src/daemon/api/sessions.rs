@@ -8,7 +8,8 @@ use hyper::Request;
 use serde::Deserialize;
 
 use super::{err, launch_body, launch_detached, Peer, Resp};
-use crate::daemon::launch::{self, ApiError, LaunchInput};
+use crate::daemon::error::{ApiError, Code};
+use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::SessionKind;
@@ -67,18 +68,11 @@ pub(super) async fn resume(d: &Arc<Daemon>, peer: Peer, id: String) -> Resp {
     };
     let e = match d.entry(&id) {
         Some(e) if e.kind == SessionKind::Claude => e,
-        _ => {
-            return refused(ApiError::denied(
-                404,
-                "not_found",
-                format!("no session {id}"),
-            ))
-        }
+        _ => return refused(ApiError::new(Code::NotFound, format!("no session {id}"))),
     };
     if e.state != EntryState::Dormant {
-        return refused(ApiError::denied(
-            409,
-            "session_running",
+        return refused(ApiError::new(
+            Code::SessionRunning,
             format!("session {id} is not dormant"),
         ));
     }

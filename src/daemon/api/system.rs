@@ -9,6 +9,7 @@ use hyper::Request;
 use serde_json::{json, Value};
 
 use super::{err, refuse, Resp};
+use crate::daemon::error::Code;
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::SessionKind;
@@ -81,7 +82,7 @@ pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
             }),
         ),
         Ok(Err(e)) => err(&e),
-        Err(e) => refuse(500, "internal", format!("scan: {e}")),
+        Err(e) => refuse(Code::Internal, format!("scan: {e}")),
     }
 }
 
@@ -90,7 +91,7 @@ pub(super) async fn doctor(d: &Arc<Daemon>) -> Resp {
     let d2 = d.clone();
     match tokio::spawn(async move { crate::daemon::doctor::run(&d2).await }).await {
         Ok(v) => http::json(200, &v),
-        Err(e) => refuse(500, "internal", format!("doctor: {e}")),
+        Err(e) => refuse(Code::Internal, format!("doctor: {e}")),
     }
 }
 

@@ -9,7 +9,8 @@ use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 
 use super::{err, host_error, host_passthrough, launch_body, launch_detached, refuse, Peer, Resp};
-use crate::daemon::launch::{self, ApiError, LaunchInput};
+use crate::daemon::error::{ApiError, Code};
+use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::{PtySize, SessionKind};
@@ -55,14 +56,14 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
                 rows: r.unwrap_or(24),
             };
             if size.cols == 0 || size.rows == 0 || size.cols > 1000 || size.rows > 1000 {
-                let e = ApiError::denied(400, "invalid_request", "cols and rows must be 1 to 1000");
+                let e = ApiError::new(Code::InvalidRequest, "cols and rows must be 1 to 1000");
                 return refused(d, e);
             }
             Some(size)
         }
     };
     if b.extra_args.len() > 64 || b.extra_args.iter().any(|a| a.contains('\0')) {
-        let e = ApiError::denied(400, "invalid_request", "at most 64 extra args, without NUL");
+        let e = ApiError::new(Code::InvalidRequest, "at most 64 extra args, without NUL");
         return refused(d, e);
     }
     let input = LaunchInput {
@@ -91,7 +92,7 @@ pub(super) fn list(d: &Daemon) -> Resp {
 /// `GET /api/terminals/{id}/log`: the host's disk log, also after exit.
 pub(super) async fn log(d: &Daemon, id: &str) -> Resp {
     if d.entry(id).is_none_or(|e| e.kind != SessionKind::Pty) {
-        return refuse(404, "not_found", format!("no terminal {id}"));
+        return refuse(Code::NotFound, format!("no terminal {id}"));
     }
     match host_passthrough(d, "GET", &format!("/sessions/{id}/log"), None).await {
         Ok((200, bytes)) => http::octets(bytes),
@@ -108,23 +109,22 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
     // (docs/routes.md#attaching-to-a-terminal).
     let running = match d.entry(id) {
         Some(e) if e.kind == SessionKind::Pty => e.state == EntryState::Running,
-        _ => return refuse(404, "not_found", format!("no terminal {id}")),
+        _ => return refuse(Code::NotFound, format!("no terminal {id}")),
     };
     if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
-        return refuse(400, "invalid_request", "attach needs Upgrade: relay-attach");
+        return refuse(Code::InvalidRequest, "attach needs Upgrade: relay-attach");
     }
     let host_side = match d.host.attach(id).await {
         Ok(Ok(u)) => u,
         // The host no longer holds an ended terminal (it was restarted since).
         Ok(Err((404, _))) if !running => {
             return refuse(
-                409,
-                "session_not_running",
+                Code::SessionNotRunning,
                 format!("terminal {id} has exited and its output is no longer kept"),
             )
         }
         Ok(Err((status, bytes))) => return host_error(status, &bytes),
-        Err(e) => return refuse(503, "host_unavailable", e.to_string()),
+        Err(e) => return refuse(Code::HostUnavailable, e.to_string()),
     };
     let client_side = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {

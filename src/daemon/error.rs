@@ -1,0 +1,330 @@
+//! Every refusal the daemon answers: one [`Code`] per kind, its HTTP status and its
+//! audit outcome in one table ([docs/routes.md](../../docs/routes.md#codes) lists the
+//! same codes; a test below holds the two together), and [`ApiError`], the answer
+//! `{"error": message, "code": code}`. The host's codes (`protocol::HostCode`) become
+//! daemon codes in one place, [`ApiError::from_host`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{HostCode, HostErrorBody};
+
+/// An audit row's `outcome`; for a refusal, also its `session.launch` event's `status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    #[default]
+    Allowed,
+    /// An authorization refusal: the request was understood and is not allowed.
+    Denied,
+    /// Anything else: a problem with the setup, the host, or the request's content.
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// Defines [`Code`] from one table: variant, wire spelling, HTTP status, audit outcome.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal, $status:literal, $outcome:ident;)*) => {
+        /// A refusal code of the daemon's API (docs/routes.md#codes).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum Code {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)*
+        }
+
+        impl Code {
+            /// Every code, in the table's order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The one mapping: wire spelling, HTTP status, audit outcome.
+            fn spec(self) -> (&'static str, u16, Outcome) {
+                match self {
+                    $(Code::$variant => ($name, $status, Outcome::$outcome),)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    InvalidRequest => "invalid_request", 400, Denied;
+    PayloadTooLarge => "payload_too_large", 413, Error;
+    RequestTimeout => "request_timeout", 408, Error;
+    ProjectRequired => "project_required", 400, Denied;
+    UnknownProject => "unknown_project", 404, Denied;
+    InvalidDirectory => "invalid_directory", 400, Error;
+    DirectoryOutsideProject => "directory_outside_project", 403, Denied;
+    TemplateRequired => "template_required", 400, Denied;
+    UnknownTemplate => "unknown_template", 404, Denied;
+    TemplateNotAllowed => "template_not_allowed", 403, Denied;
+    SandboxUnavailable => "sandbox_unavailable", 400, Error;
+    SettingsInvalid => "settings_invalid", 500, Error;
+    NoListener => "no_listener", 409, Error;
+    InsideSession => "inside_session", 403, Denied;
+    SessionExists => "session_exists", 409, Error;
+    SpawnFailed => "spawn_failed", 500, Error;
+    IdentityRefused => "identity_refused", 502, Error;
+    HostUnavailable => "host_unavailable", 503, Error;
+    AuditUnavailable => "audit_unavailable", 500, Error;
+    Internal => "internal", 500, Error;
+    SessionNotRunning => "session_not_running", 409, Error;
+    SessionRunning => "session_running", 409, Denied;
+    PurgeFailed => "purge_failed", 500, Error;
+    NoToken => "no_token", 409, Error;
+    SessionExited => "session_exited", 409, Error;
+    NotFound => "not_found", 404, Denied;
+    MethodNotAllowed => "method_not_allowed", 405, Error;
+    /// Any other refusal passed through from the host, with the host's status.
+    HostError => "host_error", 502, Error;
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        self.spec().0
+    }
+    /// The HTTP status (a `host_error` answer carries the host's own instead).
+    pub fn status(self) -> u16 {
+        self.spec().1
+    }
+    pub fn outcome(self) -> Outcome {
+        self.spec().2
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The answer to a refused request: `{"error": message, "code": code}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    status: u16,
+    pub code: Code,
+    #[serde(rename = "error")]
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        ApiError {
+            status: code.status(),
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// `400 sandbox_unavailable`: a sandboxed launch cannot be set up safely.
+    pub fn sandbox(message: impl Into<String>) -> Self {
+        Self::new(Code::SandboxUnavailable, message)
+    }
+
+    /// The host's refusal (`status`, its body) as the daemon's: the one mapping from
+    /// host codes to daemon codes, for launches and passed-through calls alike. The
+    /// host's `invalid_spec` is the caller's request the host could not run as asked:
+    /// `400 invalid_request`. A code with no daemon counterpart, or a body that is not
+    /// a host error, is `host_error` with the host's status (at least 400).
+    pub fn from_host(status: u16, body: &[u8]) -> Self {
+        let parsed: Option<HostErrorBody> = serde_json::from_slice(body).ok();
+        let Some(h) = parsed else {
+            return ApiError {
+                status: host_status(status),
+                code: Code::HostError,
+                message: format!("the session host answered {status}"),
+            };
+        };
+        let code = match h.error {
+            HostCode::InvalidSpec => Code::InvalidRequest,
+            HostCode::NotFound => Code::NotFound,
+            HostCode::SessionExists => Code::SessionExists,
+            HostCode::SessionExited => Code::SessionExited,
+            HostCode::IdentityRefused => Code::IdentityRefused,
+            HostCode::SpawnFailed => Code::SpawnFailed,
+            HostCode::Internal => Code::Internal,
+            HostCode::MethodNotAllowed
+            | HostCode::PayloadTooLarge
+            | HostCode::RequestTimeout
+            | HostCode::Unknown => {
+                return ApiError {
+                    status: host_status(status),
+                    code: Code::HostError,
+                    message: h.message,
+                }
+            }
+        };
+        Self::new(code, h.message)
+    }
+
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        self.code.outcome()
+    }
+}
+
+/// A host refusal's status as the daemon answers it: a status that is not an error
+/// (the host answered something unexpected) is `502 Bad Gateway`.
+fn host_status(status: u16) -> u16 {
+    if status >= 400 {
+        status
+    } else {
+        502
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows of the code table in docs/routes.md: (code, status column, outcome).
+    fn doc_rows() -> Vec<(String, String, String)> {
+        let doc = include_str!("../../docs/routes.md");
+        let table = doc
+            .split("### Codes")
+            .nth(1)
+            .expect("docs/routes.md has a Codes section");
+        table
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let unquote = |s: &str| s.trim_matches('`').to_string();
+                (unquote(cells[1]), cells[2].to_string(), unquote(cells[3]))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_code_is_in_the_routes_table_with_its_status_and_outcome_and_no_other() {
+        let rows = doc_rows();
+        for code in Code::ALL {
+            let Some((_, status, outcome)) = rows.iter().find(|r| r.0 == code.as_str()) else {
+                panic!("{code} is missing from docs/routes.md#codes");
+            };
+            if *code == Code::HostError {
+                assert!(status.starts_with("the host's status"), "{status}");
+            } else {
+                assert_eq!(status, &code.status().to_string(), "{code}");
+            }
+            assert_eq!(outcome, code.outcome().as_str(), "{code}");
+        }
+        for (name, _, _) in &rows {
+            assert!(
+                Code::ALL.iter().any(|c| c.as_str() == name),
+                "docs/routes.md lists {name}, which no Code has"
+            );
+        }
+        assert_eq!(rows.len(), Code::ALL.len(), "a code listed twice");
+    }
+
+    #[test]
+    fn codes_are_spelled_once_and_serialize_as_spelled() {
+        for (i, a) in Code::ALL.iter().enumerate() {
+            assert!(
+                Code::ALL[i + 1..].iter().all(|b| b.as_str() != a.as_str()),
+                "{a} twice"
+            );
+            assert_eq!(serde_json::to_value(a).unwrap(), a.as_str());
+            let back: Code = serde_json::from_value(a.as_str().into()).unwrap();
+            assert_eq!(back, *a);
+        }
+        let e = ApiError::new(Code::UnknownProject, "no project \"x\"");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"error": "no project \"x\"", "code": "unknown_project"})
+        );
+        assert_eq!(e.status(), 404);
+    }
+
+    #[test]
+    fn every_host_code_maps_to_one_daemon_code() {
+        let body = |c: HostCode| {
+            serde_json::to_vec(&HostErrorBody {
+                error: c,
+                message: "m".into(),
+            })
+            .unwrap()
+        };
+        let cases = [
+            (HostCode::InvalidSpec, Code::InvalidRequest, 400),
+            (HostCode::NotFound, Code::NotFound, 404),
+            (HostCode::MethodNotAllowed, Code::HostError, 405),
+            (HostCode::PayloadTooLarge, Code::HostError, 413),
+            (HostCode::RequestTimeout, Code::HostError, 408),
+            (HostCode::SessionExists, Code::SessionExists, 409),
+            (HostCode::SessionExited, Code::SessionExited, 409),
+            (HostCode::IdentityRefused, Code::IdentityRefused, 502),
+            (HostCode::SpawnFailed, Code::SpawnFailed, 500),
+            (HostCode::Internal, Code::Internal, 500),
+        ];
+        assert_eq!(cases.len(), HostCode::ALL.len());
+        for (host, daemon, status) in cases {
+            let e = ApiError::from_host(host.status(), &body(host));
+            assert_eq!((e.code, e.status()), (daemon, status), "{host}");
+            assert_eq!(e.message, "m");
+        }
+        let e = ApiError::from_host(418, br#"{"error":"teapot","message":"short"}"#);
+        assert_eq!(
+            (e.code, e.status(), e.message.as_str()),
+            (Code::HostError, 418, "short")
+        );
+        let e = ApiError::from_host(200, b"not json");
+        assert_eq!((e.code, e.status()), (Code::HostError, 502));
+    }
+
+    /// No code is spelled as a string outside the two enums (this file and
+    /// `HostCode::spec`): a code written by hand elsewhere could drift from the table.
+    #[test]
+    fn no_code_is_spelled_outside_the_enums() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        walk(&root.join("src"), &mut files);
+        let spelled: Vec<String> = Code::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .chain(HostCode::ALL.iter().map(|c| c.as_str()))
+            .map(|c| format!("\"{c}\""))
+            .collect();
+        let mut found = Vec::new();
+        for f in files.iter().filter(|f| !f.ends_with("src/daemon/error.rs")) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                // The host's table, and host event lines (`"event":"session_exited"`).
+                let allowed = (f.ends_with("src/protocol.rs")
+                    && line.trim_start().starts_with("HostCode::"))
+                    || line.contains("\"event\":");
+                if !allowed && spelled.iter().any(|c| line.contains(c.as_str())) {
+                    found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "codes spelled by hand:\n{}",
+            found.join("\n")
+        );
+    }
+}
