@@ -109,19 +109,40 @@ impl Pty {
 
     /// Waits until the output holds `text`, at most `limit`.
     pub fn wait_for_within(&self, text: &str, limit: std::time::Duration) {
+        assert!(
+            self.shows_within(text, limit),
+            "{text:?} never appeared; screen:\n{}",
+            self.screen()
+        );
+    }
+
+    /// Whether the output holds `text` within `limit` (waited on, not polled).
+    pub fn shows_within(&self, text: &str, limit: std::time::Duration) -> bool {
         let deadline = Instant::now() + limit;
         let mut seen = self.seen.0.lock().unwrap();
         loop {
             if String::from_utf8_lossy(&seen).contains(text) {
-                return;
+                return true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "{text:?} never appeared; screen:\n{}",
-                String::from_utf8_lossy(&seen)
-            );
+            if left.is_zero() {
+                return false;
+            }
             seen = self.seen.1.wait_timeout(seen, left).unwrap().0;
         }
+    }
+
+    /// Sets the pty's window size, as a person resizing the window does: the program
+    /// in the foreground gets SIGWINCH.
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // Safety: TIOCSWINSZ reads a winsize we own for the duration of the call.
+        let rc = unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
+        assert_eq!(rc, 0, "TIOCSWINSZ");
     }
 }

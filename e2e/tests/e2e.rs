@@ -2,6 +2,8 @@
 //! Seatbelt code path through the fake `sandbox-exec`). Run as root, as CI does.
 //! Every test that handles a token asserts that its bytes appear nowhere it captured.
 
+#[path = "e2e/attach.rs"]
+mod attach;
 #[path = "e2e/attacks.rs"]
 mod attacks;
 #[path = "e2e/cli_help.rs"]

@@ -42,10 +42,14 @@ pub(super) enum Verb {
         /// Extra arguments for the template's command (after `--`).
         #[arg(last = true, value_name = "ARG")]
         args: Vec<String>,
+        /// Keys that detach this terminal and leave the session running, such as
+        /// `ctrl-\,ctrl-\` (the default, or settings.json's `detach_keys`) or `none`.
+        #[arg(long = "detach-keys", value_name = "KEYS")]
+        detach_keys: Option<String>,
         #[command(flatten)]
         json: Json,
     },
-    /// Interactive terminals from templates: start, list, log, stop, purge.
+    /// Interactive terminals from templates: start, list, attach, log, stop, purge.
     #[command(subcommand)]
     Terminal(TerminalVerb),
     /// Headless Claude Code sessions driven turn by turn.
@@ -133,7 +137,7 @@ pub(super) enum AuditVerb {
 
 #[derive(Subcommand)]
 pub(super) enum TerminalVerb {
-    /// Start a terminal of a template in a project (detached; see `relay sandbox` to attach).
+    /// Start a terminal of a template in a project (detached; `relay terminal attach` joins it).
     Start {
         /// The project, by id or name (settings.json's `projects`).
         #[arg(long, value_name = "ID-OR-NAME")]
@@ -181,6 +185,22 @@ pub(super) enum TerminalVerb {
         /// The terminal's id.
         #[arg(long)]
         id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Join a running terminal from this terminal; Ctrl-\ Ctrl-\ detaches.
+    ///
+    /// Shows its recent output, then runs live in raw mode at this window's size. The
+    /// detach keys (default Ctrl-\ Ctrl-\) leave it running; so does closing this
+    /// terminal. Exits with the tool's status when it ends.
+    Attach {
+        /// The terminal's id (`relay terminal list`).
+        #[arg(long)]
+        id: String,
+        /// Keys that detach, such as `ctrl-\,ctrl-\` (the default, or settings.json's
+        /// `detach_keys`), `ctrl-a,d`, or `none`.
+        #[arg(long = "detach-keys", value_name = "KEYS")]
+        detach_keys: Option<String>,
         #[command(flatten)]
         json: Json,
     },

@@ -4,6 +4,7 @@
 //! [`emit`] (a reader that went away, as `| head` does, is not an error).
 
 mod args;
+mod attach;
 mod client;
 mod sandbox;
 mod service;
@@ -118,6 +119,7 @@ pub fn run() -> ExitCode {
         clap_complete::generate(shell, &mut args::command(), "relay", &mut out);
         return emit(&out, ExitCode::SUCCESS);
     }
+    let config_flag = cli.config_dir.clone();
     let config = match config_dir(cli.config_dir) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -129,8 +131,33 @@ pub fn run() -> ExitCode {
         Verb::Sandbox {
             template,
             args,
+            detach_keys,
             json: Json { json },
-        } => return sandbox::run(&config, &template, &args, json),
+        } => {
+            return sandbox::run(
+                &config,
+                sandbox::Options {
+                    template: &template,
+                    args: &args,
+                    detach_keys: detach_keys.as_deref(),
+                    json_out: json,
+                    config_flag: config_flag.as_ref(),
+                },
+            )
+        }
+        Verb::Terminal(TerminalVerb::Attach {
+            id,
+            detach_keys,
+            json: Json { json },
+        }) => {
+            return attach::terminal(
+                &config,
+                &id,
+                detach_keys.as_deref(),
+                json,
+                config_flag.as_ref(),
+            )
+        }
         Verb::Doctor {
             json: Json { json },
         } => return doctor(&Client::new(&config), json),
@@ -330,6 +357,11 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             id,
             json: Json { json },
         } => (json, purge(c, "terminals", &id)),
+        // `run` hands attaches to `attach::terminal` before this point.
+        TerminalVerb::Attach {
+            json: Json { json },
+            ..
+        } => (json, Err("attach: internal dispatch".into())),
     }
 }
 

@@ -49,6 +49,120 @@ pub struct Settings {
     /// How long an ended session's record, logs and temp folder are kept.
     #[serde(default, skip_serializing_if = "Retention::is_default")]
     pub retain_ended: Retention,
+    /// The keys that detach `relay terminal attach` and `relay sandbox` from a terminal,
+    /// leaving it running (docs/settings.md#detach_keys).
+    #[serde(default, skip_serializing_if = "DetachKeys::is_default")]
+    pub detach_keys: DetachKeys,
+}
+
+/// `detach_keys`: a comma-separated sequence of keys, each `ctrl-<c>` (a letter or one
+/// of `@ [ \ ] ^ _`) or one printable ASCII character other than a comma; `"none"` turns
+/// detaching off. At most 8 keys. The default is `ctrl-\,ctrl-\` (Ctrl-\ twice).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetachKeys(Vec<u8>);
+
+impl DetachKeys {
+    pub const MAX_KEYS: usize = 8;
+
+    pub fn default_keys() -> DetachKeys {
+        DetachKeys(vec![0x1c, 0x1c])
+    }
+
+    fn is_default(&self) -> bool {
+        *self == Self::default_keys()
+    }
+
+    /// The bytes a terminal sends for the sequence; empty when detaching is off.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// From the setting's or the flag's text; the error names the key and the value.
+    pub fn parse(text: &str) -> Result<DetachKeys, String> {
+        let bad = |why: &str| {
+            format!(
+                "detach_keys {text:?}: {why} (expected keys such as ctrl-a,d or ctrl-\\,ctrl-\\, or none)"
+            )
+        };
+        if text == "none" {
+            return Ok(DetachKeys(Vec::new()));
+        }
+        let mut out = Vec::new();
+        for key in text.split(',') {
+            let lower = key.to_ascii_lowercase();
+            let byte = match lower.strip_prefix("ctrl-") {
+                Some(c) if c.len() == 1 => match c.as_bytes()[0] {
+                    b @ b'a'..=b'z' => b - b'a' + 1,
+                    b'@' => 0,
+                    b @ (b'[' | b'\\' | b']' | b'^' | b'_') => b - 0x40,
+                    _ => return Err(bad(&format!("no control key ctrl-{c}"))),
+                },
+                _ if key.len() == 1 && (0x21..0x7f).contains(&key.as_bytes()[0]) => {
+                    key.as_bytes()[0]
+                }
+                _ => return Err(bad(&format!("{key:?} is not a key"))),
+            };
+            out.push(byte);
+        }
+        if out.len() > Self::MAX_KEYS {
+            return Err(bad(&format!("more than {} keys", Self::MAX_KEYS)));
+        }
+        Ok(DetachKeys(out))
+    }
+
+    /// As a person reads it: `Ctrl-\ Ctrl-\`, or `none`.
+    pub fn describe(&self) -> String {
+        if self.0.is_empty() {
+            return "none".into();
+        }
+        self.0
+            .iter()
+            .map(|b| match b {
+                0..=0x1f => format!("Ctrl-{}", (b + 0x40) as char),
+                _ => (*b as char).to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// As the setting spells it (what `parse` reads back).
+    fn spelled(&self) -> String {
+        if self.0.is_empty() {
+            return "none".into();
+        }
+        self.0
+            .iter()
+            .map(|b| match b {
+                0..=0x1f => format!("ctrl-{}", (b + 0x40).to_ascii_lowercase() as char),
+                _ => (*b as char).to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl Default for DetachKeys {
+    fn default() -> Self {
+        Self::default_keys()
+    }
+}
+
+impl Serialize for DetachKeys {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.spelled())
+    }
+}
+
+impl<'de> Deserialize<'de> for DetachKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        match v.as_str() {
+            Some(text) => DetachKeys::parse(text).map_err(serde::de::Error::custom),
+            None => Err(serde::de::Error::custom(format!(
+                "detach_keys {v}: expected a string such as ctrl-\\,ctrl-\\"
+            ))),
+        }
+    }
 }
 
 /// `claude_token_on_change`.
@@ -282,6 +396,7 @@ const TOP_KEYS: &[&str] = &[
     "claude_path",
     "claude_token_on_change",
     "retain_ended",
+    "detach_keys",
 ];
 const PROJECT_KEYS: &[&str] = &["id", "name", "path", "allowed_templates"];
 const TEMPLATE_KEYS: &[&str] = &[
@@ -484,6 +599,7 @@ pub fn seed() -> Settings {
         claude_path: default_claude_path(),
         claude_token_on_change: OnTokenChange::Stop,
         retain_ended: Retention::DEFAULT,
+        detach_keys: DetachKeys::default_keys(),
     }
 }
 

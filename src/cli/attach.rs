@@ -1,0 +1,507 @@
+//! Joining this terminal to a running terminal session, for `relay terminal attach` and
+//! `relay sandbox`: the upgrade (`GET /api/terminals/{id}/attach`), raw mode, window
+//! size, the session's output through [`termout::Filter`] (the scrollback first, so the
+//! screen is not blank), the exit frame, and the detach keys, which leave the session
+//! running ([cli.md](../../docs/cli.md#relay-terminal-attach)).
+
+use std::io::{IsTerminal, Read, Write};
+use std::net::Shutdown;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::termios::{self, SetArg, Termios};
+use serde_json::Value;
+
+use super::client::Client;
+use super::termout;
+use crate::daemon::settings::{self, DetachKeys};
+use crate::protocol::attach::{self, frame};
+
+fn winsize() -> Option<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // Safety: TIOCGWINSZ fills the winsize we own.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col, ws.ws_row))
+}
+
+/// This terminal's size (of stdout), when it has one.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    winsize()
+}
+
+fn resize_frame() -> Option<Vec<u8>> {
+    let (c, r) = winsize()?;
+    let mut p = c.to_be_bytes().to_vec();
+    p.extend_from_slice(&r.to_be_bytes());
+    Some(frame(attach::RESIZE, &p))
+}
+
+/// Puts the terminal back as it was when dropped.
+struct RawMode(Option<Termios>);
+
+impl RawMode {
+    fn enter() -> RawMode {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return RawMode(None);
+        }
+        let Ok(saved) = termios::tcgetattr(&stdin) else {
+            return RawMode(None);
+        };
+        let mut raw = saved.clone();
+        termios::cfmakeraw(&mut raw);
+        let _ = termios::tcsetattr(&stdin, SetArg::TCSANOW, &raw);
+        RawMode(Some(saved))
+    }
+    fn restore(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = termios::tcsetattr(std::io::stdin(), SetArg::TCSANOW, &t);
+        }
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+/// Watches keystrokes for the detach keys. A key that could begin the sequence is held
+/// until the next one decides (so a single Ctrl-\ reaches the session with the key
+/// after it); the sequence may arrive split across reads. Pure: unit-tested below.
+pub struct DetachMatcher {
+    keys: Vec<u8>,
+    held: Vec<u8>,
+}
+
+impl DetachMatcher {
+    /// `keys` empty: detaching is off and every byte passes at once.
+    pub fn new(keys: &[u8]) -> DetachMatcher {
+        DetachMatcher {
+            keys: keys.to_vec(),
+            held: Vec::new(),
+        }
+    }
+
+    /// Feeds what was read from the keyboard: what goes to the session now is appended
+    /// to `out`; `true` once the whole sequence was typed (it is not sent, nor is
+    /// anything typed after it in the same read).
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> bool {
+        if self.keys.is_empty() {
+            out.extend_from_slice(input);
+            return false;
+        }
+        for &b in input {
+            self.held.push(b);
+            // Pass on held bytes from the front until what is left could still be the
+            // start of the sequence (the empty rest always can).
+            while !self.keys.starts_with(&self.held) {
+                out.push(self.held.remove(0));
+            }
+            if self.held.len() == self.keys.len() {
+                self.held.clear();
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// The detach keys in force: the flag's, else `settings.json`'s `detach_keys`, else
+/// the default. A settings file that does not read gives the default (the daemon
+/// reports the file's problem); a bad flag is an error.
+pub fn detach_keys(config: &Path, flag: Option<&str>) -> Result<DetachKeys, String> {
+    if let Some(text) = flag {
+        return DetachKeys::parse(text).map_err(|e| format!("--detach-keys: {e}"));
+    }
+    Ok(settings::load(&config.join(settings::FILE_NAME))
+        .map(|l| l.settings.detach_keys)
+        .unwrap_or_default())
+}
+
+/// How an attach ended.
+pub enum End {
+    /// The session ended: its exit frame's `{"exit_status", "signal"}`.
+    Exited(Value),
+    /// The stream ended without an exit frame: the terminal's entry as listed (or null).
+    Gone(Value),
+    /// The detach keys were typed; the session runs on.
+    Detached,
+    /// This process got SIGHUP, SIGTERM or SIGINT (the terminal went away, or it was
+    /// told to stop).
+    Signal(i32),
+}
+
+pub struct Attach<'a> {
+    pub client: &'a Client,
+    pub id: &'a str,
+    pub keys: &'a DetachKeys,
+    /// The session's output to stderr (`--json`: stdout is for the one line at the end).
+    pub to_stderr: bool,
+}
+
+/// What terminal modes a session may have left on, turned off when this terminal leaves
+/// it by detaching: attributes, the alternate screen, a hidden cursor, mouse and focus
+/// reporting, bracketed paste. Re-attaching replays the session's own sequences.
+const LEAVE_SCREEN: &[u8] =
+    b"\x1b[0m\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l";
+
+impl Attach<'_> {
+    /// Attaches and copies both ways until the session ends, the detach keys are typed,
+    /// or a signal arrives. The terminal mode is restored on every way out.
+    pub fn run(&self) -> Result<End, String> {
+        let (mut stream, already) = upgrade(self.client, self.id)?;
+
+        // Signals are taken by one thread: window changes, and the terminal going away.
+        let mut set = SigSet::empty();
+        for s in [
+            Signal::SIGWINCH,
+            Signal::SIGHUP,
+            Signal::SIGTERM,
+            Signal::SIGINT,
+        ] {
+            set.add(s);
+        }
+        let _ = set.thread_block();
+        let stdin_is_terminal = std::io::stdin().is_terminal();
+        let mut raw = RawMode::enter();
+
+        let writer = stream.try_clone().map_err(|e| format!("attach: {e}"))?;
+        let writer = Arc::new(Mutex::new(writer));
+        let send = {
+            let writer = writer.clone();
+            move |bytes: &[u8]| {
+                writer
+                    .lock()
+                    .map(|mut w| w.write_all(bytes).is_ok())
+                    .unwrap_or(false)
+            }
+        };
+        // The first of the keyboard and the signal thread to end the attach says how,
+        // then shuts the stream, which ends the read below.
+        let ended: Arc<Mutex<Option<End>>> = Arc::default();
+        let finish = {
+            let writer = writer.clone();
+            let ended = ended.clone();
+            move |how: End| {
+                let mut slot = ended.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    *slot = Some(how);
+                }
+                if let Ok(w) = writer.lock() {
+                    let _ = w.shutdown(Shutdown::Both);
+                }
+            }
+        };
+        if let Some(f) = resize_frame() {
+            send(&f);
+        }
+        {
+            let send = send.clone();
+            let finish = finish.clone();
+            // Keys detach only when a person types them: piped input passes whole.
+            let keys = if stdin_is_terminal {
+                self.keys.bytes().to_vec()
+            } else {
+                Vec::new()
+            };
+            std::thread::spawn(move || {
+                let mut matcher = DetachMatcher::new(&keys);
+                let mut buf = [0u8; 4096];
+                let mut out = Vec::new();
+                let mut stdin = std::io::stdin();
+                loop {
+                    match stdin.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            out.clear();
+                            let detach = matcher.feed(&buf[..n], &mut out);
+                            if !out.is_empty() && !send(&frame(attach::INPUT, &out)) {
+                                return;
+                            }
+                            if detach {
+                                finish(End::Detached);
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        {
+            let send = send.clone();
+            let finish = finish.clone();
+            std::thread::spawn(move || loop {
+                match set.wait() {
+                    Ok(Signal::SIGWINCH) => {
+                        if let Some(f) = resize_frame() {
+                            send(&f);
+                        }
+                    }
+                    Ok(sig) => {
+                        finish(End::Signal(sig as i32));
+                        return;
+                    }
+                    Err(_) => return,
+                }
+            });
+        }
+
+        let mut out: Box<dyn Write> = if self.to_stderr {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
+        // What came with the answer's head is already the stream.
+        let mut buf = already;
+        let mut chunk = vec![0u8; 16 * 1024];
+        let mut result: Option<Value> = None;
+        // One filter for the whole stream, scrollback frame first: a sequence split
+        // across frames is judged whole.
+        let mut filter = termout::Filter::new();
+        let mut shown = Vec::new();
+        // The frames already here are taken before each read.
+        'read: loop {
+            let frames = match attach::take_frames(&mut buf) {
+                Ok(f) => f,
+                Err(e) => {
+                    raw.restore();
+                    return Err(format!("attach: {e}"));
+                }
+            };
+            for (kind, payload) in frames {
+                match kind {
+                    attach::OUTPUT => {
+                        shown.clear();
+                        filter.feed(&payload, &mut shown);
+                        // A closed output is ignored: the session runs on until it ends.
+                        let _ = out.write_all(&shown);
+                        let _ = out.flush();
+                    }
+                    attach::EXIT => {
+                        result = serde_json::from_slice(&payload).ok();
+                        break 'read;
+                    }
+                    _ => {}
+                }
+            }
+            let n = match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let how = ended.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if matches!(how, Some(End::Detached)) && result.is_none() && std::io::stdout().is_terminal()
+        {
+            let _ = out.write_all(LEAVE_SCREEN);
+            let _ = out.flush();
+        }
+        raw.restore();
+        if let Some(r) = result {
+            return Ok(End::Exited(r));
+        }
+        if let Some(how) = how {
+            return Ok(how);
+        }
+        // The stream ended without an exit frame: ask for the terminal's state.
+        let a = self.client.call("GET", "/api/terminals", None)?;
+        Ok(End::Gone(
+            a.json()["terminals"]
+                .as_array()
+                .and_then(|t| t.iter().find(|e| e["id"] == self.id).cloned())
+                .unwrap_or(Value::Null),
+        ))
+    }
+}
+
+/// `GET /api/terminals/{id}/attach` upgraded: the stream and the bytes of it that came
+/// with the answer's head. A refusal names its reason (`attach refused: <message>
+/// (<code>)`), or its status line when the answer has none.
+fn upgrade(client: &Client, id: &str) -> Result<(UnixStream, Vec<u8>), String> {
+    match client.upgrade(
+        &format!("/api/terminals/{id}/attach"),
+        attach::ATTACH_PROTOCOL,
+    )? {
+        Ok(s) => Ok(s),
+        Err(a) if a.json()["error"].is_string() => {
+            Err(format!("attach refused: {}", a.error_text()))
+        }
+        Err(a) => {
+            let reason = hyper::StatusCode::from_u16(a.status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("");
+            Err(format!("attach refused: HTTP/1.1 {} {reason}", a.status))
+        }
+    }
+}
+
+/// The command that attaches to `id` again, as printed after a detach: with the config
+/// dir when one was given on the command line.
+pub fn reattach_command(id: &str, config_flag: Option<&PathBuf>) -> String {
+    let mut cmd = format!("relay terminal attach --id {id}");
+    if let Some(dir) = config_flag {
+        let d = dir.display().to_string();
+        let plain = d
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%".contains(&b));
+        if plain {
+            cmd.push_str(&format!(" --config-dir {d}"));
+        } else {
+            cmd.push_str(&format!(" --config-dir '{}'", d.replace('\'', r"'\''")));
+        }
+    }
+    cmd
+}
+
+/// The line printed on stderr after a detach.
+pub fn detached_note(id: &str, config_flag: Option<&PathBuf>) -> String {
+    format!(
+        "relay: detached from {id}, which keeps running; attach again with: {}\n",
+        reattach_command(id, config_flag)
+    )
+}
+
+/// `relay terminal attach --id ID`: this terminal joins a running terminal until it
+/// ends (exit with its status, as `relay sandbox` does), the detach keys are typed
+/// (exit 0, it runs on) or this terminal goes away (128 + the signal, it runs on).
+pub fn terminal(
+    config: &Path,
+    id: &str,
+    detach_keys: Option<&str>,
+    json_out: bool,
+    config_flag: Option<&PathBuf>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let keys = match self::detach_keys(config, detach_keys) {
+        Ok(k) => k,
+        Err(e) => return super::fail(e),
+    };
+    let client = Client::new(config);
+    let end = Attach {
+        client: &client,
+        id,
+        keys: &keys,
+        to_stderr: json_out,
+    }
+    .run();
+    let (code, line) = match end {
+        Err(e) => return super::fail(e),
+        Ok(End::Exited(result) | End::Gone(result)) => (
+            ExitCode::from(super::sandbox::exit_code(&result)),
+            serde_json::json!({"id": id, "exit_status": result["exit_status"], "signal": result["signal"]}),
+        ),
+        Ok(End::Detached) => {
+            eprint!("{}", detached_note(id, config_flag));
+            (
+                ExitCode::SUCCESS,
+                serde_json::json!({"id": id, "detached": true}),
+            )
+        }
+        Ok(End::Signal(sig)) => (
+            ExitCode::from((128 + sig).clamp(0, 255) as u8),
+            serde_json::json!({"id": id, "detached": true, "signal": sig}),
+        ),
+    };
+    if json_out {
+        return super::emit(format!("{line}\n").as_bytes(), code);
+    }
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(m: &mut DetachMatcher, reads: &[&[u8]]) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        for r in reads {
+            if m.feed(r, &mut out) {
+                return (out, true);
+            }
+        }
+        (out, false)
+    }
+
+    #[test]
+    fn the_default_keys_detach_whole_or_split_and_a_single_one_passes() {
+        let keys = DetachKeys::default_keys();
+        let k = keys.bytes();
+        assert_eq!(k, b"\x1c\x1c");
+        // Whole, after other keys: what came before is sent.
+        assert_eq!(
+            run(&mut DetachMatcher::new(k), &[b"ls\r\x1c\x1c"]),
+            (b"ls\r".to_vec(), true)
+        );
+        // Split across two reads.
+        assert_eq!(
+            run(&mut DetachMatcher::new(k), &[b"\x1c", b"\x1c"]),
+            (Vec::new(), true)
+        );
+        // A single Ctrl-\ is held, then sent with the next key.
+        let mut m = DetachMatcher::new(k);
+        assert_eq!(run(&mut m, &[b"\x1c"]), (Vec::new(), false));
+        assert_eq!(run(&mut m, &[b"x"]), (b"\x1cx".to_vec(), false));
+        // Three in a row: the first two detach, nothing is sent.
+        assert_eq!(
+            run(&mut DetachMatcher::new(k), &[b"\x1c\x1c\x1c"]),
+            (Vec::new(), true)
+        );
+        // Keys after the sequence in the same read are not sent.
+        assert_eq!(
+            run(&mut DetachMatcher::new(k), &[b"a\x1c", b"\x1cb"]),
+            (b"a".to_vec(), true)
+        );
+    }
+
+    #[test]
+    fn an_overlapping_sequence_is_found_after_a_false_start() {
+        let keys = DetachKeys::parse("ctrl-a,ctrl-a,d").unwrap();
+        assert_eq!(keys.bytes(), b"\x01\x01d");
+        // Three Ctrl-A then d: the first Ctrl-A goes to the session, the rest detach.
+        assert_eq!(
+            run(
+                &mut DetachMatcher::new(keys.bytes()),
+                &[b"\x01", b"\x01\x01", b"d"]
+            ),
+            (b"\x01".to_vec(), true)
+        );
+        assert_eq!(
+            run(&mut DetachMatcher::new(keys.bytes()), &[b"\x01\x01x\x01d"]),
+            (b"\x01\x01x\x01d".to_vec(), false)
+        );
+    }
+
+    #[test]
+    fn no_keys_pass_everything_at_once() {
+        let keys = DetachKeys::parse("none").unwrap();
+        assert_eq!(
+            run(&mut DetachMatcher::new(keys.bytes()), &[b"\x1c", b"\x1c"]),
+            (b"\x1c\x1c".to_vec(), false)
+        );
+    }
+
+    #[test]
+    fn the_reattach_command_names_a_config_dir_given_on_the_command_line() {
+        assert_eq!(
+            reattach_command("t-1", None),
+            "relay terminal attach --id t-1"
+        );
+        assert_eq!(
+            reattach_command("t-1", Some(&PathBuf::from("/c/relay"))),
+            "relay terminal attach --id t-1 --config-dir /c/relay"
+        );
+        assert_eq!(
+            reattach_command("t-1", Some(&PathBuf::from("/c/it's here"))),
+            r"relay terminal attach --id t-1 --config-dir '/c/it'\''s here'"
+        );
+    }
+}
