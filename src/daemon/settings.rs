@@ -752,6 +752,43 @@ mod tests {
     }
 
     #[test]
+    fn detach_keys_values() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(p, b"{}").unwrap();
+        assert_eq!(l.settings.detach_keys.bytes(), b"\x1c\x1c");
+        assert_eq!(l.settings.detach_keys.describe(), "Ctrl-\\ Ctrl-\\");
+        for (text, want) in [
+            ("ctrl-a,d", b"\x01d".to_vec()),
+            ("CTRL-P,Ctrl-q", b"\x10\x11".to_vec()),
+            ("ctrl-@,ctrl-[,ctrl-],ctrl-^,ctrl-_", b"\x00\x1b\x1d\x1e\x1f".to_vec()),
+            ("none", Vec::new()),
+            ("q", b"q".to_vec()),
+        ] {
+            let body = serde_json::to_vec(&serde_json::json!({ "detach_keys": text })).unwrap();
+            let keys = parse(p, &body).unwrap().settings.detach_keys;
+            assert_eq!(keys.bytes(), want.as_slice(), "{text}");
+            // Written back, it reads the same.
+            let again = serde_json::to_string(&keys).unwrap();
+            assert_eq!(serde_json::from_str::<DetachKeys>(&again).unwrap(), keys);
+        }
+        for bad in [
+            r#""""#,
+            r#""ctrl-1""#,
+            r#""ctrl-""#,
+            r#""a,,b""#,
+            r#""ab""#,
+            r#""a,b,c,d,e,f,g,h,i""#,
+            "3",
+        ] {
+            let body = format!(r#"{{"detach_keys":{bad}}}"#);
+            let e = parse(p, body.as_bytes()).err().unwrap();
+            assert!(e.problem.contains("detach_keys"), "{bad}: {e}");
+        }
+        // The default is left out when written.
+        assert!(!to_pretty(&seed()).contains("detach_keys"));
+    }
+
+    #[test]
     fn sandbox_false_is_the_only_opt_out() {
         let p = Path::new("/cfg/settings.json");
         let l = parse(p, br#"{"terminal_templates":[{"id":"a","command":"x"},{"id":"b","command":"x","sandbox":false}]}"#).unwrap();
