@@ -760,7 +760,10 @@ mod tests {
         for (text, want) in [
             ("ctrl-a,d", b"\x01d".to_vec()),
             ("CTRL-P,Ctrl-q", b"\x10\x11".to_vec()),
-            ("ctrl-@,ctrl-[,ctrl-],ctrl-^,ctrl-_", b"\x00\x1b\x1d\x1e\x1f".to_vec()),
+            (
+                "ctrl-@,ctrl-[,ctrl-],ctrl-^,ctrl-_",
+                b"\x00\x1b\x1d\x1e\x1f".to_vec(),
+            ),
             ("none", Vec::new()),
             ("q", b"q".to_vec()),
         ] {
