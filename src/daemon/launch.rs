@@ -557,7 +557,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     // straight into work (no theme, login or trust screens), kept across resume.
     if sandboxed && claude_launch {
         let claude_dir = temp_dir.join("claude-config");
-        if let Err(e) = seed_claude_config(&claude_dir, &directory) {
+        if let Err(e) = super::claude_config::seed(&claude_dir, &directory) {
             return Err(at.refuse(ApiError::new(
                 Code::SpawnFailed,
                 format!("claude config {}: {e}", claude_dir.display()),
@@ -1055,132 +1055,6 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The first-run answers Claude Code would otherwise ask for: onboarding done, a
-/// theme, and trust for the session's folder. An existing file (a resumed session)
-/// keeps its content and gets the trust entry added.
-///
-/// The folder lies in the session's own temp dir, which the session can write, so
-/// nothing here follows a link or blocks on a FIFO: the folder is opened with
-/// `O_NOFOLLOW|O_DIRECTORY` and every file in it relative to that descriptor.
-pub fn seed_claude_config(dir: &Path, directory: &Path) -> std::io::Result<()> {
-    use std::ffi::CString;
-    use std::io::{Read, Write};
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::DirBuilderExt;
-
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) if m.file_type().is_dir() => {}
-        // A link or a file planted in its place.
-        Ok(_) => std::fs::remove_file(dir)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let cdir = CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    let open = |path: &CString,
-                at: Option<i32>,
-                flags: i32,
-                mode: libc::c_uint|
-     -> std::io::Result<OwnedFd> {
-        // Safety: NUL-terminated path; the result is a fresh descriptor we own.
-        let fd = unsafe {
-            match at {
-                Some(dfd) => libc::openat(
-                    dfd,
-                    path.as_ptr(),
-                    flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                    mode,
-                ),
-                None => libc::open(
-                    path.as_ptr(),
-                    flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                    mode,
-                ),
-            }
-        };
-        if fd < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            // Safety: `fd` was just returned by open(2) and is owned by nobody else.
-            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-        }
-    };
-    let dirfd = open(&cdir, None, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    // Safety: fchmod on the descriptor we hold.
-    unsafe { libc::fchmod(dirfd.as_raw_fd(), 0o700) };
-    let name = CString::new(".claude.json").map_err(std::io::Error::other)?;
-    let tmp = CString::new(".claude.json.relay-new").map_err(std::io::Error::other)?;
-
-    let mut v = serde_json::json!({});
-    if let Ok(fd) = open(
-        &name,
-        Some(dirfd.as_raw_fd()),
-        libc::O_RDONLY | libc::O_NONBLOCK,
-        0,
-    ) {
-        let file = std::fs::File::from(fd);
-        let meta = file.metadata()?;
-        if meta.file_type().is_file() && meta.len() <= 4 * 1024 * 1024 {
-            let mut bytes = Vec::new();
-            file.take(4 * 1024 * 1024).read_to_end(&mut bytes)?;
-            if let Ok(old) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-                if old.is_object() {
-                    v = old;
-                }
-            }
-        }
-    }
-    let obj = v.as_object_mut().expect("an object");
-    obj.entry("hasCompletedOnboarding").or_insert(true.into());
-    obj.entry("theme").or_insert("dark".into());
-    let projects = obj
-        .entry("projects")
-        .or_insert_with(|| serde_json::json!({}));
-    if !projects.is_object() {
-        *projects = serde_json::json!({});
-    }
-    if let Some(p) = projects.as_object_mut() {
-        let entry = p
-            .entry(directory.to_string_lossy().into_owned())
-            .or_insert_with(|| serde_json::json!({}));
-        if !entry.is_object() {
-            *entry = serde_json::json!({});
-        }
-        if let Some(e) = entry.as_object_mut() {
-            e.insert("hasTrustDialogAccepted".into(), true.into());
-            e.insert("hasCompletedProjectOnboarding".into(), true.into());
-        }
-    }
-    let text = serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?;
-    // Safety: unlinkat/renameat with NUL-terminated names relative to our descriptor.
-    unsafe { libc::unlinkat(dirfd.as_raw_fd(), tmp.as_ptr(), 0) };
-    let fd = open(
-        &tmp,
-        Some(dirfd.as_raw_fd()),
-        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
-        0o600,
-    )?;
-    std::fs::File::from(fd).write_all(&text)?;
-    // Safety: as above.
-    let rc = unsafe {
-        libc::renameat(
-            dirfd.as_raw_fd(),
-            tmp.as_ptr(),
-            dirfd.as_raw_fd(),
-            name.as_ptr(),
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(dir) = path.parent() {
@@ -1198,7 +1072,7 @@ fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{seed_claude_config, valid_claude_session_id};
+    use super::valid_claude_session_id;
 
     #[test]
     fn a_claude_session_id_never_reads_as_a_flag() {
@@ -1216,39 +1090,5 @@ mod tests {
         ] {
             assert!(!valid_claude_session_id(bad), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn seeding_never_follows_a_planted_link_and_never_blocks_on_a_fifo() {
-        let d = tempfile::tempdir().unwrap();
-        let secret = d.path().join("secret.json");
-        std::fs::write(&secret, r#"{"accessToken":"sk-ant-oat01-secret"}"#).unwrap();
-        let cfg = d.path().join("claude-config");
-        std::fs::create_dir(&cfg).unwrap();
-        std::os::unix::fs::symlink(&secret, cfg.join(".claude.json")).unwrap();
-        seed_claude_config(&cfg, d.path()).unwrap();
-        let seeded = std::fs::read_to_string(cfg.join(".claude.json")).unwrap();
-        assert!(!seeded.contains("sk-ant"), "{seeded}");
-        assert!(seeded.contains("hasCompletedOnboarding"));
-        assert_eq!(
-            std::fs::read_to_string(&secret).unwrap(),
-            r#"{"accessToken":"sk-ant-oat01-secret"}"#
-        );
-
-        // A FIFO in its place does not block; a link in place of the folder is replaced.
-        std::fs::remove_file(cfg.join(".claude.json")).unwrap();
-        nix::unistd::mkfifo(
-            &cfg.join(".claude.json"),
-            nix::sys::stat::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
-        seed_claude_config(&cfg, d.path()).unwrap();
-        std::fs::remove_dir_all(&cfg).unwrap();
-        let elsewhere = d.path().join("elsewhere");
-        std::fs::create_dir(&elsewhere).unwrap();
-        std::os::unix::fs::symlink(&elsewhere, &cfg).unwrap();
-        seed_claude_config(&cfg, d.path()).unwrap();
-        assert!(std::fs::symlink_metadata(&cfg).unwrap().is_dir());
-        assert!(!elsewhere.join(".claude.json").exists());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod bridge;
+pub mod claude_config;
 pub mod claude_settings;
 pub mod doctor;
 pub mod error;
