@@ -417,12 +417,19 @@ fn walk(fs: &dyn Lookup, path: &Path, written: &Path) -> Result<Walk, PathError>
     // back out of them resumes the real walk.
     let mut missing = 0usize;
     let mut kind = PathKind::Dir;
+    // The kind of the last name that exists, for a `..` that climbs back out of the
+    // missing names onto it (`file/x/..` is the file, not a folder).
+    let mut kind_before_missing = PathKind::Dir;
 
     while let Some(name) = pending.pop_front() {
         if name == ".." {
             current.pop();
+            kind = if missing == 1 {
+                kind_before_missing
+            } else {
+                PathKind::Dir
+            };
             missing = missing.saturating_sub(1);
-            kind = PathKind::Dir;
             continue;
         }
         if missing > 0 {
@@ -433,6 +440,7 @@ fn walk(fs: &dyn Lookup, path: &Path, written: &Path) -> Result<Walk, PathError>
         let (stored, meta) = match fs.lookup(&current, &name) {
             Ok(found) => found,
             Err(err) if is_absent(&err) => {
+                kind_before_missing = kind;
                 missing = 1;
                 current.push(&name);
                 continue;
@@ -1018,6 +1026,17 @@ mod fuzz {
         p.is_absolute()
             && p.components()
                 .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    }
+
+    /// The case proptest found: climbing back out of a name under a file lands on the
+    /// file, and the walk says so.
+    #[test]
+    fn a_dot_dot_out_of_a_name_under_a_file_is_the_file() {
+        let (_dir, root) = tree();
+        let entry = format!("{}/a/f/a/..", root.display());
+        let r = resolve(&entry, &root, Role::Read).unwrap();
+        assert_eq!(r.canonical, root.join("a/f"));
+        assert_eq!(r.kind, PathKind::File);
     }
 
     proptest! {
