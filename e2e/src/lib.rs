@@ -297,14 +297,13 @@ impl Instance {
         let stray_fds: Vec<i32> = strays.iter().map(|f| f.as_raw_fd()).collect();
 
         let mut cmd = Command::new(bin("relay-sessions"));
-        cmd.arg("--state-dir")
-            .arg(&state)
-            .arg("--secret-fd")
-            .arg(secret_fd.to_string())
-            .arg("--shim")
-            .arg(bin("relay-shim"))
-            .arg("--bridge-socket")
-            .arg(&bridge.path)
+        let args = relay::host::HostArgs {
+            state_dir: state.clone(),
+            secret_fd,
+            shim: Some(bin("relay-shim")),
+            bridge_socket: Some(bridge.path.clone()),
+        };
+        cmd.args(args.to_args())
             .env("HOME", &home)
             .env("TMPDIR", &tmp)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")

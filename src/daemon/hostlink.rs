@@ -137,14 +137,13 @@ impl HostLink {
         let fd = read.as_raw_fd();
         let limit = crate::cloexec::sweep_limit();
         let mut cmd = Command::new(&self.host_bin);
-        cmd.arg("--state-dir")
-            .arg(&self.state_dir)
-            .arg("--secret-fd")
-            .arg(fd.to_string())
-            .arg("--shim")
-            .arg(&self.shim_bin)
-            .arg("--bridge-socket")
-            .arg(&self.bridge)
+        let args = crate::host::HostArgs {
+            state_dir: self.state_dir.clone(),
+            secret_fd: fd,
+            shim: Some(self.shim_bin.clone()),
+            bridge_socket: Some(self.bridge.clone()),
+        };
+        cmd.args(args.to_args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

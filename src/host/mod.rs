@@ -3,9 +3,11 @@
 //! terminal logs; reports every exit on stdout as a JSON line.
 //!
 //! Start: `relay-sessions --state-dir DIR --secret-fd N [--shim PATH]
-//! [--bridge-socket PATH]`. The bearer secret arrives on descriptor N (read to EOF).
+//! [--bridge-socket PATH]` ([`HostArgs`]). The bearer secret arrives on descriptor N
+//! (read to EOF).
 //! The host listens on `DIR/host.sock` (0600) and prints a `ready` line.
 
+mod args;
 mod attach;
 pub(crate) mod env;
 mod fds;
@@ -27,6 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::protocol::{HostEvent, SessionInfo};
 
+pub use args::HostArgs;
 pub use launch::LaunchError;
 
 pub struct HostConfig {
@@ -106,56 +109,6 @@ impl Host {
     }
 }
 
-struct Args {
-    state_dir: PathBuf,
-    secret_fd: i32,
-    shim: Option<PathBuf>,
-    bridge_socket: Option<PathBuf>,
-}
-
-fn parse_args() -> Result<Args, String> {
-    let mut it = std::env::args().skip(1);
-    let (mut state_dir, mut secret_fd, mut shim, mut bridge) = (None, None, None, None);
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match a.as_str() {
-            "--state-dir" => state_dir = Some(PathBuf::from(val("--state-dir")?)),
-            "--secret-fd" => {
-                secret_fd = Some(
-                    val("--secret-fd")?
-                        .parse::<i32>()
-                        .map_err(|_| "--secret-fd takes a number".to_string())?,
-                )
-            }
-            "--shim" => shim = Some(PathBuf::from(val("--shim")?)),
-            "--bridge-socket" => bridge = Some(PathBuf::from(val("--bridge-socket")?)),
-            "--version" => {
-                println!(
-                    "relay-sessions {} (protocol {})",
-                    env!("CARGO_PKG_VERSION"),
-                    crate::protocol::HOST_PROTOCOL_VERSION
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    let state_dir = state_dir.ok_or("--state-dir is required")?;
-    if !state_dir.is_absolute() {
-        return Err("--state-dir must be absolute".into());
-    }
-    let secret_fd = secret_fd.ok_or("--secret-fd is required")?;
-    if secret_fd < 0 {
-        return Err("--secret-fd takes a descriptor number".into());
-    }
-    Ok(Args {
-        state_dir,
-        secret_fd,
-        shim,
-        bridge_socket: bridge,
-    })
-}
-
 fn read_secret(fd: i32) -> Result<String, String> {
     // Safety: the daemon handed us this descriptor; we take ownership and close it.
     let file = unsafe { std::fs::File::from_raw_fd(fd) };
@@ -185,10 +138,20 @@ pub fn run() -> ExitCode {
         eprintln!("relay-sessions: harden: {e}");
         return ExitCode::from(70);
     }
-    let args = match parse_args() {
+    let args = match HostArgs::parse_from_args(std::env::args_os()) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("relay-sessions: usage: {e}");
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                print!("{e}");
+                return ExitCode::SUCCESS;
+            }
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "relay-sessions: usage: {}",
+                first.trim_start_matches("error: ")
+            );
             return ExitCode::from(64);
         }
     };
