@@ -1,4 +1,5 @@
-//! Reading `claude_token_file` (DESIGN.md section 4): opened without following a link
+//! Reading `claude_token_file`
+//! ([settings.md](../docs/settings.md#claude_token_file)): opened without following a link
 //! and without blocking on a FIFO, checked to be one regular file with one link and at
 //! most 4096 bytes, trimmed, refused when empty or when it holds an Anthropic API key
 //! (relay hands Claude Code a `claude setup-token` token, nothing else; docs/THREAT-MODEL.md,

@@ -1,4 +1,5 @@
-//! The environment a session's shim (and so its target) receives (DESIGN.md section 6).
+//! The environment a session's shim (and so its target) receives
+//! ([session-host.md](../../docs/session-host.md#what-a-child-inherits)).
 //!
 //! Order, later wins: the host's own environment minus relay's credentials and the
 //! launching Claude Code session's variables; the template's `env`; the host's names;

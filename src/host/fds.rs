@@ -4,7 +4,9 @@
 //! token pipe of a concurrent launch) reaching a shim and from there a sandboxed target,
 //! or the token pipe landing on the wrong number.
 //!
-//! Trap (measured, DESIGN.md section 3): std's `Command` keeps an internal close-on-exec
+//! Trap (measured;
+//! [session-host.md](../../docs/session-host.md#the-rust-exec-error-pipe-trap)): std's
+//! `Command` keeps an internal close-on-exec
 //! pipe to report exec failures. If that pipe lands on 3, 4, 5 or 6 and `pre_exec`
 //! `dup2`s onto that number, `spawn()` returns Ok for a missing binary. So the host
 //! keeps 3..=6 occupied by `/dev/null` placeholders for its whole life: the error pipe
