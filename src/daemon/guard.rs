@@ -12,22 +12,11 @@ use std::path::{Path, PathBuf};
 
 use super::settings::Settings;
 use crate::protocol::CLAUDE_CODE_TEMPLATE;
-use crate::sandbox::resolve::{resolve_in, Role};
+use crate::sandbox::resolve::{expand_home, resolve_in, Role};
 
 /// How many `#!` interpreters deep a program is followed (a script run by a script
 /// run by a binary is already unusual).
 const MAX_INTERPRETERS: usize = 4;
-
-/// `~` and `~/…` against `home`; anything else as written.
-pub fn expand(path: &str, home: &Path) -> PathBuf {
-    if path == "~" {
-        home.to_path_buf()
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        home.join(rest)
-    } else {
-        PathBuf::from(path)
-    }
-}
 
 /// The real path when it exists, else the path itself.
 fn real_or_written(p: &Path) -> PathBuf {
@@ -47,11 +36,11 @@ pub fn session_writable_roots(s: &Settings, home: &Path, live: &[PathBuf]) -> Ve
         }
     };
     for p in &s.projects {
-        add(real_or_written(&expand(&p.path, home)));
+        add(real_or_written(&expand_home(&p.path, home)));
     }
     for t in s.terminal_templates.iter().filter(|t| t.sandbox) {
         for rw in &t.read_write {
-            add(real_or_written(&expand(rw, home)));
+            add(real_or_written(&expand_home(rw, home)));
         }
     }
     for p in live {
@@ -112,7 +101,7 @@ pub fn program_pins(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> P
     let hit = if program.contains('/') || program.starts_with('~') {
         // A relative path would be found against the daemon's folder here and against
         // the session's in the shim: not found.
-        let p = expand(program, home);
+        let p = expand_home(program, home);
         (p.is_absolute() && is_executable(&p)).then_some(p)
     } else {
         let mut hit = None;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::error::{ApiError, Code, Outcome};
-use super::guard::{self, expand};
+use super::guard;
 use super::journal::{AuditRow, Event};
 use super::settings::{self, BackendChoice, Settings, Template};
 use super::{Daemon, Entry, EntryState};
@@ -24,6 +24,7 @@ use crate::protocol::{
     Backend, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize, SandboxLaunch,
     Secret, SessionKind, CLAUDE_CODE_TEMPLATE, HOST_PROTOCOL_VERSION,
 };
+use crate::sandbox::resolve::expand_home;
 use crate::sandbox::{self, Network, SpecInput};
 
 #[derive(Clone, Debug, Default)]
@@ -85,7 +86,7 @@ pub fn valid_claude_session_id(id: &str) -> bool {
 /// the absolute entries of `path_env`.
 pub fn which(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> Option<PathBuf> {
     if program.contains('/') {
-        let p = expand(program, home);
+        let p = expand_home(program, home);
         return p.is_file().then_some(p);
     }
     std::env::split_paths(path_env)
@@ -259,7 +260,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         found = input
             .directory
             .as_deref()
-            .and_then(|dir| project_holding(&settings, &expand(dir, &d.home), &d.home));
+            .and_then(|dir| project_holding(&settings, &expand_home(dir, &d.home), &d.home));
         match &found {
             Some(id) => project_key = Some(id.as_str()),
             None => {
@@ -289,7 +290,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         )));
     };
     at.row.project = Some(project.id.clone());
-    let project_path = expand(&project.path, &d.home);
+    let project_path = expand_home(&project.path, &d.home);
     let Ok(project_real) = std::fs::canonicalize(&project_path) else {
         return Err(at.refuse(ApiError::new(
             Code::InvalidDirectory,
@@ -305,7 +306,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     let directory = match input.directory.as_deref().filter(|s| !s.is_empty()) {
         None => project_real.clone(),
         Some(dir) => {
-            let p = expand(dir, &d.home);
+            let p = expand_home(dir, &d.home);
             let p = if p.is_absolute() {
                 p
             } else {
@@ -919,7 +920,7 @@ fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
     s.projects
         .iter()
         .filter_map(|p| {
-            std::fs::canonicalize(expand(&p.path, home))
+            std::fs::canonicalize(expand_home(&p.path, home))
                 .ok()
                 .map(|real| (p, real))
         })
@@ -1030,7 +1031,7 @@ pub fn sandbox_launcher(sb: &settings::SessionSandbox, home: &Path) -> (Backend,
         Backend::Seatbelt => non_empty(&sb.seatbelt_launcher).unwrap_or("/usr/bin/sandbox-exec"),
         Backend::Bwrap => non_empty(&sb.bwrap_launcher).unwrap_or("/usr/bin/bwrap"),
     };
-    (backend, expand(launcher, home))
+    (backend, expand_home(launcher, home))
 }
 
 fn non_empty(s: &str) -> Option<&str> {

@@ -615,12 +615,12 @@ pub fn token_file_path(value: &str, home: &Path) -> Result<Option<PathBuf>, Stri
         return Ok(None);
     }
     if let Some(rest) = value.strip_prefix("~/") {
-        if rest.is_empty() {
+        if rest.trim_start_matches('/').is_empty() {
             return Err(format!(
                 "claude_token_file {value:?} must name a file, absolute or starting with ~/"
             ));
         }
-        return Ok(Some(home.join(rest)));
+        return Ok(Some(crate::sandbox::resolve::expand_home(value, home)));
     }
     if value.starts_with('/') {
         return Ok(Some(PathBuf::from(value)));

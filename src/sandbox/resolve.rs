@@ -135,7 +135,7 @@ fn resolve_with(
     role: Role,
     session_writable: &[PathBuf],
 ) -> Result<(ResolvedPath, Vec<PathBuf>), PathError> {
-    let expanded = expand_home(entry, home)?;
+    let expanded = expand_checked(entry, home)?;
     let written = lexical_normalize(&expanded);
     let walk = walk(fs, &expanded, &written)?;
 
@@ -304,15 +304,22 @@ fn supplementary_groups() -> io::Result<Vec<u32>> {
     Ok(buf)
 }
 
-/// `~` and `~/…` against `home`; anything else must already be absolute.
-fn expand_home(entry: &str, home: &Path) -> Result<PathBuf, PathError> {
-    let expanded = if entry == "~" {
+/// `~` and `~/…` against `home` (extra slashes after `~/` dropped, so `~//x` stays
+/// under home); anything else as written. The one place relay expands `~`
+/// ([settings.md](../../docs/settings.md)).
+pub fn expand_home(entry: &str, home: &Path) -> PathBuf {
+    if entry == "~" {
         home.to_path_buf()
     } else if let Some(rest) = entry.strip_prefix("~/") {
         home.join(rest.trim_start_matches('/'))
     } else {
         PathBuf::from(entry)
-    };
+    }
+}
+
+/// [`expand_home`], and the result must be absolute and UTF-8.
+fn expand_checked(entry: &str, home: &Path) -> Result<PathBuf, PathError> {
+    let expanded = expand_home(entry, home);
     if !expanded.is_absolute() {
         return Err(PathError::Relative {
             path: PathBuf::from(entry),
