@@ -73,25 +73,21 @@ impl Default for PtySize {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Backend {
+/// The sandbox backend: one enum, the shim's (`relay_shim::cli::Backend`).
+pub use relay_shim::cli::Backend;
+
+/// [`Backend`] on the wire: `"seatbelt"` or `"bwrap"`.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Backend", rename_all = "snake_case")]
+enum BackendName {
     Seatbelt,
     Bwrap,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Seatbelt => "seatbelt",
-            Backend::Bwrap => "bwrap",
-        }
-    }
 }
 
 /// How the shim wraps the target. The profile file was written by the daemon (0600).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxLaunch {
+    #[serde(with = "BackendName")]
     pub backend: Backend,
     pub profile_path: PathBuf,
     /// The launcher binary (`sandbox-exec` or `bwrap`); a test seam. Absent: the default.

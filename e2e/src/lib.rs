@@ -21,11 +21,12 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use relay::http::client::{Addr, Answer, Blocking};
+use relay::http::client::{self, Addr, Blocking};
 use relay::protocol::{
     Backend, IdentityLaunch, LaunchRequest, ProjectRef, SandboxLaunch, Secret, SessionKind,
     HOST_PROTOCOL_VERSION,
 };
+use relay_shim::hello::{Answer, Hello};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -110,7 +111,13 @@ pub fn assert_absent(hay: &[u8], needle: &str, place: &str) {
 
 /// One request through relay's own client (hyper's, `relay::http::client`), as
 /// `(status, body)`; `headers` are `(name, value)` pairs.
-fn call(addr: Addr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+fn call(
+    addr: Addr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> client::Answer {
     let client = Blocking::new(addr.clone()).expect("runtime");
     client
         .call(method, path, headers, body.to_vec())
@@ -151,7 +158,7 @@ pub fn tcp_http(addr: &str, method: &str, path: &str, headers: &str) -> (u16, Ve
 }
 
 /// An answer as a server wrote it: its head, then its body.
-pub fn written(a: &Answer) -> Vec<u8> {
+pub fn written(a: &client::Answer) -> Vec<u8> {
     let mut raw = a.head().into_bytes();
     raw.extend_from_slice(&a.body);
     raw
@@ -177,14 +184,14 @@ pub fn parse_response_pub(raw: &[u8]) -> (u16, Vec<u8>) {
 pub struct Bridge {
     pub path: PathBuf,
     secrets: Arc<Mutex<HashMap<String, String>>>,
-    pub hellos: Arc<Mutex<Vec<Value>>>,
+    pub hellos: Arc<Mutex<Vec<Hello>>>,
 }
 
 impl Bridge {
     fn start(path: PathBuf) -> Bridge {
         let listener = UnixListener::bind(&path).expect("bind bridge");
         let secrets: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-        let hellos: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let hellos: Arc<Mutex<Vec<Hello>>> = Arc::default();
         let (s2, h2) = (secrets.clone(), hellos.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -197,21 +204,28 @@ impl Bridge {
                     if r.read_line(&mut line).is_err() {
                         return;
                     }
-                    let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    let Ok(hello) = Hello::parse(&line) else {
                         return;
                     };
-                    let name = v["name"].as_str().unwrap_or_default().to_string();
-                    let token = v["token"].as_str().unwrap_or_default().to_string();
                     // One use per secret, as the daemon will do.
-                    let ok = s3.lock().unwrap().remove(&name).is_some_and(|s| s == token);
-                    h3.lock().unwrap().push(v);
+                    let ok = s3
+                        .lock()
+                        .unwrap()
+                        .remove(&hello.session_id)
+                        .is_some_and(|s| s == hello.secret);
+                    h3.lock().unwrap().push(hello.clone());
                     let answer = if ok {
-                        serde_json::json!({"type":"OK","name":name,"pid":std::process::id()})
+                        Answer::Ok {
+                            session_id: hello.session_id,
+                            pid: std::process::id(),
+                        }
                     } else {
-                        serde_json::json!({"type":"Refused","reason":"unknown session or secret"})
+                        Answer::Refused {
+                            reason: "unknown session or secret".into(),
+                        }
                     };
                     let mut w = &conn;
-                    let _ = w.write_all(format!("{answer}\n").as_bytes());
+                    let _ = w.write_all(answer.to_line().as_bytes());
                 });
             }
         });

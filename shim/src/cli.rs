@@ -1,5 +1,7 @@
 //! The command line, parsed by hand into an [`ExecArgs`]; every refusal is a
 //! [`UsageError`] that the caller prints as `relay-shim: usage: <what>` and exit 64.
+//! The host builds the same command line with [`ExecArgs::to_args`] (the flags are
+//! [`flags`]), so the two sides cannot drift.
 //!
 //! ```text
 //! relay-shim exec --session-id ID [--identity] [--pty]
@@ -13,13 +15,28 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
-use crate::fds::TOKEN_FD;
+use crate::fds::{default_status_fd, IDENTITY_FD, TOKEN_FD};
 
-/// The identity secret pipe with `--identity`.
-pub(crate) const IDENTITY_FD: RawFd = 3;
+/// The flags of `relay-shim exec`.
+pub mod flags {
+    pub const EXEC: &str = "exec";
+    pub const PTY_INIT: &str = "pty-init";
+    pub const VERSION: &str = "--version";
+    pub const SESSION_ID: &str = "--session-id";
+    pub const IDENTITY: &str = "--identity";
+    pub const PTY: &str = "--pty";
+    pub const SANDBOX_BACKEND: &str = "--sandbox-backend";
+    pub const SANDBOX_PROFILE: &str = "--sandbox-profile";
+    pub const SANDBOX_LAUNCHER: &str = "--sandbox-launcher";
+    pub const STATUS_FD: &str = "--status-fd";
+    pub const PASS_TOKEN: &str = "--pass-token";
+    pub const LANDLOCK_FD: &str = "--landlock-fd";
+    /// Ends the flags; the target's argv follows.
+    pub const ARGV: &str = "--";
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Command {
+pub enum Command {
     Version,
     Exec(ExecArgs),
     /// `pty-init -- ARGV`: run inside a bwrap sandbox for a pty session (see
@@ -27,14 +44,33 @@ pub(crate) enum Command {
     PtyInit(Vec<OsString>),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Backend {
+/// The sandbox launcher a target runs under (one enum for the shim, the host and the
+/// daemon; `relay::protocol` carries it on the wire as `"seatbelt"` / `"bwrap"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
     Seatbelt,
     Bwrap,
 }
 
 impl Backend {
-    fn default_launcher(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Seatbelt => "seatbelt",
+            Backend::Bwrap => "bwrap",
+        }
+    }
+
+    /// The backend `name` (as [`Backend::as_str`] writes it) names.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        match name {
+            "seatbelt" => Some(Backend::Seatbelt),
+            "bwrap" => Some(Backend::Bwrap),
+            _ => None,
+        }
+    }
+
+    /// The launcher without `--sandbox-launcher`.
+    pub fn default_launcher(self) -> &'static str {
         match self {
             Backend::Seatbelt => "/usr/bin/sandbox-exec",
             Backend::Bwrap => "/usr/bin/bwrap",
@@ -43,7 +79,7 @@ impl Backend {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Sandbox {
+pub struct Sandbox {
     pub backend: Backend,
     /// Absolute path of the profile the daemon wrote.
     pub profile: PathBuf,
@@ -52,7 +88,7 @@ pub(crate) struct Sandbox {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ExecArgs {
+pub struct ExecArgs {
     pub session_id: String,
     pub identity: bool,
     pub pty: bool,
@@ -65,7 +101,7 @@ pub(crate) struct ExecArgs {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UsageError(pub String);
+pub struct UsageError(pub String);
 
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -78,13 +114,13 @@ fn usage(what: impl Into<String>) -> UsageError {
 }
 
 /// Parses the arguments after the program name.
-pub(crate) fn parse(args: &[OsString]) -> Result<Command, UsageError> {
+pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     match args.first().map(|a| a.to_str()) {
         None => Err(usage("missing subcommand (expected exec)")),
-        Some(Some("--version")) if args.len() == 1 => Ok(Command::Version),
-        Some(Some("exec")) => parse_exec(&args[1..]).map(Command::Exec),
-        Some(Some("pty-init")) => match args.get(1).and_then(|a| a.to_str()) {
-            Some("--") if args.len() > 2 => Ok(Command::PtyInit(args[2..].to_vec())),
+        Some(Some(flags::VERSION)) if args.len() == 1 => Ok(Command::Version),
+        Some(Some(flags::EXEC)) => parse_exec(&args[1..]).map(Command::Exec),
+        Some(Some(flags::PTY_INIT)) => match args.get(1).and_then(|a| a.to_str()) {
+            Some(flags::ARGV) if args.len() > 2 => Ok(Command::PtyInit(args[2..].to_vec())),
             _ => Err(usage("pty-init needs -- ARGV")),
         },
         Some(other) => Err(usage(format!(
@@ -108,7 +144,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        if arg == "--" {
+        if arg == flags::ARGV {
             argv = Some(it.by_ref().cloned().collect());
             break;
         }
@@ -121,47 +157,44 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
                 .ok_or_else(|| usage(format!("missing value for {what}")))
         };
         match flag {
-            "--session-id" => {
+            flags::SESSION_ID => {
                 let v = utf8(value(flag)?, flag)?;
                 if v.is_empty() {
                     return Err(usage("--session-id is empty"));
                 }
                 set_once(&mut session_id, v.to_string(), flag)?;
             }
-            "--identity" => set_flag(&mut identity, flag)?,
-            "--pty" => set_flag(&mut pty, flag)?,
-            "--pass-token" => set_flag(&mut pass_token, flag)?,
-            "--sandbox-backend" => {
-                let b = match utf8(value(flag)?, flag)? {
-                    "seatbelt" => Backend::Seatbelt,
-                    "bwrap" => Backend::Bwrap,
-                    other => {
-                        return Err(usage(format!(
-                            "unknown --sandbox-backend {other} (expected seatbelt or bwrap)"
-                        )))
-                    }
+            flags::IDENTITY => set_flag(&mut identity, flag)?,
+            flags::PTY => set_flag(&mut pty, flag)?,
+            flags::PASS_TOKEN => set_flag(&mut pass_token, flag)?,
+            flags::SANDBOX_BACKEND => {
+                let name = utf8(value(flag)?, flag)?;
+                let Some(b) = Backend::from_name(name) else {
+                    return Err(usage(format!(
+                        "unknown --sandbox-backend {name} (expected seatbelt or bwrap)"
+                    )));
                 };
                 set_once(&mut backend, b, flag)?;
             }
-            "--sandbox-profile" => {
+            flags::SANDBOX_PROFILE => {
                 let p = PathBuf::from(value(flag)?);
                 if !p.is_absolute() {
                     return Err(usage("--sandbox-profile must be an absolute path"));
                 }
                 set_once(&mut profile, p, flag)?;
             }
-            "--sandbox-launcher" => {
+            flags::SANDBOX_LAUNCHER => {
                 let p = value(flag)?;
                 if p.is_empty() {
                     return Err(usage("--sandbox-launcher is empty"));
                 }
                 set_once(&mut launcher, PathBuf::from(p), flag)?;
             }
-            "--status-fd" => {
+            flags::STATUS_FD => {
                 let fd = fd_number(value(flag)?, flag)?;
                 set_once(&mut status_fd, fd, flag)?;
             }
-            "--landlock-fd" => {
+            flags::LANDLOCK_FD => {
                 let fd = fd_number(value(flag)?, flag)?;
                 set_once(&mut landlock_fd, fd, flag)?;
             }
@@ -191,7 +224,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
         }
     };
 
-    let status_fd = status_fd.unwrap_or(if identity { 4 } else { 3 });
+    let status_fd = status_fd.unwrap_or(default_status_fd(identity));
     if pass_token && status_fd == TOKEN_FD {
         return Err(usage(
             "--status-fd 5 collides with the token fd of --pass-token",
@@ -225,6 +258,45 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
         landlock_fd,
         argv,
     })
+}
+
+impl ExecArgs {
+    /// The command line [`parse`] reads back as this (program name excluded): what the
+    /// host runs the shim with.
+    pub fn to_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = vec![flags::EXEC.into(), flags::SESSION_ID.into()];
+        a.push(self.session_id.clone().into());
+        if self.identity {
+            a.push(flags::IDENTITY.into());
+        }
+        if self.pty {
+            a.push(flags::PTY.into());
+        }
+        if let Some(sb) = &self.sandbox {
+            a.push(flags::SANDBOX_BACKEND.into());
+            a.push(sb.backend.as_str().into());
+            a.push(flags::SANDBOX_PROFILE.into());
+            a.push(sb.profile.clone().into());
+            if sb.launcher.as_os_str() != sb.backend.default_launcher() {
+                a.push(flags::SANDBOX_LAUNCHER.into());
+                a.push(sb.launcher.clone().into());
+            }
+        }
+        if self.status_fd != default_status_fd(self.identity) {
+            a.push(flags::STATUS_FD.into());
+            a.push(self.status_fd.to_string().into());
+        }
+        if self.pass_token {
+            a.push(flags::PASS_TOKEN.into());
+        }
+        if let Some(fd) = self.landlock_fd {
+            a.push(flags::LANDLOCK_FD.into());
+            a.push(fd.to_string().into());
+        }
+        a.push(flags::ARGV.into());
+        a.extend(self.argv.iter().cloned());
+        a
+    }
 }
 
 fn utf8<'a>(v: &'a OsStr, flag: &str) -> Result<&'a str, UsageError> {
@@ -342,6 +414,41 @@ mod tests {
             })
         );
         assert_eq!(e.argv, os(&["claude", "--", "--flag"]));
+    }
+
+    #[test]
+    fn to_args_reads_back_as_the_same_exec() {
+        let full = ExecArgs {
+            session_id: "s-1".into(),
+            identity: true,
+            pty: true,
+            sandbox: Some(Sandbox {
+                backend: Backend::Bwrap,
+                profile: "/p/profile".into(),
+                launcher: "/fake/bwrap".into(),
+            }),
+            status_fd: 9,
+            pass_token: true,
+            landlock_fd: Some(6),
+            argv: os(&["claude", "--", "--flag"]),
+        };
+        let plain = ExecArgs {
+            session_id: "--".into(),
+            identity: false,
+            pty: false,
+            sandbox: Some(Sandbox {
+                backend: Backend::Seatbelt,
+                profile: "/p.sb".into(),
+                launcher: Backend::Seatbelt.default_launcher().into(),
+            }),
+            status_fd: 3,
+            pass_token: false,
+            landlock_fd: None,
+            argv: os(&["x"]),
+        };
+        for e in [full, plain] {
+            assert_eq!(parse(&e.to_args()), Ok(Command::Exec(e.clone())));
+        }
     }
 
     #[test]
@@ -664,6 +771,8 @@ mod fuzz {
                 // value), kept byte for byte.
                 prop_assert!(args.ends_with(&a.argv));
                 prop_assert_eq!(&args[args.len() - a.argv.len() - 1], "--");
+                // What the host writes for it reads back as the same (`to_args`).
+                prop_assert_eq!(parse(&a.to_args()), Ok(Command::Exec(a.clone())));
             }
             Ok(Command::PtyInit(argv)) => prop_assert_eq!(&argv[..], &args[2..]),
             Ok(Command::Version) => prop_assert_eq!(args.len(), 1),

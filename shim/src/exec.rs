@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use nix::errno::Errno;
 use nix::sys::signal::SigmaskHow;
 
-use crate::cli::{self, Backend, ExecArgs, IDENTITY_FD};
-use crate::fds::{self, TOKEN_FD};
+use crate::cli::{self, Backend, ExecArgs};
+use crate::fds::{self, IDENTITY_FD, TOKEN_FD};
 use crate::resolve::{self, ResolveError};
 use crate::spawn::{self, Program, SpawnError, Stage};
 use crate::status::Event;
@@ -150,7 +150,7 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         return Err(Failure::new(
             "token fd",
             "--pass-token but fd 5 is not open",
-            exit_codes::TOKEN_FD,
+            exit_codes::NO_TOKEN_FD,
         )
         .event(Event::SpawnFailed { errno: libc::EBADF }));
     }

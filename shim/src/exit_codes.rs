@@ -9,8 +9,8 @@ pub const USAGE: i32 = 64;
 /// The identity secret was malformed (`bad_secret`) or the daemon refused the Hello
 /// (`hello_refused`).
 pub const IDENTITY: i32 = 65;
-/// `--pass-token` was given but fd 5 is not open.
-pub const TOKEN_FD: i32 = 66;
+/// `--pass-token` was given but fd 5 ([`crate::fds::TOKEN_FD`]) is not open.
+pub const NO_TOKEN_FD: i32 = 66;
 /// Any other setup step failed: setsid, the controlling terminal, Landlock, the seccomp
 /// filter, fd hygiene, the sandbox profile, fork.
 pub const SETUP: i32 = 70;

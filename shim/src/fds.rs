@@ -21,7 +21,18 @@ use std::io;
 use std::os::fd::RawFd;
 
 /// The fd that carries the token pipe to the target with `--pass-token`.
-pub(crate) const TOKEN_FD: RawFd = 5;
+pub const TOKEN_FD: RawFd = 5;
+/// The fd of the identity secret pipe with `--identity`.
+pub const IDENTITY_FD: RawFd = 3;
+
+/// The status pipe without `--status-fd`: the first fd after the identity pipe.
+pub fn default_status_fd(identity: bool) -> RawFd {
+    if identity {
+        IDENTITY_FD + 1
+    } else {
+        IDENTITY_FD
+    }
+}
 
 /// Highest descriptor number the fallback loop visits, whatever the rlimit says.
 #[cfg(any(target_os = "linux", test))]

@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::json::{self, Value};
+use crate::hello::{Answer, Hello};
 
 /// Length of the secret: 32 random bytes as lowercase hex.
 pub(crate) const SECRET_LEN: usize = 64;
@@ -61,36 +61,24 @@ pub(crate) fn read_secret(fd: RawFd) -> Result<String, Refusal> {
     String::from_utf8(bytes.to_vec()).map_err(|_| refuse("not UTF-8"))
 }
 
-/// The Hello line, newline included.
+/// The Hello line, newline included ([`Hello::to_line`]).
 pub(crate) fn hello_line(session_id: &str, secret: &str) -> String {
-    format!(
-        "{{\"type\":\"Hello\",\"kind\":\"project_session\",\"name\":{},\"token\":{}}}\n",
-        json::quote(session_id),
-        json::quote(secret)
-    )
+    Hello {
+        session_id: session_id.into(),
+        secret: secret.into(),
+    }
+    .to_line()
 }
 
 /// Accepts only an answer line (newline excluded) that is a flat JSON object with
-/// `"type":"OK"`, `"name"` equal to `session_id` and a positive integer `"pid"`.
-/// Other members are ignored.
+/// `"type":"OK"`, `"name"` equal to `session_id` and a positive integer `"pid"`
+/// ([`Answer::parse`]). Other members are ignored.
 pub(crate) fn check_answer(line: &[u8], session_id: &str) -> Result<u32, Refusal> {
     let text = std::str::from_utf8(line).map_err(|_| refuse("answer is not UTF-8"))?;
-    let members =
-        json::parse_flat_object(text).ok_or_else(|| refuse("answer is not a flat JSON object"))?;
-    let get = |key: &str| members.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-    match get("type") {
-        Some(Value::Str(t)) if t == "OK" => {}
-        _ => return Err(refuse("answer is not OK")),
-    }
-    match get("name") {
-        Some(Value::Str(n)) if n == session_id => {}
-        _ => return Err(refuse("answer does not name this session")),
-    }
-    match get("pid") {
-        Some(Value::Int(pid)) if *pid > 0 => {
-            u32::try_from(*pid).map_err(|_| refuse("answer pid is out of range"))
-        }
-        _ => Err(refuse("answer pid is not a positive integer")),
+    match Answer::parse(text).map_err(refuse)? {
+        Answer::Ok { session_id: s, pid } if s == session_id => Ok(pid),
+        Answer::Ok { .. } => Err(refuse("answer does not name this session")),
+        Answer::Refused { .. } => Err(refuse("answer is not OK")),
     }
 }
 
@@ -204,6 +192,7 @@ fn read_answer(stream: &mut UnixStream, deadline: Instant) -> Result<Vec<u8>, Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::{self, Value};
     use std::os::unix::net::UnixListener;
 
     const SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

@@ -7,17 +7,20 @@
 //! group and exits with the target's code. Each step reports on the status fd
 //! ([`status::Event`]) and fails with its own exit code ([`exit_codes`]).
 //!
-//! The library also holds what the host and the daemon share with the shim: the status
-//! wire type, the bwrap profile format and the Landlock ruleset builder.
+//! The library also holds what the host and the daemon share with the shim: its command
+//! line ([`cli`]: flags, [`cli::Backend`], [`cli::ExecArgs::to_args`]), its descriptor
+//! numbers ([`fds`]), its exit codes, the status wire type, the bwrap profile format
+//! and the Landlock ruleset builder.
 
 pub mod bwrap_profile;
+pub mod cli;
 pub mod exit_codes;
+pub mod fds;
+pub mod hello;
 pub mod landlock;
 pub mod status;
 
-mod cli;
 mod exec;
-mod fds;
 mod identity;
 mod json;
 mod ptyinit;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use relay_shim::hello::{Answer, Hello};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 
@@ -82,28 +82,24 @@ pub async fn serve(daemon: Arc<Daemon>, path: &Path, cap: usize) -> std::io::Res
 }
 
 fn refused(reason: &str) -> String {
-    format!(
-        "{}\n",
-        serde_json::json!({"type": "Refused", "reason": reason})
-    )
+    Answer::Refused {
+        reason: reason.into(),
+    }
+    .to_line()
 }
 
 fn hello(daemon: &Daemon, line: &str, peer_pid: u32) -> String {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return refused("not JSON");
+    let hello = match Hello::parse(line) {
+        Ok(h) => h,
+        Err(why) => return refused(why),
     };
-    if v["type"] != "Hello" || v["kind"] != "project_session" {
-        return refused("not a Hello");
-    }
-    let (Some(name), Some(token)) = (v["name"].as_str(), v["token"].as_str()) else {
-        return refused("missing name or token");
-    };
-    if !daemon.bridge.redeem(name, token) {
+    if !daemon.bridge.redeem(&hello.session_id, &hello.secret) {
         return refused("unknown session or secret");
     }
-    daemon.bind_root(name, peer_pid);
-    format!(
-        "{}\n",
-        serde_json::json!({"type": "OK", "name": name, "pid": std::process::id()})
-    )
+    daemon.bind_root(&hello.session_id, peer_pid);
+    Answer::Ok {
+        session_id: hello.session_id,
+        pid: std::process::id(),
+    }
+    .to_line()
 }

@@ -20,12 +20,15 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::cloexec::{self, ForkGuard};
 
-/// The table's numbers above 2.
-pub const TABLE_FDS: [RawFd; 4] = [3, 4, 5, 6];
-/// Where the shim finds the Landlock ruleset, when there is one.
+/// Where the shim finds its identity secret and the target the token pipe: the shim's
+/// own numbers (`relay_shim::fds`), defined once.
+pub use relay_shim::fds::{IDENTITY_FD, TOKEN_FD};
+
+/// Where the shim finds the Landlock ruleset, when there is one (passed to it by
+/// `--landlock-fd`).
 pub const LANDLOCK_FD: RawFd = 6;
-/// Where the target finds the token pipe.
-pub const TOKEN_FD: RawFd = 5;
+/// The table's numbers above 2: identity, status (4 with an identity), token, Landlock.
+pub const TABLE_FDS: [RawFd; 4] = [IDENTITY_FD, IDENTITY_FD + 1, TOKEN_FD, LANDLOCK_FD];
 
 fn dev_null() -> io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).open("/dev/null")

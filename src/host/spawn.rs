@@ -16,7 +16,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 
-use super::fds::{self, Staging, LANDLOCK_FD, TOKEN_FD};
+use relay_shim::cli::{ExecArgs, Sandbox};
+use relay_shim::fds::default_status_fd;
+
+use super::fds::{self, Staging, IDENTITY_FD, LANDLOCK_FD, TOKEN_FD};
 use super::LaunchError;
 use crate::cloexec::{self, ForkGuard};
 use crate::protocol::{SandboxLaunch, Secret};
@@ -84,40 +87,26 @@ fn filled_pipe(g: &ForkGuard, bytes: &[u8]) -> std::io::Result<OwnedFd> {
     Ok(read)
 }
 
-fn shim_args(plan: &Plan, status_fd: RawFd) -> Vec<String> {
-    let mut a = vec![
-        "exec".to_string(),
-        "--session-id".into(),
-        plan.session_id.clone(),
-    ];
-    if plan.identity.is_some() {
-        a.push("--identity".into());
+/// The shim's command line, built by the shim crate's own [`ExecArgs::to_args`].
+fn shim_args(plan: &Plan, status_fd: RawFd) -> Vec<OsString> {
+    ExecArgs {
+        session_id: plan.session_id.clone(),
+        identity: plan.identity.is_some(),
+        pty: plan.pty,
+        sandbox: plan.sandbox.as_ref().map(|sb| Sandbox {
+            backend: sb.backend,
+            profile: sb.profile_path.clone(),
+            launcher: sb
+                .launcher
+                .clone()
+                .unwrap_or_else(|| sb.backend.default_launcher().into()),
+        }),
+        status_fd,
+        pass_token: plan.token.is_some(),
+        landlock_fd: plan.landlock.is_some().then_some(LANDLOCK_FD),
+        argv: plan.argv.iter().map(OsString::from).collect(),
     }
-    if plan.pty {
-        a.push("--pty".into());
-    }
-    if let Some(sb) = &plan.sandbox {
-        a.push("--sandbox-backend".into());
-        a.push(sb.backend.as_str().into());
-        a.push("--sandbox-profile".into());
-        a.push(sb.profile_path.to_string_lossy().into_owned());
-        if let Some(l) = &sb.launcher {
-            a.push("--sandbox-launcher".into());
-            a.push(l.to_string_lossy().into_owned());
-        }
-    }
-    a.push("--status-fd".into());
-    a.push(status_fd.to_string());
-    if plan.token.is_some() {
-        a.push("--pass-token".into());
-    }
-    if plan.landlock.is_some() {
-        a.push("--landlock-fd".into());
-        a.push(LANDLOCK_FD.to_string());
-    }
-    a.push("--".into());
-    a.extend(plan.argv.iter().cloned());
-    a
+    .to_args()
 }
 
 pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
@@ -126,11 +115,11 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
     // marked close-on-exec, and no other launch may fork in between (src/cloexec.rs).
     let g = cloexec::lock();
     let mut staging = Staging::default();
-    let status_fd = if plan.identity.is_some() { 4 } else { 3 };
+    let status_fd = default_status_fd(plan.identity.is_some());
     if let Some(secret) = &plan.identity {
         let r =
             filled_pipe(&g, secret.expose().as_bytes()).map_err(|e| failed("identity pipe", e))?;
-        staging.put(3, r);
+        staging.put(IDENTITY_FD, r);
     }
     let (status_read, status_write) = g.pipe().map_err(|e| failed("status pipe", e))?;
     staging.put(status_fd, status_write);
