@@ -1,9 +1,16 @@
 // The Settings page: reads the daemon's API with the session cookie the login link
-// set, and shows the Overview. It never asks for, holds or shows a token.
+// set (GET requests only; docs/routes.md, "The Settings page and its login"). It shows
+// the Overview, every session and terminal (kept current from /api/events), the sandbox
+// of the one picked (#sandbox=ID), relay doctor's checks and the last audit rows. It
+// never asks for, holds or shows a token, and nothing on it starts, stops or types
+// into a session: it has no forms and no buttons, only links.
 "use strict";
 
+const AUDIT_ROWS = 25;
+let entries = [];
+
 async function getJSON(path) {
-  const r = await fetch(path, { credentials: "same-origin", cache: "no-store" });
+  const r = await fetch(path, { method: "GET", credentials: "same-origin", cache: "no-store" });
   if (!r.ok) {
     let message = r.status + " " + r.statusText;
     try { message = (await r.json()).error || message; } catch (_) { /* not JSON */ }
@@ -12,55 +19,242 @@ async function getJSON(path) {
   return r.json();
 }
 
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text != null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
 function item(list, text, id) {
-  const li = document.createElement("li");
-  li.textContent = text;
+  const li = el("li", text);
   if (id) li.id = id;
   list.appendChild(li);
 }
 
-function cell(row, text) {
-  const td = document.createElement("td");
-  td.textContent = text == null ? "" : String(text);
+function cell(row, text, cls) {
+  const td = el("td", text == null ? "" : text, cls);
   row.appendChild(td);
+  return td;
+}
+
+function age(ms) {
+  let s = Math.max(0, Math.floor((Date.now() - ms) / 1000));
+  if (s < 60) return s + "s";
+  let m = Math.floor(s / 60); s %= 60;
+  if (m < 60) return m + "m " + s + "s";
+  let h = Math.floor(m / 60); m %= 60;
+  if (h < 48) return h + "h " + m + "m";
+  return Math.floor(h / 24) + "d " + (h % 24) + "h";
+}
+
+function when(ms) {
+  return ms ? new Date(ms).toLocaleString() : "";
+}
+
+async function overview() {
+  const facts = document.getElementById("facts");
+  const status = await getJSON("/api/status");
+  facts.replaceChildren();
+  item(facts, "relay " + status.version, "fact-version");
+  item(facts, "Config dir: " + status.paths.config, "fact-config");
+  if (status.paths.claude_token_file) {
+    item(facts, "Claude token file: " + status.paths.claude_token_file, "fact-token-file");
+  }
+  item(facts, "Running: " + status.sessions_running, "fact-running");
+  const p = document.getElementById("problem");
+  if (status.settings && !status.settings.ok) {
+    p.textContent = "Settings: " + status.settings.note;
+    p.hidden = false;
+  } else {
+    p.hidden = true;
+  }
+}
+
+async function sessions() {
+  const [s, t] = await Promise.all([getJSON("/api/sessions"), getJSON("/api/terminals")]);
+  entries = s.sessions.concat(t.terminals).sort((a, b) => a.created_ms - b.created_ms);
+  const body = document.querySelector("#live tbody");
+  body.replaceChildren();
+  const picked = pickedId();
+  for (const e of entries) {
+    const row = document.createElement("tr");
+    row.dataset.id = e.id;
+    row.dataset.state = e.state;
+    if (e.id === picked) row.className = "selected";
+    const id = cell(row, "", "mono");
+    const link = el("a", e.id);
+    link.href = "#sandbox=" + encodeURIComponent(e.id);
+    id.appendChild(link);
+    cell(row, e.kind === "claude" ? "session" : "terminal");
+    cell(row, e.template_id);
+    cell(row, e.project_id);
+    cell(row, e.state + (e.stale ? " (stale)" : ""), "st-" + e.state);
+    cell(row, e.directory, "path");
+    cell(row, e.model || (e.claude && e.claude.model) || "");
+    cell(row, e.token_fingerprint || "", "mono");
+    const a = cell(row, age(e.created_ms), "age");
+    a.dataset.created = String(e.created_ms);
+    body.appendChild(row);
+  }
+  const none = document.getElementById("none");
+  none.hidden = entries.some((e) => e.state === "running");
+  none.textContent = entries.length ? "Nothing is running." : "No sessions or terminals.";
+}
+
+function tickAges() {
+  for (const td of document.querySelectorAll("#live td.age")) {
+    td.textContent = age(Number(td.dataset.created));
+  }
+}
+
+function pickedId() {
+  const m = /^#sandbox=(.+)$/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+function places(parent, title, list, cls) {
+  if (!list || !list.length) return;
+  parent.appendChild(el("h3", title));
+  const ul = el("ul", null, "places " + cls);
+  for (const p of list) {
+    const li = el("li", p.path + (p.written ? " (written " + p.written + ")" : "") + (p.kind === "missing" ? " [missing]" : ""));
+    const why = [p.why, p.how].filter(Boolean).join("; ");
+    if (why) li.appendChild(el("span", " — " + why, "why"));
+    ul.appendChild(li);
+  }
+  parent.appendChild(ul);
+}
+
+async function sandbox() {
+  const section = document.getElementById("sandbox");
+  const body = document.getElementById("sandbox-body");
+  const id = pickedId();
+  for (const row of document.querySelectorAll("#live tbody tr")) {
+    row.className = row.dataset.id === id ? "selected" : "";
+  }
+  if (!id) {
+    body.replaceChildren();
+    document.getElementById("sandbox-pick").hidden = false;
+    return;
+  }
+  document.getElementById("sandbox-pick").hidden = true;
+  section.dataset.ready = "0";
+  const kind = id.startsWith("t-") ? "terminals" : "sessions";
+  try {
+    const x = await getJSON("/api/" + kind + "/" + encodeURIComponent(id) + "/sandbox");
+    body.replaceChildren();
+    const head = el("p", null, "mono");
+    head.id = "sandbox-head";
+    head.textContent = x.sandboxed
+      ? id + ": " + x.backend + ", working directory " + x.workdir
+      : id + ": not sandboxed, working directory " + x.workdir;
+    body.appendChild(head);
+    places(body, "Can read and write", x.write, "write");
+    places(body, "Can read", x.read, "read");
+    places(body, "Kept read-only inside those", x.read_only, "read-only");
+    places(body, "Denied, after every grant", x.denied, "denied");
+    places(body, "Sockets denied", x.denied_sockets, "sockets");
+    places(body, "System (every sandbox of " + (x.backend || "this kind") + ")", x.system, "system");
+    body.appendChild(el("h3", "Network"));
+    const net = el("p", null, "network");
+    net.id = "sandbox-network";
+    net.textContent = x.network.mode + "; denied ports: " +
+      (x.network.denied_ports.length ? x.network.denied_ports.join(", ") : "none") +
+      " — " + x.network.how;
+    body.appendChild(net);
+    for (const n of x.notes || []) body.appendChild(el("p", "Note: " + n, "hint"));
+    section.dataset.ready = "1";
+  } catch (err) {
+    body.replaceChildren(el("p", "Could not load: " + err.message));
+    section.dataset.ready = "error";
+  }
+}
+
+async function doctor() {
+  const section = document.getElementById("doctor");
+  const body = document.querySelector("#checks tbody");
+  try {
+    const report = await getJSON("/api/doctor");
+    body.replaceChildren();
+    for (const c of report.checks) {
+      const row = document.createElement("tr");
+      row.dataset.name = c.name;
+      cell(row, c.status, "st-" + c.status);
+      cell(row, c.name, "mono");
+      cell(row, c.detail);
+      cell(row, c.fix || "");
+      body.appendChild(row);
+    }
+    section.dataset.ready = "1";
+  } catch (err) {
+    body.replaceChildren();
+    const row = document.createElement("tr");
+    cell(row, "Could not load: " + err.message);
+    body.appendChild(row);
+    section.dataset.ready = "error";
+  }
+}
+
+async function audit() {
+  const section = document.getElementById("audit");
+  const body = document.querySelector("#audit-rows tbody");
+  const a = await getJSON("/api/audit");
+  body.replaceChildren();
+  for (const r of a.rows.slice(-AUDIT_ROWS).reverse()) {
+    const row = document.createElement("tr");
+    cell(row, when(r.ts));
+    cell(row, r.action, "mono");
+    cell(row, r.outcome, "st-" + (r.outcome === "allowed" ? "ok" : "fail"));
+    cell(row, r.session_id || "", "mono");
+    cell(row, r.template || "");
+    cell(row, r.token_fingerprint || "", "mono");
+    cell(row, r.code || "", "mono");
+    cell(row, r.error || "");
+    body.appendChild(row);
+  }
+  section.dataset.ready = "1";
+}
+
+async function refresh() {
+  await Promise.all([overview(), sessions(), audit()]);
+  if (pickedId()) await sandbox();
+}
+
+// Follows /api/events with a long poll: every event (a launch, an exit, a purge) reloads
+// the lists and the audit rows. A failed poll is tried again after a pause.
+async function follow(after) {
+  const state = document.getElementById("live-state");
+  for (;;) {
+    try {
+      const r = await getJSON("/api/events?after=" + after + "&wait_ms=25000");
+      state.textContent = "live";
+      if (r.events.length) {
+        after = r.events[r.events.length - 1].seq;
+        await refresh();
+        state.dataset.seq = String(after);
+      }
+    } catch (err) {
+      state.textContent = "reconnecting… (" + err.message + ")";
+      await new Promise((res) => setTimeout(res, 2000));
+    }
+  }
 }
 
 async function load() {
   const section = document.getElementById("overview");
-  const facts = document.getElementById("facts");
   try {
-    const [status, sessions, terminals] = await Promise.all([
-      getJSON("/api/status"),
-      getJSON("/api/sessions"),
-      getJSON("/api/terminals"),
-    ]);
-    facts.replaceChildren();
-    item(facts, "relay " + status.version, "fact-version");
-    item(facts, "Config dir: " + status.paths.config, "fact-config");
-    if (status.paths.claude_token_file) {
-      item(facts, "Claude token file: " + status.paths.claude_token_file, "fact-token-file");
-    }
-    if (status.settings && !status.settings.ok) {
-      const p = document.getElementById("problem");
-      p.textContent = "Settings: " + status.settings.note;
-      p.hidden = false;
-    }
-    const live = sessions.sessions.concat(terminals.terminals)
-      .filter((e) => e.state === "running" || e.state === "launching");
-    const body = document.querySelector("#live tbody");
-    body.replaceChildren();
-    for (const e of live) {
-      const row = document.createElement("tr");
-      cell(row, e.id);
-      cell(row, e.kind === "claude" ? "session" : "terminal");
-      cell(row, e.template_id);
-      cell(row, e.project_id);
-      cell(row, e.state);
-      body.appendChild(row);
-    }
-    document.getElementById("none").hidden = live.length > 0;
+    const first = await getJSON("/api/events?after=0");
+    const after = first.events.length ? first.events[first.events.length - 1].seq : 0;
+    await refresh();
     section.dataset.ready = "1";
+    document.getElementById("live-state").dataset.seq = String(after);
+    window.addEventListener("hashchange", sandbox);
+    setInterval(tickAges, 1000);
+    doctor();
+    follow(after);
   } catch (err) {
+    const facts = document.getElementById("facts");
     facts.replaceChildren();
     item(facts, "Could not load: " + err.message, "fact-error");
     section.dataset.ready = "error";

@@ -14,6 +14,8 @@ mod config_dir;
 mod daemon_suite;
 #[path = "e2e/doctor_seatbelt.rs"]
 mod doctor_seatbelt;
+#[path = "e2e/explain.rs"]
+mod explain;
 #[path = "e2e/faults.rs"]
 mod faults;
 #[path = "e2e/leak.rs"]
@@ -36,6 +38,8 @@ mod rotation_and_purge;
 mod seatbelt;
 #[path = "e2e/service.rs"]
 mod service;
+#[path = "e2e/settings_live.rs"]
+mod settings_live;
 #[path = "e2e/settings_open.rs"]
 mod settings_open;
 #[path = "e2e/settings_page.rs"]

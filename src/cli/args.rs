@@ -36,9 +36,14 @@ pub(super) enum Verb {
     ///
     /// Starts a sandboxed terminal of TEMPLATE for the project holding the current
     /// directory and attaches this terminal to it; exits with the tool's exit status.
+    /// `relay sandbox explain TEMPLATE` prints that sandbox instead.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Sandbox {
+        #[command(subcommand)]
+        verb: Option<SandboxVerb>,
         /// The template to run (`shell`, `claude-code`, or one of settings.json).
-        template: String,
+        #[arg(required = true)]
+        template: Option<String>,
         /// Extra arguments for the template's command (after `--`).
         #[arg(last = true, value_name = "ARG")]
         args: Vec<String>,
@@ -118,6 +123,26 @@ pub(super) enum ServiceVerb {
     },
     /// Whether the service is installed, enabled and running, and where it logs.
     Status {
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum SandboxVerb {
+    /// Print the sandbox a terminal of TEMPLATE gets here, launching nothing.
+    ///
+    /// What it can read and write, what is denied (the token's folder among them), its
+    /// network and denied ports: the launch path's own spec, in words.
+    Explain {
+        /// The template to explain.
+        template: String,
+        /// The folder it would start in (default: the current directory).
+        #[arg(long, value_name = "D")]
+        directory: Option<String>,
+        /// Explain it for this backend instead of this platform's.
+        #[arg(long, value_name = "B", value_parser = ["bwrap", "seatbelt"])]
+        backend: Option<String>,
         #[command(flatten)]
         json: Json,
     },

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use args::{AuditVerb, Json, ServiceVerb, SessionVerb, TerminalVerb, Verb};
+use args::{AuditVerb, Json, SandboxVerb, ServiceVerb, SessionVerb, TerminalVerb, Verb};
 use client::Client;
 
 pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -129,15 +129,34 @@ pub fn run() -> ExitCode {
         // Answered above, without a config dir.
         Verb::Completions { .. } => return ExitCode::SUCCESS,
         Verb::Sandbox {
+            verb:
+                Some(SandboxVerb::Explain {
+                    template,
+                    directory,
+                    backend,
+                    json: Json { json },
+                }),
+            ..
+        } => (
+            json,
+            explain(
+                &Client::new(&config),
+                &template,
+                directory,
+                backend.as_deref(),
+            ),
+        ),
+        Verb::Sandbox {
             template,
             args,
             detach_keys,
             json: Json { json },
+            ..
         } => {
             return sandbox::run(
                 &config,
                 sandbox::Options {
-                    template: &template,
+                    template: &template.unwrap_or_default(),
                     args: &args,
                     detach_keys: detach_keys.as_deref(),
                     json_out: json,
@@ -245,6 +264,36 @@ fn ok_json(c: &Client, method: &str, path: &str, body: Option<&Value>) -> Result
     } else {
         Err(a.error_text())
     }
+}
+
+/// `relay sandbox explain`: the sandbox a terminal of `template` gets in `directory`
+/// (default: here), from the daemon's launch path (`GET /api/sandbox/explain`).
+fn explain(
+    c: &Client,
+    template: &str,
+    directory: Option<String>,
+    backend: Option<&str>,
+) -> Result<Out, String> {
+    use crate::http::encode_component as enc;
+    let here = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let dir = match directory {
+        None => here,
+        // `~` is the daemon's to expand; a relative folder is taken from here.
+        Some(d) if d == "~" || d.starts_with("~/") || d.starts_with('/') => PathBuf::from(d),
+        Some(d) => here.join(d),
+    };
+    let mut path = format!(
+        "/api/sandbox/explain?template={}&directory={}",
+        enc(template),
+        enc(&dir.to_string_lossy())
+    );
+    if let Some(b) = backend {
+        path.push_str(&format!("&backend={}", enc(b)));
+    }
+    let v = ok_json(c, "GET", &path, None)?;
+    let e: crate::sandbox::explain::Explanation =
+        serde_json::from_value(v.clone()).map_err(|e| format!("relay's answer: {e}"))?;
+    Ok(Out::new(v, crate::sandbox::explain::to_text(&e)))
 }
 
 fn describe(e: &Value) -> String {

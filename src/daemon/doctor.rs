@@ -507,7 +507,14 @@ fn probe_project(s: &Settings) -> Option<String> {
         .map(|p| p.id.clone())
 }
 
-pub async fn run(d: &Arc<Daemon>) -> Value {
+/// The checks that launch nothing; with the settings, whether the token file is usable
+/// and its path, when the settings read.
+async fn checks_without_probes(
+    d: &Arc<Daemon>,
+) -> (
+    Vec<Check>,
+    Option<(Settings, bool, Option<std::path::PathBuf>)>,
+) {
     let mut checks = Vec::new();
     let settings = match d.load_settings() {
         Ok(s) => s,
@@ -518,7 +525,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
                 e.to_string(),
                 Some("fix settings.json; relay picks it up at the next launch"),
             ));
-            return serde_json::json!({"ok": false, "checks": checks});
+            return (checks, None);
         }
     };
     checks.push(check(
@@ -536,7 +543,44 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
     let token_ok = token.status == Status::Ok || token.status == Status::Warn;
     checks.push(token);
     checks.push(program_check(d, &settings, token_path.is_some()));
+    (checks, Some((settings, token_ok, token_path)))
+}
 
+/// `GET /api/doctor` (the Settings page): the checks that launch nothing, run now, and
+/// the probes (`canary`, `claude_auth`) as the last `relay doctor` left them — a probe
+/// is a launch, and a read starts nothing (docs/routes.md).
+pub async fn read_only(d: &Arc<Daemon>) -> Value {
+    let (mut checks, rest) = checks_without_probes(d).await;
+    let last = d
+        .doctor_probes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if rest.is_some() {
+        match &last {
+            Some((_, probes)) => checks.extend(probes.iter().cloned()),
+            None => {
+                for name in ["canary", "claude_auth"] {
+                    checks.push(check(
+                        name,
+                        Status::Skip,
+                        "not run yet: it launches a sandboxed probe",
+                        Some("run `relay doctor`"),
+                    ));
+                }
+            }
+        }
+    }
+    let ok = checks.iter().all(|c| c.status != Status::Fail);
+    serde_json::json!({"ok": ok, "checks": checks, "probes_ran_ms": last.map(|l| l.0)})
+}
+
+pub async fn run(d: &Arc<Daemon>) -> Value {
+    let (mut checks, rest) = checks_without_probes(d).await;
+    let Some((settings, token_ok, token_path)) = rest else {
+        return serde_json::json!({"ok": false, "checks": checks});
+    };
+    let first_probe = checks.len();
     let project = probe_project(&settings);
     match (&token_path, token_ok, &project) {
         (Some(path), true, Some(project)) => {
@@ -631,6 +675,8 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
             None,
         )),
     }
+    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) =
+        Some((super::journal::now_ms(), checks[first_probe..].to_vec()));
     let ok = checks.iter().all(|c| c.status != Status::Fail);
     serde_json::json!({"ok": ok, "checks": checks})
 }

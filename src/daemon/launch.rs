@@ -100,13 +100,13 @@ pub fn which(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> Option<P
         })
 }
 
-fn find_template<'a>(s: &'a Settings, id: &str) -> Option<&'a Template> {
+pub(super) fn find_template<'a>(s: &'a Settings, id: &str) -> Option<&'a Template> {
     s.terminal_templates.iter().find(|t| t.id == id)
 }
 
 /// The template a provider session uses: the settings' `claude-code` template, or its
 /// default when the settings have none.
-fn claude_template(s: &Settings) -> Template {
+pub(super) fn claude_template(s: &Settings) -> Template {
     find_template(s, CLAUDE_CODE_TEMPLATE)
         .cloned()
         .unwrap_or_else(|| Template {
@@ -585,6 +585,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
 
     // 8. The sandbox spec and its profile, written last.
     let mut reach = super::Reach::default();
+    let mut explained = None;
     let sandbox = if sandboxed {
         let (backend, launcher) = sandbox_launcher(&settings.session_sandbox, &d.home);
         if !launcher.is_file() {
@@ -594,143 +595,48 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 launcher.display()
             ))));
         }
-        let live = d.live_sandboxed(&id);
-        let live_rw: Vec<PathBuf> = live
-            .iter()
-            .flat_map(|e| e.reach.read_write.iter().cloned())
-            .collect();
-        let writable = guard::session_writable_roots(&settings, &d.home, &live_rw);
-        // Links never redirect the project folder or the session directory.
-        for place in [&project_path, &directory_asked] {
-            if let Some(text) = place.to_str() {
-                if let Err(e) =
-                    sandbox::resolve::resolve_in(text, &d.home, sandbox::Role::Read, &writable)
-                {
-                    return Err(at.refuse(ApiError::sandbox(e.to_string())));
-                }
-            }
-        }
-        // What a token launch runs is pinned read-only in every sandbox, so no session
-        // can swap it for a program that keeps the token — from the first launch on,
-        // not only once the setting is set: a program a session planted before the
-        // token existed would get the token later.
-        let pins: Vec<guard::ProgramPins> = guard::token_programs(&settings)
-            .iter()
-            .map(|p| guard::program_pins(p, &d.home, &claude_path_env))
-            .collect();
-        let mut pin_folders: Vec<PathBuf> = Vec::new();
-        // Only where some session could write: elsewhere a pin changes nothing.
-        for f in pins.iter().flat_map(|p| p.folders.iter()) {
-            if writable.iter().any(|r| f.starts_with(r)) && !pin_folders.contains(f) {
-                pin_folders.push(f.clone());
-            }
-        }
-        if token.is_some() {
-            if let Err(e) = pins_hold(&pins, &writable, &d.sandboxed_since_start(&id)) {
-                return Err(at.refuse(ApiError::sandbox(e)));
-            }
-        }
-        let mut read = template.read.clone();
-        if let Some(program) = argv.first().map(PathBuf::from).filter(|p| p.is_absolute()) {
-            for dir in program_dirs(&program) {
-                read.push(dir.to_string_lossy().into_owned());
-            }
-        }
-        if kind == SessionKind::Pty && backend == Backend::Bwrap {
-            // The shim starts a pty target through `relay-shim pty-init` inside bwrap.
-            if let Ok(shim) = std::fs::canonicalize(&d.host.shim_bin) {
-                read.push(shim.to_string_lossy().into_owned());
-            }
-        }
-        let mut read_write = template.read_write.clone();
-        read_write.push(directory.to_string_lossy().into_owned());
-        read_write.push(temp_dir.to_string_lossy().into_owned());
-        let mut deny = template.deny.clone();
-        deny.push(d.paths.config.to_string_lossy().into_owned());
-        let read_only: Vec<String> = pin_folders
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
-        let mut ports = settings.session_sandbox.denied_loopback_ports.clone();
-        if let Some(port) = d.api_port() {
-            ports.push(port);
-        }
-        ports.sort_unstable();
-        ports.dedup();
-        let network = if settings.session_sandbox.network_off {
-            Network::Off
-        } else {
-            Network::Shared {
-                denied_loopback_ports: ports.clone(),
-            }
-        };
-        let spec = sandbox::build_spec(
-            &SpecInput {
-                read: &read,
-                read_write: &read_write,
-                deny: &deny,
-                read_only: &read_only,
-                session_writable: &writable,
-                network,
-                workdir: &directory,
-                interactive: kind == SessionKind::Pty,
-                file_mask: d.paths.mask(),
-                deny_unix_sockets: vec![d.paths.socket(), d.paths.bridge(), d.paths.host_socket()],
+        let planned = match plan_sandbox(
+            d,
+            &settings,
+            &SandboxPlan {
+                id: &id,
+                kind,
+                backend,
+                template: &template,
+                program: argv.first().map(String::as_str),
+                project_path: &project_path,
+                directory: &directory,
+                directory_asked: &directory_asked,
+                temp_dir: &temp_dir,
+                token_path: token_path.as_deref(),
+                token_launch: token.is_some(),
+                claude_path_env: &claude_path_env,
             },
-            &d.home,
-        );
-        let mut spec = match spec {
-            Ok(s) => s,
-            Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
+        ) {
+            Ok(p) => p,
+            Err(e) => return Err(at.refuse(ApiError::sandbox(e))),
         };
-        reach.grants = spec
-            .grants
-            .iter()
-            .map(|g| g.path.canonical.clone())
-            .collect();
-        reach.read_write = spec
-            .grants
-            .iter()
-            .filter(|g| g.access == sandbox::Access::ReadWrite)
-            .map(|g| g.path.canonical.clone())
-            .collect();
-        // A pin that holds one of this launch's own read-write grants (the home folder,
-        // when a link to the program sits there) would make the session read-only: it is
-        // left out, so this session counts as unpinned for it and a later token launch
-        // says so (`pins_hold`).
-        spec.read_only.retain(|pin| {
-            !reach
-                .read_write
-                .iter()
-                .any(|rw| rw.starts_with(&pin.canonical))
-        });
-        pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
-        reach.pins = pin_folders;
+        let Planned {
+            spec,
+            reach: planned_reach,
+            writable,
+            ports,
+            labels,
+        } = planned;
+        reach = planned_reach;
         if token.is_some() {
             // What Claude Code runs by name (`git` at once) comes from folders no session
             // can write, or pinned ones.
             let path = guard::token_launch_path(&launch_path_env, &writable, &reach.pins);
             env.insert("PATH".into(), path.to_string_lossy().into_owned());
         }
-        // The token path, denied on every sandboxed launch: its own folder masked whole
-        // where it can be (a token saved there later by rename stays hidden).
-        if let Some(tp) = &token_path {
-            let td =
-                match guard::token_deny(tp, &d.home, &reach.grants, backend == Backend::Seatbelt) {
-                    Ok(td) => td,
-                    Err(e) => return Err(at.refuse(ApiError::sandbox(e))),
-                };
-            for p in &td.deny {
-                match sandbox::resolve(&p.to_string_lossy(), &d.home, sandbox::Role::Deny) {
-                    Ok(r) => spec.deny.push(r),
-                    Err(e) => return Err(at.refuse(ApiError::sandbox(e.to_string()))),
-                }
-            }
-            reach.token_path = Some(tp.clone());
-            if backend == Backend::Bwrap {
-                reach.token_folder = td.exposed_folder.map(|f| (f.clone(), guard::identity(&f)));
-            }
-        }
+        // The Settings page explains this very spec (docs/routes.md).
+        explained = Some(Arc::new(sandbox::explain::explain(
+            &spec,
+            backend,
+            &sandbox::HostPaths::current(),
+            &labels,
+        )));
         let (bytes, ext) = match backend {
             Backend::Seatbelt => (
                 sandbox::render_sbpl_on(&spec, &sandbox::HostPaths::current()).into_bytes(),
@@ -805,6 +711,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         reach,
         stop_reason: None,
         early_exit: None,
+        explained,
     };
     if !d.begin(entry.clone(), resume) {
         d.bridge.forget(&id);
@@ -914,8 +821,205 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     Ok(entry)
 }
 
+/// What [`plan_sandbox`] needs to know about one launch.
+pub(super) struct SandboxPlan<'a> {
+    pub id: &'a str,
+    pub kind: SessionKind,
+    pub backend: Backend,
+    pub template: &'a Template,
+    /// The program the launch runs (`argv[0]`).
+    pub program: Option<&'a str>,
+    pub project_path: &'a Path,
+    /// The canonical working folder, and the one asked for (links checked).
+    pub directory: &'a Path,
+    pub directory_asked: &'a Path,
+    pub temp_dir: &'a Path,
+    pub token_path: Option<&'a Path>,
+    /// The launch carries the token: the program pins must hold.
+    pub token_launch: bool,
+    pub claude_path_env: &'a std::ffi::OsStr,
+}
+
+/// A launch's sandbox spec (token path denied), what it reaches, the folders some
+/// session can write, the denied ports and why each path is in the spec.
+pub(super) struct Planned {
+    pub spec: sandbox::Spec,
+    pub reach: super::Reach,
+    pub writable: Vec<PathBuf>,
+    pub ports: Vec<u16>,
+    pub labels: Vec<(PathBuf, String)>,
+}
+
+/// Builds the spec of one sandboxed launch from the settings: the one place a launch's
+/// grants, denies, pins and network are decided, used by [`launch`] and by
+/// `relay sandbox explain` (`src/daemon/explain.rs`). Errors are `sandbox_unavailable`
+/// messages.
+pub(super) fn plan_sandbox(
+    d: &Daemon,
+    settings: &Settings,
+    p: &SandboxPlan,
+) -> Result<Planned, String> {
+    let (backend, template, directory) = (p.backend, p.template, p.directory);
+    let live = d.live_sandboxed(p.id);
+    let live_rw: Vec<PathBuf> = live
+        .iter()
+        .flat_map(|e| e.reach.read_write.iter().cloned())
+        .collect();
+    let writable = guard::session_writable_roots(settings, &d.home, &live_rw);
+    // Links never redirect the project folder or the session directory.
+    for place in [p.project_path, p.directory_asked] {
+        if let Some(text) = place.to_str() {
+            sandbox::resolve::resolve_in(text, &d.home, sandbox::Role::Read, &writable)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    // What a token launch runs is pinned read-only in every sandbox, so no session
+    // can swap it for a program that keeps the token — from the first launch on,
+    // not only once the setting is set: a program a session planted before the
+    // token existed would get the token later.
+    let pins: Vec<guard::ProgramPins> = guard::token_programs(settings)
+        .iter()
+        .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
+        .collect();
+    let mut pin_folders: Vec<PathBuf> = Vec::new();
+    // Only where some session could write: elsewhere a pin changes nothing.
+    for f in pins.iter().flat_map(|p| p.folders.iter()) {
+        if writable.iter().any(|r| f.starts_with(r)) && !pin_folders.contains(f) {
+            pin_folders.push(f.clone());
+        }
+    }
+    if p.token_launch {
+        pins_hold(&pins, &writable, &d.sandboxed_since_start(p.id))?;
+    }
+    let mut labels: Vec<(PathBuf, String)> = Vec::new();
+    let mut label = |path: &Path, why: &str| labels.push((path.to_path_buf(), why.to_string()));
+    let mut read = template.read.clone();
+    for r in &template.read {
+        label(&expand(r, &d.home), "the template's read");
+    }
+    if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        for dir in program_dirs(&program) {
+            label(&dir, "the program's folder");
+            read.push(dir.to_string_lossy().into_owned());
+        }
+    }
+    if p.kind == SessionKind::Pty && backend == Backend::Bwrap {
+        // The shim starts a pty target through `relay-shim pty-init` inside bwrap.
+        if let Ok(shim) = std::fs::canonicalize(&d.host.shim_bin) {
+            label(&shim, "relay-shim, which starts the tool inside (pty-init)");
+            read.push(shim.to_string_lossy().into_owned());
+        }
+    }
+    label(directory, "the session's directory");
+    label(p.temp_dir, "its own temp folder (TMPDIR)");
+    let mut read_write = template.read_write.clone();
+    for rw in &template.read_write {
+        label(&expand(rw, &d.home), "the template's read_write");
+    }
+    read_write.push(directory.to_string_lossy().into_owned());
+    read_write.push(p.temp_dir.to_string_lossy().into_owned());
+    let mut deny = template.deny.clone();
+    for dn in &template.deny {
+        label(&expand(dn, &d.home), "the template's deny");
+    }
+    label(
+        &d.paths.config,
+        "relay's config dir: settings, api-token, sockets, profiles, logs",
+    );
+    deny.push(d.paths.config.to_string_lossy().into_owned());
+    let read_only: Vec<String> = pin_folders
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    for f in &pin_folders {
+        label(f, "what a token launch runs (pinned)");
+    }
+    let mut ports = settings.session_sandbox.denied_loopback_ports.clone();
+    if let Some(port) = d.api_port() {
+        ports.push(port);
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    let network = if settings.session_sandbox.network_off {
+        Network::Off
+    } else {
+        Network::Shared {
+            denied_loopback_ports: ports.clone(),
+        }
+    };
+    let mut spec = sandbox::build_spec(
+        &SpecInput {
+            read: &read,
+            read_write: &read_write,
+            deny: &deny,
+            read_only: &read_only,
+            session_writable: &writable,
+            network,
+            workdir: directory,
+            interactive: p.kind == SessionKind::Pty,
+            file_mask: d.paths.mask(),
+            deny_unix_sockets: vec![d.paths.socket(), d.paths.bridge(), d.paths.host_socket()],
+        },
+        &d.home,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut reach = super::Reach {
+        grants: spec
+            .grants
+            .iter()
+            .map(|g| g.path.canonical.clone())
+            .collect(),
+        read_write: spec
+            .grants
+            .iter()
+            .filter(|g| g.access == sandbox::Access::ReadWrite)
+            .map(|g| g.path.canonical.clone())
+            .collect(),
+        ..Default::default()
+    };
+    // A pin that holds one of this launch's own read-write grants (the home folder,
+    // when a link to the program sits there) would make the session read-only: it is
+    // left out, so this session counts as unpinned for it and a later token launch
+    // says so (`pins_hold`).
+    spec.read_only.retain(|pin| {
+        !reach
+            .read_write
+            .iter()
+            .any(|rw| rw.starts_with(&pin.canonical))
+    });
+    pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
+    reach.pins = pin_folders;
+    // The token path, denied on every sandboxed launch: its own folder masked whole
+    // where it can be (a token saved there later by rename stays hidden).
+    if let Some(tp) = p.token_path {
+        let td = guard::token_deny(tp, &d.home, &reach.grants, backend == Backend::Seatbelt)?;
+        for dp in &td.deny {
+            let why = if dp == tp {
+                "claude_token_file: the token is only ever on fd 5"
+            } else {
+                "claude_token_file's own folder, masked whole: the token is only ever on fd 5"
+            };
+            labels.push((dp.clone(), why.to_string()));
+            let r = sandbox::resolve(&dp.to_string_lossy(), &d.home, sandbox::Role::Deny)
+                .map_err(|e| e.to_string())?;
+            spec.deny.push(r);
+        }
+        reach.token_path = Some(tp.to_path_buf());
+        if backend == Backend::Bwrap {
+            reach.token_folder = td.exposed_folder.map(|f| (f.clone(), guard::identity(&f)));
+        }
+    }
+    Ok(Planned {
+        spec,
+        reach,
+        writable,
+        ports,
+        labels,
+    })
+}
+
 /// The id of the project whose folder holds `dir`, the deepest when several do.
-fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
+pub(super) fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
     let dir = std::fs::canonicalize(dir).ok()?;
     s.projects
         .iter()

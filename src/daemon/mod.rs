@@ -8,6 +8,7 @@ pub mod claude_config;
 pub mod claude_settings;
 pub mod doctor;
 pub mod error;
+pub mod explain;
 pub mod guard;
 pub mod hostlink;
 pub mod journal;
@@ -155,6 +156,10 @@ pub struct Entry {
     /// goes back to `running`.
     #[serde(skip)]
     pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason, u64)>,
+    /// Its sandbox in words, from the spec its profile was rendered from
+    /// (`GET /api/{sessions,terminals}/{id}/sandbox`); none for an unsandboxed launch.
+    #[serde(skip)]
+    pub explained: Option<std::sync::Arc<crate::sandbox::explain::Explanation>>,
 }
 
 /// The canonical folders one sandboxed launch could read and write, what it had pinned
@@ -203,6 +208,9 @@ pub struct Daemon {
     /// The last settings problem, for `relay status`.
     pub settings_note: Mutex<Option<String>>,
     pub web: web::WebAuth,
+    /// The probes of the last `relay doctor` (when, and their checks), for the Settings
+    /// page's `GET /api/doctor`, which launches nothing.
+    pub doctor_probes: Mutex<Option<(u64, Vec<doctor::Check>)>>,
 }
 
 impl Daemon {
@@ -803,6 +811,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         api_addr: OnceLock::new(),
         settings_note: Mutex::new(None),
         web: web::WebAuth::default(),
+        doctor_probes: Mutex::new(None),
     });
     let initial = daemon.load_settings();
     if let Err(e) = &initial {

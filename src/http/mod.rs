@@ -99,7 +99,41 @@ pub fn query<B>(req: &Request<B>, key: &str) -> Option<String> {
         .query()?
         .split('&')
         .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-        .map(str::to_string)
+        .and_then(decode_component)
+}
+
+/// A query-string value, `%XX` and `+` decoded; `None` when it is not UTF-8 or a `%`
+/// is followed by something else than two hex digits.
+pub fn decode_component(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A value for a query string: everything but unreserved characters and `/` as `%XX`.
+pub fn encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Why a request body was not taken; each API answers it with its own code.
@@ -197,5 +231,20 @@ mod tests {
         assert_eq!(r.status(), 101);
         assert_eq!(r.headers()[hyper::header::UPGRADE], "relay-attach");
         assert_eq!(r.headers()[hyper::header::CONNECTION], "upgrade");
+    }
+}
+
+#[cfg(test)]
+mod query_tests {
+    use super::{decode_component, encode_component};
+
+    #[test]
+    fn query_values_round_trip() {
+        for s in ["/home/ada/my dir", "a+b&c=d%", "ünï/ç", "", "~/src"] {
+            assert_eq!(decode_component(&encode_component(s)).as_deref(), Some(s));
+        }
+        assert_eq!(decode_component("a+b%2Fc").as_deref(), Some("a b/c"));
+        assert_eq!(decode_component("%zz"), None);
+        assert_eq!(decode_component("%4"), Some("%4".into()));
     }
 }

@@ -23,7 +23,8 @@ use super::policy::{
 
 /// System directories bound read-only when they exist. `/usr` is required and bound
 /// with `--ro-bind`; these may be absent or links into `/usr` depending on the distro.
-const OPTIONAL_SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"];
+pub(crate) const OPTIONAL_SYSTEM_DIRS: &[&str] =
+    &["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"];
 
 /// The arguments for bwrap: without the binary, without `--` and the target.
 ///

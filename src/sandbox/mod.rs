@@ -6,11 +6,14 @@
 //!   following symlinks by hand and refusing the links a session could have planted.
 //! - [`seatbelt`]: the SBPL profile for macOS `sandbox-exec`.
 //! - [`bwrap`]: the argument list for Linux bubblewrap.
+//! - [`explain`]: the spec in words, per backend (the Settings page, `relay sandbox
+//!   explain`).
 //!
 //! Both renderers are pure: the filesystem is read once, while resolving, so what the
 //! profile says is exactly what the goldens under `testdata/` show.
 
 pub mod bwrap;
+pub mod explain;
 pub mod policy;
 pub mod resolve;
 pub mod seatbelt;

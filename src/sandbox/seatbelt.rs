@@ -39,7 +39,7 @@ use super::policy::{
 ///
 /// Not here on purpose: `/Applications`, `/Users`, `/Volumes`, `/private/var/folders`
 /// (per-user temp dirs; the session's own temp dir is a grant).
-const BASELINE_READS: &[&str] = &[
+pub(crate) const BASELINE_READS: &[&str] = &[
     "/usr",
     "/bin",
     "/sbin",
@@ -55,7 +55,7 @@ const BASELINE_READS: &[&str] = &[
 /// Closed again right after the baseline reads: Intel Homebrew keeps its services'
 /// configuration and data here (database passwords, keys), inside `/usr`. A template
 /// grant reopens them, since it comes later.
-const BASELINE_CLOSED: &[&str] = &["/usr/local/etc", "/usr/local/var"];
+pub(crate) const BASELINE_CLOSED: &[&str] = &["/usr/local/etc", "/usr/local/var"];
 
 /// Single files reopened inside [`BASELINE_CLOSED`]: Intel Homebrew's CA bundle (the
 /// link openssl@3 ships and the file it points at) and the system-wide gitconfig, so

@@ -1,10 +1,12 @@
 //! The API: one router on two listeners — `<config>/relay.sock` for the CLI (same uid
 //! only, checked with the peer's credentials) and, when `api.listen` is set, loopback
 //! TCP with the bearer from `<config>/api-token`. Exact route table ([`Route`]), one
-//! function per route (`sessions.rs`, `terminals.rs`, `system.rs`, `page.rs`), body
+//! function per route (`sessions.rs`, `terminals.rs`, `system.rs`, `page.rs`,
+//! `sandbox.rs`), body
 //! size cap, refusals as `{"error": message, "code": code}` (docs/routes.md).
 
 mod page;
+mod sandbox;
 mod sessions;
 mod system;
 mod terminals;
@@ -65,7 +67,14 @@ enum Route {
     Audit,
     AuditScan,
     Doctor,
+    /// `GET /api/doctor`: the checks that launch nothing, and the last probes.
+    DoctorRead,
     Events,
+    /// `GET /api/{sessions,terminals}/{id}/sandbox`.
+    SessionSandbox(String),
+    TerminalSandbox(String),
+    /// `GET /api/sandbox/explain?template=T&directory=D&backend=B`.
+    SandboxExplain,
     /// Another method (or an unknown deeper path) under a known route.
     MethodNotAllowed,
     NotFound,
@@ -103,10 +112,14 @@ impl Route {
             (Method::POST, ["api", "audit", "scan"]) => AuditScan,
             (Method::GET, ["api", "audit"]) => Audit,
             (Method::POST, ["api", "doctor"]) => Doctor,
+            (Method::GET, ["api", "doctor"]) => DoctorRead,
             (Method::GET, ["api", "events"]) => Events,
+            (Method::GET, ["api", "sessions", i, "sandbox"]) => SessionSandbox(id(i)),
+            (Method::GET, ["api", "terminals", i, "sandbox"]) => TerminalSandbox(id(i)),
+            (Method::GET, ["api", "sandbox", "explain"]) => SandboxExplain,
             (
                 _,
-                ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor", ..],
+                ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor" | "sandbox", ..],
             ) => MethodNotAllowed,
             _ => NotFound,
         }
@@ -166,7 +179,11 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::Audit => system::audit(&d),
         Route::AuditScan => system::audit_scan(&d).await,
         Route::Doctor => system::doctor(&d).await,
+        Route::DoctorRead => http::json(200, &super::doctor::read_only(&d).await),
         Route::Events => system::events(&d, &req).await,
+        Route::SessionSandbox(id) => sandbox::of(&d, &id, SessionKind::Claude),
+        Route::TerminalSandbox(id) => sandbox::of(&d, &id, SessionKind::Pty),
+        Route::SandboxExplain => sandbox::explain(&d, &req),
         Route::MethodNotAllowed => {
             refuse(Code::MethodNotAllowed, "method not allowed on this route")
         }

@@ -1,0 +1,98 @@
+// Drives relay's Settings page in the system Chromium for e2e/tests/e2e/settings_live.rs.
+// Usage: node live.mjs LOGIN_URL SESSION_ID SHOT_DIR
+//
+// A conversation with the test on stdin/stdout, one JSON line each way, so every wait
+// is on something the page shows (no sleeps):
+//   page → {"phase":"ready"}           the page is up with SESSION_ID listed running
+//   test → {"id":"t-…","state":"running"}  wait until that row shows that state
+//   page → {"phase":"seen","id":…}     (repeated as the test asks)
+//   test → {"done":true}
+//   page → the final report: the sandbox of SESSION_ID as shown, the doctor and audit
+//          rows, the live table, the DOM, every request the page made (method, URL)
+//          and every response body it got (base64), the controls on the page, and the
+//          screenshots' paths.
+import { chromium } from "playwright-core";
+import { createInterface } from "node:readline";
+import { join } from "node:path";
+
+const [url, sessionId, shotDir] = process.argv.slice(2);
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const WAIT = 20000;
+const say = (v) => process.stdout.write(JSON.stringify(v) + "\n");
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+
+const browser = await chromium.launch({
+  executablePath,
+  args: [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const requests = [];
+  const pending = [];
+  page.on("request", (r) => requests.push({ method: r.method(), url: r.url() }));
+  page.on("response", (r) => {
+    pending.push((async () => {
+      let body = "";
+      try { body = (await r.body()).toString("base64"); } catch (_) { /* redirects have none */ }
+      return { url: r.url(), status: r.status(), body };
+    })());
+  });
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector('#overview[data-ready="1"]', { timeout: WAIT });
+  const row = async (id, state) => {
+    try {
+      await page.waitForSelector(`#live tbody tr[data-id="${id}"][data-state="${state}"]`, { state: "attached", timeout: WAIT });
+    } catch (err) {
+      const rows = await page.$$eval("#live tbody tr", (rs) => rs.map((r) => r.textContent));
+      throw new Error(`no row ${id} ${state} in ${JSON.stringify(rows)}: ${err.message}`);
+    }
+  };
+  await row(sessionId, "running");
+  await page.waitForSelector('#doctor[data-ready="1"]', { timeout: WAIT });
+  const shots = [join(shotDir, "settings-live.png"), join(shotDir, "settings-live-sandbox.png")];
+  await page.screenshot({ path: shots[0], fullPage: true });
+  say({ phase: "ready" });
+  for (;;) {
+    const { value, done } = await lines.next();
+    if (done) throw new Error("the test closed stdin");
+    const ask = JSON.parse(value);
+    if (ask.done) break;
+    await row(ask.id, ask.state);
+    say({ phase: "seen", id: ask.id, state: ask.state });
+  }
+  // The sandbox of the session, picked by its link as a person would.
+  await page.click(`#live tbody tr[data-id="${sessionId}"] a`);
+  await page.waitForSelector('#sandbox[data-ready="1"]', { timeout: WAIT });
+  await page.screenshot({ path: shots[1], fullPage: true });
+  const texts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent));
+  const report = {
+    final_url: page.url(),
+    sandbox: {
+      head: await page.textContent("#sandbox-head"),
+      write: await texts("#sandbox-body ul.write li"),
+      read: await texts("#sandbox-body ul.read li"),
+      denied: await texts("#sandbox-body ul.denied li"),
+      sockets: await texts("#sandbox-body ul.sockets li"),
+      network: await page.textContent("#sandbox-network"),
+    },
+    checks: await page.$$eval("#checks tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
+    audit: await page.$$eval("#audit-rows tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
+    live: await page.$$eval("#live tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
+    headers: await page.$$eval("#live thead th", (els) => els.map((e) => e.textContent)),
+    controls: await page.$$eval(
+      "form, button, input, textarea, select, [contenteditable], [onclick]",
+      (els) => els.map((e) => e.outerHTML),
+    ),
+    links: await page.$$eval("a[href]", (els) => els.map((e) => e.getAttribute("href"))),
+    dom: await page.content(),
+    requests,
+    responses: await Promise.all(pending),
+    shots,
+  };
+  say(report);
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,205 @@
+//! `relay sandbox explain TEMPLATE [--directory D] [--backend B] [--json]`: the sandbox a
+//! terminal of the template gets, from the launch path's own spec — the same words the
+//! Settings page shows for a running terminal of that template, the token's folder
+//! among the denied, for this platform's backend and the other's.
+
+use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::fake_token;
+use serde_json::{json, Value};
+
+fn places(v: &Value, list: &str) -> Vec<String> {
+    v[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {v}"))
+        .iter()
+        .map(|p| p["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn relay_with_token() -> (Relay, String) {
+    let token = fake_token();
+    let mut settings = base_settings(Some(TOKEN_SETTING));
+    settings["session_sandbox"] = json!({"denied_loopback_ports": [5432]});
+    settings["terminal_templates"][1]["deny"] = json!(["~/project/secrets"]);
+    let r = Relay::start(settings);
+    r.write_token(&token);
+    std::fs::create_dir_all(r.project.join("secrets")).unwrap();
+    (r, token)
+}
+
+#[test]
+fn sandbox_explain_prints_what_a_terminal_of_the_template_gets_and_a_launch_gets_it() {
+    let (r, token) = relay_with_token();
+    let dir = r.project.join("sub");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let x = r.cli_json(&["sandbox", "explain", "shell", "--directory", d]);
+    assert_eq!(
+        (x["backend"].as_str(), x["sandboxed"].as_bool()),
+        (Some("bwrap"), Some(true))
+    );
+    assert_eq!(x["workdir"], d);
+    let token_dir = r.token_path().parent().unwrap().display().to_string();
+    let denied = &x["denied"];
+    let token_place = denied
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == token_dir.as_str())
+        .unwrap_or_else(|| panic!("the token's folder is not denied: {x}"));
+    assert!(token_place["why"]
+        .as_str()
+        .unwrap()
+        .contains("claude_token_file"));
+    let denied = places(&x, "denied");
+    assert!(
+        denied.contains(&r.config.display().to_string()),
+        "{denied:?}"
+    );
+    assert!(denied.contains(&r.project.join("secrets").display().to_string()));
+    assert!(places(&x, "write").contains(&d.to_string()));
+    let ports: Vec<u64> = x["network"]["denied_ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    assert!(ports.contains(&5432) && ports.contains(&(r.api_port().unwrap() as u64)));
+
+    // A relative --directory is taken from where the command runs (the project).
+    let rel = r.cli_json(&["sandbox", "explain", "shell", "--directory", "sub"]);
+    assert_eq!(rel["workdir"], d);
+
+    // What a real terminal of that template in that folder was launched with: the same.
+    let t = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "shell",
+        "--directory",
+        d,
+        "--extra-arg",
+        "-c",
+        "--extra-arg",
+        "sleep 60",
+    ]);
+    let tid = t["id"].as_str().unwrap();
+    let (st, live, _) = r.api("GET", &format!("/api/terminals/{tid}/sandbox"), None);
+    assert_eq!(st, 200, "{live}");
+    for list in ["read", "denied", "read_only", "denied_sockets", "system"] {
+        assert_eq!(live[list], x[list], "{list} differs from the launch's");
+    }
+    assert_eq!(live["network"], x["network"]);
+    // Only the temp folder's name differs: the launch minted an id.
+    let temp = |v: &Value| -> Vec<String> {
+        let all = v["write"].as_array().unwrap().iter();
+        all.filter(|p| p["why"].as_str().unwrap().contains("temp folder"))
+            .map(|p| p["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        temp(&x),
+        vec![r.tmp.join("relay-<id>").display().to_string()]
+    );
+    assert_eq!(
+        temp(&live),
+        vec![r.tmp.join(format!("relay-{tid}")).display().to_string()]
+    );
+    let others = |v: &Value| {
+        let mut w = places(v, "write");
+        w.retain(|p| !temp(v).contains(p));
+        w
+    };
+    assert_eq!(others(&x), others(&live));
+    r.cli_json(&["terminal", "stop", "--id", tid]);
+
+    // The text form: one path a line, the sections named, the token's folder denied.
+    let out = r.cli(&["sandbox", "explain", "shell", "--directory", d]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    for want in [
+        "sandbox: bwrap  (working directory ",
+        "can read and write:\n",
+        "denied (after every grant):\n",
+        &format!("  {token_dir}  — claude_token_file"),
+        "network: shared; denied ports: ",
+    ] {
+        assert!(out.stdout.contains(want), "{want:?} not in\n{}", out.stdout);
+    }
+    for text in [&out.stdout, &out.stderr, &x.to_string()] {
+        relay_e2e::assert_absent(text.as_bytes(), &token, "relay sandbox explain");
+    }
+}
+
+#[test]
+fn sandbox_explain_for_the_other_backend_and_its_refusals() {
+    let (r, _token) = relay_with_token();
+    let d = r.project.display().to_string();
+    let x = r.cli_json(&["sandbox", "explain", "claude-code", "--backend", "seatbelt"]);
+    assert_eq!(x["backend"], "seatbelt");
+    assert_eq!(
+        x["workdir"],
+        d.as_str(),
+        "the default folder is the current one"
+    );
+    let system = places(&x, "system");
+    assert!(
+        system.contains(&"/System/Library".to_string()),
+        "{system:?}"
+    );
+    // Seatbelt denies by path at access time: the token file itself, by its path.
+    let denied = places(&x, "denied");
+    assert!(
+        denied.iter().any(|p| r.token_path().starts_with(p)),
+        "{denied:?}"
+    );
+    let sockets = &x["denied_sockets"][0]["how"];
+    assert_eq!(sockets, "connecting refused");
+    assert!(x["network"]["how"].as_str().unwrap().contains("localhost"));
+    assert!(
+        x["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("launches here use bwrap"),
+        "{x}"
+    );
+    let text = r.cli(&["sandbox", "explain", "claude-code", "--backend", "seatbelt"]);
+    assert!(
+        text.stdout.starts_with("sandbox: seatbelt"),
+        "{}",
+        text.stdout
+    );
+
+    let fails = |args: &[&str], code: &str| {
+        let out = r.cli(args);
+        assert_eq!(out.status, 1, "{args:?}: {}", out.stdout);
+        assert!(out.stdout.is_empty());
+        assert!(
+            out.stderr.starts_with("error: ")
+                && out.stderr.trim_end().ends_with(&format!("({code})")),
+            "{args:?}: {}",
+            out.stderr
+        );
+    };
+    fails(&["sandbox", "explain", "nope"], "unknown_template");
+    fails(
+        &["sandbox", "explain", "shell", "--directory", "/"],
+        "unknown_project",
+    );
+    fails(
+        &["sandbox", "explain", "shell", "--directory", "missing"],
+        "invalid_directory",
+    );
+    let bad = r.cli(&["sandbox", "explain", "shell", "--backend", "firejail"]);
+    assert_eq!(bad.status, 1);
+    assert!(bad.stderr.contains("see relay --help"), "{}", bad.stderr);
+    // Nothing was launched or audited by any of it.
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(list["terminals"], json!([]));
+    assert!(r.audit_rows().is_empty(), "{:?}", r.audit_rows());
+    // `relay sandbox TEMPLATE` still runs a template.
+    let run = r.cli(&["sandbox", "shell", "--", "-c", "echo ran; exit 4"]);
+    assert_eq!(run.status, 4, "{}", run.stderr);
+    assert!(run.stdout.contains("ran"), "{}", run.stdout);
+}

@@ -1,0 +1,134 @@
+//! `GET /api/sandbox/explain`: the sandbox a terminal of a template would get in a
+//! folder, in words, for this platform's backend or the other one — built by the launch
+//! path's own [`plan_sandbox`](super::launch::plan_sandbox) and explained by
+//! [`crate::sandbox::explain`], as the Settings page explains a running session's
+//! (docs/routes.md, docs/cli.md `relay sandbox explain`). Nothing is launched, written
+//! or audited, and the token file is not read.
+
+use std::path::Path;
+
+use super::error::{ApiError, Code};
+use super::guard::{self, expand};
+use super::launch::{self, SandboxPlan};
+use super::{settings, Daemon};
+use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
+use crate::sandbox::explain::{self, Explanation};
+use crate::sandbox::HostPaths;
+
+/// The sandbox a terminal of `template` started in `directory` (default: the home
+/// folder) would get, under `backend` (`bwrap`, `seatbelt`; default: the settings').
+pub fn template(
+    d: &Daemon,
+    template: &str,
+    directory: Option<&str>,
+    backend: Option<&str>,
+) -> Result<Explanation, ApiError> {
+    let backend_asked = match backend.filter(|b| !b.is_empty()) {
+        None => None,
+        Some("bwrap") => Some(Backend::Bwrap),
+        Some("seatbelt") => Some(Backend::Seatbelt),
+        Some(other) => {
+            return Err(ApiError::new(
+                Code::InvalidRequest,
+                format!("backend {other:?}: expected bwrap or seatbelt"),
+            ))
+        }
+    };
+    let s = d
+        .load_settings()
+        .map_err(|e| ApiError::new(Code::SettingsInvalid, e.to_string()))?;
+    let asked = expand(directory.filter(|s| !s.is_empty()).unwrap_or("~"), &d.home);
+    let Ok(dir) = std::fs::canonicalize(&asked).map(|p| (p.is_dir(), p)) else {
+        return Err(not_a_folder(&asked));
+    };
+    let (true, directory) = dir else {
+        return Err(not_a_folder(&asked));
+    };
+    // The project, as `relay sandbox` finds it: the deepest one holding the folder.
+    let Some(project) = launch::project_holding(&s, &directory, &d.home)
+        .and_then(|id| s.projects.iter().find(|p| p.id == id))
+    else {
+        return Err(ApiError::new(
+            Code::UnknownProject,
+            format!("no project in settings holds {}", directory.display()),
+        ));
+    };
+    let template = match launch::find_template(&s, template) {
+        Some(t) => t.clone(),
+        None if template == CLAUDE_CODE_TEMPLATE => launch::claude_template(&s),
+        None => {
+            return Err(ApiError::new(
+                Code::UnknownTemplate,
+                format!("no terminal template {template:?} in settings"),
+            ))
+        }
+    };
+    if !project.allows(&template.id) {
+        return Err(ApiError::new(
+            Code::TemplateNotAllowed,
+            format!(
+                "project {} does not allow template {}",
+                project.id, template.id
+            ),
+        ));
+    }
+    if !template.sandbox {
+        return Ok(explain::unsandboxed(&directory));
+    }
+    let backend =
+        backend_asked.unwrap_or_else(|| launch::sandbox_launcher(&s.session_sandbox, &d.home).0);
+    let token_path =
+        settings::token_file_path(&s.claude_token_file, &d.home).map_err(ApiError::sandbox)?;
+    let claude_path_env = guard::claude_path_env(&s);
+    let path_env = template
+        .env
+        .get("PATH")
+        .map(std::ffi::OsString::from)
+        .unwrap_or_else(|| claude_path_env.clone());
+    let program = launch::which(&template.command, &d.home, &path_env)
+        .map(|p| p.to_string_lossy().into_owned());
+    // The temp folder a launch would make, by its pattern: no id is minted.
+    let temp_dir = d.tmp.join("relay-<id>");
+    let planned = launch::plan_sandbox(
+        d,
+        &s,
+        &SandboxPlan {
+            id: "",
+            kind: SessionKind::Pty,
+            backend,
+            template: &template,
+            program: program.as_deref(),
+            project_path: &expand(&project.path, &d.home),
+            directory: &directory,
+            directory_asked: &asked,
+            temp_dir: &temp_dir,
+            token_path: token_path.as_deref(),
+            token_launch: false,
+            claude_path_env: &claude_path_env,
+        },
+    )
+    .map_err(ApiError::sandbox)?;
+    // Seatbelt's host paths are this Mac's; elsewhere there are none to know.
+    let host = if backend == Backend::Seatbelt {
+        HostPaths::current()
+    } else {
+        HostPaths::default()
+    };
+    let mut e = explain::explain(&planned.spec, backend, &host, &planned.labels);
+    let native = launch::sandbox_launcher(&s.session_sandbox, &d.home).0;
+    if backend != native {
+        e.notes.push(format!(
+            "explained for {} while launches here use {}: the paths are resolved on this machine",
+            backend.as_str(),
+            native.as_str()
+        ));
+    }
+    Ok(e)
+}
+
+fn not_a_folder(p: &Path) -> ApiError {
+    ApiError::new(
+        Code::InvalidDirectory,
+        format!("directory {} is not an existing folder", p.display()),
+    )
+}
