@@ -115,6 +115,12 @@ pub fn template(
         HostPaths::default()
     };
     let mut e = explain::explain(&planned.spec, backend, &host, &planned.labels);
+    // Each launch makes its temp folder before the spec is built; here there is none.
+    let temp = temp_dir.to_string_lossy();
+    for p in e.write.iter_mut().filter(|p| p.path == temp) {
+        p.kind = "dir".into();
+        p.how = "made (0700) by each launch, named after its id".into();
+    }
     let native = launch::sandbox_launcher(&s.session_sandbox, &d.home).0;
     if backend != native {
         e.notes.push(format!(
