@@ -182,6 +182,8 @@ impl Record {
             },
             stop_reason: None,
             early_exit: None,
+            // Not kept on disk: the page says so for an entry read back.
+            explained: None,
         };
         (e, was_running)
     }
