@@ -8,11 +8,12 @@
 use std::path::Path;
 
 use super::error::{ApiError, Code};
-use super::guard::{self, expand};
+use super::guard;
 use super::launch::{self, SandboxPlan};
 use super::{settings, Daemon};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
+use crate::sandbox::resolve::expand_home as expand;
 use crate::sandbox::HostPaths;
 
 /// The sandbox a terminal of `template` started in `directory` (default: the home

@@ -895,7 +895,7 @@ pub(super) fn plan_sandbox(
     let mut label = |path: &Path, why: &str| labels.push((path.to_path_buf(), why.to_string()));
     let mut read = template.read.clone();
     for r in &template.read {
-        label(&expand(r, &d.home), "the template's read");
+        label(&expand_home(r, &d.home), "the template's read");
     }
     if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
         for dir in program_dirs(&program) {
@@ -914,13 +914,13 @@ pub(super) fn plan_sandbox(
     label(p.temp_dir, "its own temp folder (TMPDIR)");
     let mut read_write = template.read_write.clone();
     for rw in &template.read_write {
-        label(&expand(rw, &d.home), "the template's read_write");
+        label(&expand_home(rw, &d.home), "the template's read_write");
     }
     read_write.push(directory.to_string_lossy().into_owned());
     read_write.push(p.temp_dir.to_string_lossy().into_owned());
     let mut deny = template.deny.clone();
     for dn in &template.deny {
-        label(&expand(dn, &d.home), "the template's deny");
+        label(&expand_home(dn, &d.home), "the template's deny");
     }
     label(
         &d.paths.config,
