@@ -788,7 +788,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             )));
         }
     };
-    let entry = d.started(&id, launched.root_pid, launched.target_pid);
+    d.started(&id, launched.root_pid, launched.target_pid);
     at.row.routing = launched.routing.clone();
     if let Err(e) = d.audit.record(&at.row) {
         // No launch runs unaudited: the session goes before anyone hears of it (its
@@ -817,8 +817,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         routing: launched.routing,
         ..Default::default()
     });
-    d.finish_launch(&id);
-    Ok(entry)
+    Ok(d.finish_launch(&id))
 }
 
 /// What [`plan_sandbox`] needs to know about one launch.

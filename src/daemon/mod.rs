@@ -311,24 +311,13 @@ impl Daemon {
         }
     }
 
-    fn started(&self, id: &str, root_pid: u32, target_pid: u32) -> Entry {
+    /// The host answered: the session's pids. It stays `Launching` until its audit row
+    /// is written ([`Self::finish_launch`]), so an exit that comes first is held.
+    fn started(&self, id: &str, root_pid: u32, target_pid: u32) {
         let mut l = self.ledger();
         let e = l.get_mut(id).expect("entry reserved by begin");
-        // A session can end before its launch is answered (its exit line came first):
-        // it stays ended.
-        if e.state == EntryState::Launching {
-            e.state = EntryState::Running;
-        }
         e.root_pid = Some(root_pid);
         e.target_pid = Some(target_pid);
-        let e = e.clone();
-        drop(l);
-        self.resuming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        self.persist(id);
-        e
     }
 
     /// Records what Claude Code said in a turn's `init` line. The lines come from a
@@ -538,10 +527,23 @@ impl Daemon {
         self.teardown(&entry, reason, exit_status, signal, Some(redactions));
     }
 
-    /// Applies an exit that arrived while the launch was being recorded
-    /// ([`Entry::early_exit`]).
-    fn finish_launch(&self, id: &str) {
-        let pending = self.ledger().get_mut(id).and_then(|e| e.early_exit.take());
+    /// The launch is recorded: the session is `Running` (written to the ledger), then
+    /// an exit that arrived meanwhile is applied ([`Entry::early_exit`]). Returns the
+    /// entry as launched, for the launch's answer.
+    fn finish_launch(&self, id: &str) -> Entry {
+        let (entry, pending) = {
+            let mut l = self.ledger();
+            let e = l.get_mut(id).expect("entry reserved by begin");
+            if e.state == EntryState::Launching {
+                e.state = EntryState::Running;
+            }
+            (e.clone(), e.early_exit.take())
+        };
+        self.resuming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.persist(id);
         if let Some((exit_status, signal, reason, redactions)) = pending {
             self.on_host_event(HostEvent::SessionExited {
                 session_id: id.to_string(),
@@ -552,6 +554,7 @@ impl Daemon {
                 redactions,
             });
         }
+        entry
     }
 
     fn teardown(
