@@ -136,6 +136,10 @@ pub struct LaunchRequest {
     /// it to the session (docs/THREAT-MODEL.md, "Redaction").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redact_token: Option<Secret>,
+    /// Terminals: read no output until the first attach (at most 10 s), so the attach
+    /// that asked gets all of it (`relay sandbox`; docs/session-host.md#attach).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold_output: bool,
 }
 
 impl LaunchRequest {

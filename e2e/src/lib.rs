@@ -524,6 +524,7 @@ impl Instance {
             identity: None,
             claude_token: None,
             redact_token: None,
+            hold_output: false,
         }
     }
 

@@ -145,6 +145,9 @@ pub struct Attach<'a> {
     pub keys: &'a DetachKeys,
     /// The session's output to stderr (`--json`: stdout is for the one line at the end).
     pub to_stderr: bool,
+    /// `?lossless=true`: the host paces the terminal to this attach (`relay sandbox`;
+    /// docs/routes.md#attaching-to-a-terminal).
+    pub lossless: bool,
 }
 
 /// What terminal modes a session may have left on, turned off when this terminal leaves
@@ -157,7 +160,7 @@ impl Attach<'_> {
     /// Attaches and copies both ways until the session ends, the detach keys are typed,
     /// or a signal arrives. The terminal mode is restored on every way out.
     pub fn run(&self) -> Result<End, String> {
-        let (mut stream, already) = upgrade(self.client, self.id)?;
+        let (mut stream, already) = upgrade(self.client, self.id, self.lossless)?;
 
         // Signals are taken by one thread: window changes, and the terminal going away.
         let mut set = SigSet::empty();
@@ -325,9 +328,10 @@ impl Attach<'_> {
 /// `GET /api/terminals/{id}/attach` upgraded: the stream and the bytes of it that came
 /// with the answer's head. A refusal names its reason (`attach refused: <message>
 /// (<code>)`), or its status line when the answer has none.
-fn upgrade(client: &Client, id: &str) -> Result<(UnixStream, Vec<u8>), String> {
+fn upgrade(client: &Client, id: &str, lossless: bool) -> Result<(UnixStream, Vec<u8>), String> {
+    let query = if lossless { "?lossless=true" } else { "" };
     match client.upgrade(
-        &format!("/api/terminals/{id}/attach"),
+        &format!("/api/terminals/{id}/attach{query}"),
         attach::ATTACH_PROTOCOL,
     )? {
         Ok(s) => Ok(s),
@@ -391,6 +395,7 @@ pub fn terminal(
         id,
         keys: &keys,
         to_stderr: json_out,
+        lossless: false,
     }
     .run();
     let (code, line) = match end {

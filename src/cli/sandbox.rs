@@ -73,6 +73,9 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         "extra_args": o.args,
         "cols": size.map(|s| s.0),
         "rows": size.map(|s| s.1),
+        // Nothing is read before this attach, and the attach is lossless: the whole run
+        // reaches this terminal (docs/routes.md#attaching-to-a-terminal).
+        "hold_output": true,
     });
     let started = match client.call("POST", "/api/terminals", Some(&body)) {
         Ok(a) if a.status == 201 => a.json(),
@@ -87,6 +90,7 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         id: &id,
         keys: &keys,
         to_stderr: o.json_out,
+        lossless: true,
     }
     .run();
     match end {

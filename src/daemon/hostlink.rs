@@ -232,13 +232,18 @@ impl HostLink {
     pub async fn attach(
         &self,
         session_id: &str,
+        lossless: bool,
     ) -> Result<Result<hyper::upgrade::Upgraded, (u16, Bytes)>, HostCallError> {
         let addr = self.addr(false).await?;
         let headers = [
             ("connection", "upgrade"),
             ("upgrade", crate::protocol::attach::ATTACH_PROTOCOL),
         ];
-        let path = format!("/sessions/{session_id}/attach");
+        let path = if lossless {
+            format!("/sessions/{session_id}/attach?lossless=true")
+        } else {
+            format!("/sessions/{session_id}/attach")
+        };
         let resp = self.send(&addr, "GET", &path, &headers, Vec::new()).await?;
         match client::upgraded(resp).await? {
             Ok(u) => Ok(Ok(u)),

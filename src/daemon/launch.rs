@@ -47,6 +47,9 @@ pub struct LaunchInput {
     /// No project named: take the project whose folder holds `directory` (the deepest
     /// one), as `relay sandbox` does.
     pub project_from_directory: bool,
+    /// Terminals: the host reads no output until the first attach (at most 10 s), so
+    /// that attach gets all of it, not only the scrollback (`relay sandbox`).
+    pub hold_output: bool,
     /// `relay doctor`'s canary: run this program instead of the template's, with
     /// everything else — spec, profile, token, environment — as the real launch.
     /// Never set from a request.
@@ -742,6 +745,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }),
         claude_token: token,
         redact_token,
+        hold_output: input.hold_output,
     };
     let body = match serde_json::to_vec(&req) {
         Ok(b) => b,

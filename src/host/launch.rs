@@ -309,7 +309,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     let redactions = Arc::new(AtomicU64::new(0));
     let redactor = || Redactor::new(patterns.clone(), redactions.clone());
     let io = if let Some(master) = master {
-        let term = match Terminal::new(master, log.clone(), redactor()) {
+        let term = match Terminal::new(master, log.clone(), redactor(), req.hold_output) {
             Ok(t) => Arc::new(t),
             Err(e) => {
                 spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
@@ -520,6 +520,7 @@ mod tests {
             identity: None,
             claude_token: None,
             redact_token: None,
+            hold_output: false,
         }
     }
 

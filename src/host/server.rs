@@ -72,11 +72,12 @@ fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
         return error(HostCode::InvalidSpec, "attach needs Upgrade: relay-attach");
     }
+    let lossless = crate::http::query(&req, "lossless").is_some_and(|v| v == "true");
     let term = term.clone();
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         if let Ok(upgraded) = on_upgrade.await {
-            super::attach::run(session, term, upgraded).await;
+            super::attach::run(session, term, upgraded, lossless).await;
         }
     });
     http::upgrade(crate::protocol::attach::ATTACH_PROTOCOL)

@@ -4,8 +4,11 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use hyper::body::Bytes;
 use tokio::io::unix::AsyncFd;
+use tokio::sync::{broadcast, mpsc, Notify};
 
 use super::redact::Redactor;
 use super::termlog::{DiskLog, Ring, SCROLLBACK_BYTES};
@@ -48,64 +51,124 @@ pub fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((pair.master, pair.slave))
 }
 
+/// How long a launch that asked to hold its output (`hold_output`, what `relay sandbox`
+/// sends) waits for its first attach before the pump reads anyway.
+pub const HOLD_MAX: Duration = Duration::from_secs(10);
+
+/// Chunks a lossless attach may have queued before the pump waits for it: 64 reads of
+/// at most 16 KiB.
+const FOLLOW_QUEUE: usize = 64;
+
+/// What an attach gets after its snapshot.
+pub enum Follow {
+    /// Every chunk, the pump waiting while this queue is full; `None` from it once the
+    /// pump has read everything (docs/session-host.md#attach).
+    Lossless(mpsc::Receiver<Bytes>),
+    /// The live feed: a receiver more than 1024 chunks behind loses the oldest.
+    Lossy(broadcast::Receiver<Bytes>),
+}
+
+/// The ring and the lossless attaches' queues change together under one lock, so an
+/// attach sees every byte exactly once: the snapshot, then what follows it.
+struct Feed {
+    ring: Ring,
+    followers: Vec<mpsc::Sender<Bytes>>,
+    /// The pump has read everything: a new lossless attach gets a closed queue.
+    done: bool,
+}
+
 pub struct Terminal {
     /// The pty master, until the terminal has ended and its output is drained: then
     /// [`Terminal::release`] closes it (an ended terminal keeps only its ring and its
     /// status, docs/session-host.md#attach).
     master: Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
-    /// The ring and the live feed change together under this lock, so an attach sees
-    /// every byte exactly once: the snapshot, then what follows it.
-    ring: Mutex<Ring>,
-    live: tokio::sync::broadcast::Sender<Vec<u8>>,
+    feed: Mutex<Feed>,
+    /// Sent under the feed's lock too, for the same reason.
+    live: broadcast::Sender<Bytes>,
     pub log: Arc<Mutex<DiskLog>>,
     /// Every byte read from the master passes through it before the ring, the live
     /// feed and the log see it (src/host/redact.rs).
     redactor: Mutex<Redactor>,
+    /// The pump waits for the first attach (at most [`HOLD_MAX`]) before it reads.
+    hold: bool,
+    attached: Notify,
 }
 
 impl Terminal {
-    pub fn new(master: OwnedFd, log: Arc<Mutex<DiskLog>>, redactor: Redactor) -> io::Result<Self> {
+    pub fn new(
+        master: OwnedFd,
+        log: Arc<Mutex<DiskLog>>,
+        redactor: Redactor,
+        hold: bool,
+    ) -> io::Result<Self> {
         // Safety: the OwnedFd is moved into the AsyncFd and stays open, on the same file
         // description, for the AsyncFd's whole life.
         let master = unsafe { AsyncFd::register(master) }.map_err(|e| e.into_parts().1)?;
         Ok(Terminal {
             master: Mutex::new(Some(Arc::new(master))),
-            ring: Mutex::new(Ring::new(SCROLLBACK_BYTES)),
-            live: tokio::sync::broadcast::channel(1024).0,
+            feed: Mutex::new(Feed {
+                ring: Ring::new(SCROLLBACK_BYTES),
+                followers: Vec::new(),
+                done: false,
+            }),
+            live: broadcast::channel(1024).0,
             log,
             redactor: Mutex::new(redactor),
+            hold,
+            attached: Notify::new(),
         })
     }
 
+    fn feed(&self) -> std::sync::MutexGuard<'_, Feed> {
+        self.feed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Reads the master until the last slave holder is gone (EIO) or an error, then
-    /// passes on what the redactor held back.
+    /// passes on what the redactor held back. A held terminal first waits for its
+    /// first attach: until then its target blocks once the pty's buffer is full, so
+    /// `relay sandbox` gets all of a fast tool's output, not only the ring's last part.
     pub async fn pump(&self) {
+        if self.hold {
+            let _ = tokio::time::timeout(HOLD_MAX, self.attached.notified()).await;
+        }
         self.read_all().await;
         let rest = self
             .redactor
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .finish();
-        self.output(&rest);
+        self.output(&rest).await;
+        let mut feed = self.feed();
+        feed.done = true;
+        feed.followers.clear();
     }
 
-    /// Output that has been through the redactor: to the ring, the live feed, the log.
-    fn output(&self, bytes: &[u8]) {
+    /// Output that has been through the redactor: to the ring, the live feed, the log,
+    /// then every lossless attach's queue, waiting while one is full (the target waits
+    /// with it, as on a terminal that is not read).
+    async fn output(&self, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
-        {
-            let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-            ring.push(bytes);
+        let bytes = Bytes::copy_from_slice(bytes);
+        let followers = {
+            let mut feed = self.feed();
+            feed.ring.push(&bytes);
             // No subscriber is fine: nobody is attached.
-            let _ = self.live.send(bytes.to_vec());
-        }
+            let _ = self.live.send(bytes.clone());
+            feed.followers.retain(|f| !f.is_closed());
+            feed.followers.clone()
+        };
         // A full disk must not stop the session; the ring still has it.
         let _ = self
             .log
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .append(bytes);
+            .append(&bytes);
+        for f in &followers {
+            // A closed queue is an attach that went away.
+            let _ = f.send(bytes.clone()).await;
+        }
     }
 
     /// The master while the terminal holds it.
@@ -124,7 +187,7 @@ impl Terminal {
     pub fn release(&self) {
         drop(self.master.lock().unwrap_or_else(|p| p.into_inner()).take());
         self.log.lock().unwrap_or_else(|p| p.into_inner()).close();
-        self.ring.lock().unwrap_or_else(|p| p.into_inner()).shrink();
+        self.feed().ring.shrink();
     }
 
     async fn read_all(&self) {
@@ -160,7 +223,7 @@ impl Terminal {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .feed(&buf[..n]);
-                    self.output(&clean);
+                    self.output(&clean).await;
                 }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Ok(Err(_)) => return, // EIO: every slave holder is gone
@@ -170,16 +233,27 @@ impl Terminal {
     }
 
     pub fn scrollback(&self) -> Vec<u8> {
-        self.ring
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contents()
+        self.feed().ring.contents()
     }
 
-    /// The scrollback so far and a feed of everything after it.
-    pub fn subscribe(&self) -> (Vec<u8>, tokio::sync::broadcast::Receiver<Vec<u8>>) {
-        let ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-        (ring.contents(), self.live.subscribe())
+    /// The scrollback so far and what follows it, lossless or not. The first attach
+    /// ends a held terminal's wait.
+    pub fn subscribe(&self, lossless: bool) -> (Vec<u8>, Follow) {
+        let (snapshot, follow) = {
+            let mut feed = self.feed();
+            let follow = if lossless {
+                let (tx, rx) = mpsc::channel(FOLLOW_QUEUE);
+                if !feed.done {
+                    feed.followers.push(tx);
+                }
+                Follow::Lossless(rx)
+            } else {
+                Follow::Lossy(self.live.subscribe())
+            };
+            (feed.ring.contents(), follow)
+        };
+        self.attached.notify_one();
+        (snapshot, follow)
     }
 
     pub fn log_bytes(&self) -> io::Result<Vec<u8>> {

@@ -29,6 +29,9 @@ struct TerminalStart {
     /// Take the project holding `directory` when `project` is absent.
     #[serde(default)]
     project_from_directory: bool,
+    /// Hold the output until the first attach (docs/routes.md#attaching-to-a-terminal).
+    #[serde(default)]
+    hold_output: bool,
 }
 
 /// A request refused before the launch path, audited as a launch refusal.
@@ -76,6 +79,7 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
         extra_args: b.extra_args,
         caller_pid: peer.pid,
         project_from_directory: b.project_from_directory,
+        hold_output: b.hold_output,
         ..Default::default()
     };
     launch_detached(d, input).await
@@ -114,7 +118,10 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
     if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
         return refuse(Code::InvalidRequest, "attach needs Upgrade: relay-attach");
     }
-    let host_side = match d.host.attach(id).await {
+    // `?lossless=true`: the host paces the terminal to this attach instead of skipping
+    // what it cannot keep up with (`relay sandbox`).
+    let lossless = http::query(&req, "lossless").is_some_and(|v| v == "true");
+    let host_side = match d.host.attach(id, lossless).await {
         Ok(Ok(u)) => u,
         // The host no longer holds an ended terminal (it was restarted since).
         Ok(Err((404, _))) if !running => {
