@@ -3,7 +3,8 @@
 //! one isolated instance per case (the e2e harness's [`Relay`]), contenders alternated.
 //!
 //! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
-//! with case one of `launch`, `concurrent`, `leak`, `memory`, `throughput`, `plot`.
+//! with case one of `launch`, `first-turn`, `terminal-first-output`, `concurrent`, `leak`,
+//! `memory`, `throughput`, `plot`.
 //! Run `cargo build --release --workspace` first: the instance runs the binaries beside
 //! this one. Not a test: `cargo test` never runs it.
 
@@ -14,10 +15,11 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use relay_e2e::daemon::{base_settings, Relay};
+use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|concurrent|leak|memory|throughput|plot> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|plot> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -74,6 +76,8 @@ fn main() -> ExitCode {
     let report = match o.case.as_str() {
         "launch" => launch(o.runs.unwrap_or(200), None, o.no_api),
         "plot" => launch(o.runs.unwrap_or(200), Some(&o.svg), o.no_api),
+        "first-turn" => first_turn(o.runs.unwrap_or(50)),
+        "terminal-first-output" => terminal_first_output(o.runs.unwrap_or(50)),
         "concurrent" => concurrent(o.runs.unwrap_or(64)),
         "leak" => leak(o.runs.unwrap_or(1000)),
         "memory" => memory(o.runs.unwrap_or(50)),
@@ -378,6 +382,204 @@ fn launch(runs: usize, svg: Option<&Path>, no_api: bool) -> Report {
             "raw_bwrap_args": profile,
             "samples_ms": {"relay": relay.samples, "raw-bwrap": raw.samples, "srt": srt_s.samples},
         }),
+    }
+}
+
+/// The prompt of the first turn; the fake agent answers `echo: <prompt>`.
+const FIRST_PROMPT: &str = "bench-first-turn";
+
+/// A headless session's first turn: `relay session start` then `relay session message`
+/// until its answer, against the fake agent (the instance's `claude`) run directly in
+/// stream-json mode, timed from its spawn to its `result` line for the same prompt.
+fn first_turn(runs: usize) -> Report {
+    let r = instance();
+    let want = format!("echo: {FIRST_PROMPT}");
+    let relay_turn = || -> (f64, bool) {
+        let t = Instant::now();
+        let v = r.cli_json(&["session", "start", "--project", "p1"]);
+        let Some(id) = v["id"].as_str().map(str::to_string) else {
+            return (t.elapsed().as_secs_f64() * 1000.0, false);
+        };
+        let out = r
+            .cli_command(&["session", "message", "--id", &id, FIRST_PROMPT])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let ok = out.is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(&want)
+        });
+        // Untimed: the session ends so that the runs do not pile up live agents.
+        let _ = r
+            .cli_command(&["session", "stop", "--id", &id])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        (ms, ok)
+    };
+    let raw_turn = || -> (f64, bool) {
+        let t = Instant::now();
+        let ok = raw_agent_turn(&r);
+        (t.elapsed().as_secs_f64() * 1000.0, ok)
+    };
+    for _ in 0..2 {
+        let _ = relay_turn();
+        let _ = raw_turn();
+    }
+    settle(&r);
+    let mut relay = Series::new("relay");
+    let mut raw = Series::new("raw-agent");
+    for _ in 0..runs {
+        let (ms, ok) = relay_turn();
+        relay.samples.push(ms);
+        relay.failures += usize::from(!ok);
+        let (ms, ok) = raw_turn();
+        raw.samples.push(ms);
+        raw.failures += usize::from(!ok);
+    }
+    let ratio = relay.median() / raw.median();
+    let mut text = format!(
+        "first-turn: {runs} runs each, alternated; `relay session start` + `relay session message {FIRST_PROMPT}` to its answer\n\
+         raw-agent: the fake agent spawned unsandboxed in stream-json mode, the same prompt, to its result line\n{HEADER}"
+    );
+    text += &relay.row();
+    text += &raw.row();
+    text += &format!("relay/raw-agent median: {ratio:.2}x\n");
+    Report {
+        text,
+        json: json!({"case": "first-turn", "runs": runs, "prompt": FIRST_PROMPT,
+            "series": [relay.json(), raw.json()], "relay_over_raw": ratio,
+            "samples_ms": {"relay": relay.samples, "raw-agent": raw.samples}}),
+    }
+}
+
+/// The fake agent (the instance's `claude`) run directly, headless: one user line in,
+/// read until its `result` line; whether that result answered the prompt.
+fn raw_agent_turn(r: &Relay) -> bool {
+    use std::io::{BufRead, Write};
+    let mut child = match Command::new(r.home.join(".local/bin/claude"))
+        .args([
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .env("TMPDIR", &r.tmp)
+        .current_dir(&r.project)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(_) => return false,
+    };
+    let line = json!({"type": "user", "message": {"role": "user", "content": FIRST_PROMPT}});
+    let mut stdin = child.stdin.take().unwrap();
+    let wrote = writeln!(stdin, "{line}").is_ok();
+    let mut ok = false;
+    if wrote {
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        for l in out.lines() {
+            let Ok(l) = l else { break };
+            let v: Value = serde_json::from_str(&l).unwrap_or(Value::Null);
+            if v["type"] == "result" {
+                ok = v["result"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(&format!("echo: {FIRST_PROMPT}")));
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    ok
+}
+
+/// The line the `first-output` template's target prints before it idles.
+const FIRST_LINE: &str = "bench-first-output";
+
+/// `relay terminal start` of a template whose target prints one line, until that line
+/// is seen through `relay terminal attach` on a pty, against the same program spawned on
+/// a pty of the bench's own (both read the same way: [`Pty`]).
+fn terminal_first_output(runs: usize) -> Report {
+    let mut s = base_settings(None);
+    let script = format!("echo {FIRST_LINE}; exec sleep 600");
+    s["terminal_templates"].as_array_mut().unwrap().push(json!({
+        "id": "first-output", "name": "First output", "command": "/bin/sh", "args": ["-c", script.clone()]
+    }));
+    let mut r = Relay::start(s);
+    r.scan_on_drop = false;
+    let limit = relay_e2e::WAIT;
+    let relay_run = || -> (f64, bool) {
+        let t = Instant::now();
+        let v = r.cli_json(&[
+            "terminal",
+            "start",
+            "--project",
+            "p1",
+            "--template",
+            "first-output",
+        ]);
+        let Some(id) = v["id"].as_str().map(str::to_string) else {
+            return (t.elapsed().as_secs_f64() * 1000.0, false);
+        };
+        let mut pty = Pty::spawn(r.cli_command(&["terminal", "attach", "--id", &id]), 80, 24);
+        let ok = pty.shows_within(FIRST_LINE, limit);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        // Untimed: the terminal ends, then its client.
+        let _ = r
+            .cli_command(&["terminal", "stop", "--id", &id])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = pty.child.kill();
+        let _ = pty.child.wait();
+        (ms, ok)
+    };
+    let raw_run = || -> (f64, bool) {
+        let t = Instant::now();
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(&script).current_dir(&r.project);
+        let mut pty = Pty::spawn(c, 80, 24);
+        let ok = pty.shows_within(FIRST_LINE, limit);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let _ = pty.child.kill();
+        let _ = pty.child.wait();
+        (ms, ok)
+    };
+    for _ in 0..2 {
+        let _ = relay_run();
+        let _ = raw_run();
+    }
+    settle(&r);
+    let mut relay = Series::new("relay");
+    let mut raw = Series::new("raw-pty");
+    for _ in 0..runs {
+        let (ms, ok) = relay_run();
+        relay.samples.push(ms);
+        relay.failures += usize::from(!ok);
+        let (ms, ok) = raw_run();
+        raw.samples.push(ms);
+        raw.failures += usize::from(!ok);
+    }
+    let ratio = relay.median() / raw.median();
+    let mut text = format!(
+        "terminal-first-output: {runs} runs each, alternated; `relay terminal start` + `relay terminal attach` until `{FIRST_LINE}`\n\
+         raw-pty: `sh -c 'echo {FIRST_LINE}; exec sleep 600'` unsandboxed on a pty the bench opens\n{HEADER}"
+    );
+    text += &relay.row();
+    text += &raw.row();
+    text += &format!("relay/raw-pty median: {ratio:.2}x\n");
+    Report {
+        text,
+        json: json!({"case": "terminal-first-output", "runs": runs, "line": FIRST_LINE,
+            "series": [relay.json(), raw.json()], "relay_over_raw": ratio,
+            "samples_ms": {"relay": relay.samples, "raw-pty": raw.samples}}),
     }
 }
 
