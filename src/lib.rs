@@ -8,6 +8,7 @@
 //! - [`listen`]: accept loops, connection caps and the descriptor limit, shared by the
 //!   daemon and the host.
 //! - [`http`]: answers, bodies, serving and the client, for the daemon, the host and the CLI.
+//! - [`logging`]: `tracing` for the daemon and the host: the capped log files, stderr.
 //! - [`harden`]: no core dumps and no same-uid memory readers for the daemon and the host.
 
 pub mod cli;
@@ -17,6 +18,7 @@ pub mod harden;
 pub mod host;
 pub mod http;
 pub mod listen;
+pub mod logging;
 pub mod peer;
 pub mod protocol;
 pub mod sandbox;

@@ -11,8 +11,8 @@
 //!   stops accepting (new connections wait in the kernel's backlog, costing no
 //!   descriptor here) until one ends, and says so once a minute ([`serve`]);
 //! - an accept that fails for lack of resources (`EMFILE`, `ENFILE`, `ENOBUFS`,
-//!   `ENOMEM`, or anything unexpected) pauses the loop with a growing delay and logs,
-//!   instead of spinning or ending it;
+//!   `ENOMEM`, or anything unexpected) pauses the loop with a growing delay and logs
+//!   once per pause (`tracing`, [`crate::logging`]), instead of spinning or ending it;
 //! - idle connections are dropped by the HTTP servers themselves (a request head must
 //!   arrive within 10 s, the first one and every next one on a kept-alive connection;
 //!   a body within 10 s).
@@ -33,11 +33,18 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// A full listener says so at most this often.
 const FULL_NOTE_EVERY: Duration = Duration::from_secs(60);
 
-/// One line on stderr. A broken stderr (a closed terminal) is ignored: `eprintln!` would
-/// panic there and take the accept loop with it.
+/// One warning through `tracing` ([`crate::logging`]): the log file, and stderr as
+/// `relay: …`. A leading `relay: ` or `relay-sessions: ` in the text is dropped, since
+/// the stderr form adds the process's own. A broken stderr is ignored.
 pub fn log(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{args}");
+    let line = args.to_string();
+    tracing::warn!("{}", unprefixed(&line));
+}
+
+fn unprefixed(line: &str) -> &str {
+    line.strip_prefix("relay: ")
+        .or_else(|| line.strip_prefix("relay-sessions: "))
+        .unwrap_or(line)
 }
 
 /// Raises the soft descriptor limit to the hard one and returns the soft limit now in
@@ -141,9 +148,10 @@ where
             Ok(s) => s,
             Err(_) => {
                 if full_noted.is_none_or(|t| t.elapsed() >= FULL_NOTE_EVERY) {
-                    log(format_args!(
-                        "{name}: {cap} connections open (the limit); new ones wait"
-                    ));
+                    tracing::warn!(
+                        "{}: {cap} connections open (the limit); new ones wait",
+                        unprefixed(name)
+                    );
                     full_noted = Some(Instant::now());
                 }
                 match slots.clone().acquire_owned().await {
@@ -156,10 +164,11 @@ where
         match listener.accept_one().await {
             Ok(conn) => {
                 if let Some(since) = paused_since.take() {
-                    log(format_args!(
-                        "{name}: accepting again after {} ms",
+                    tracing::info!(
+                        "{}: accepting again after {} ms",
+                        unprefixed(name),
                         since.elapsed().as_millis()
-                    ));
+                    );
                 }
                 pause = MIN_PAUSE;
                 let fut = handle(conn);
@@ -168,11 +177,14 @@ where
                     drop(slot);
                 });
             }
-            Err(e) if per_connection(&e) => {}
+            Err(e) if per_connection(&e) => {
+                tracing::debug!("{}: accept: {e}", unprefixed(name));
+            }
             Err(e) => {
                 drop(slot);
+                // Logged once per pause, not once per failed accept: the loop is paced.
                 if paused_since.is_none() {
-                    log(format_args!("{name}: accept: {e}; pausing"));
+                    tracing::warn!("{}: accept: {e}; pausing", unprefixed(name));
                     paused_since = Some(Instant::now());
                 }
                 tokio::time::sleep(pause).await;

@@ -45,6 +45,8 @@ pub struct Relay {
     pub nofile_limit: Option<u64>,
     /// See [`RelayOptions::path`].
     pub path: Option<String>,
+    /// `relay serve --log-level` (set before `launch_daemon`).
+    pub log_level: Option<String>,
     child: Option<Child>,
     pub ready: Value,
     /// `relay audit scan` at drop (on by default; off for a test that plants the token).
@@ -172,6 +174,7 @@ impl Relay {
             uid,
             nofile_limit: None,
             path: None,
+            log_level: None,
             child: None,
             ready: Value::Null,
             scan_on_drop: true,
@@ -211,6 +214,9 @@ impl Relay {
     pub fn launch_daemon(&mut self) {
         let mut cmd = Command::new(self.bin_dir.join("relay"));
         cmd.arg("--config-dir").arg(&self.config).arg("serve");
+        if let Some(level) = &self.log_level {
+            cmd.arg("--log-level").arg(level);
+        }
         self.env(&mut cmd);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())

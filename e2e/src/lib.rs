@@ -316,6 +316,7 @@ impl Instance {
             secret_fd,
             shim: Some(bin("relay-shim")),
             bridge_socket: Some(bridge.path.clone()),
+            log_level: None,
         };
         cmd.args(args.to_args())
             .env("HOME", &home)
@@ -634,4 +635,45 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
 fn pipe() -> (OwnedFd, OwnedFd) {
     let (r, w) = std::io::pipe().expect("pipe");
     (r.into(), w.into())
+}
+
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in data.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..=c.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// The token in the forms a leak would take, each named for a failure message: raw,
+/// its base64 at each of the three alignments (the bytes no neighbour changes), URL
+/// and JSON escaped, and its second half alone.
+pub fn token_forms(token: &str) -> Vec<(String, String)> {
+    let mut out = vec![("the token".to_string(), token.to_string())];
+    for lead in ["", "x", "xy"] {
+        let enc = base64(format!("{lead}{token}").as_bytes());
+        out.push((
+            format!("its base64 after {lead:?}"),
+            enc[4..enc.len() - 4].to_string(),
+        ));
+    }
+    out.push((
+        "its URL encoding".into(),
+        token
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D"),
+    ));
+    out.push(("its JSON form".into(), token.replace('/', "\\/")));
+    out.push((
+        "its second half".into(),
+        token[token.len() / 2..].to_string(),
+    ));
+    out
 }

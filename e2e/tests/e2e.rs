@@ -22,6 +22,8 @@ mod faults;
 mod leak;
 #[path = "e2e/ledger.rs"]
 mod ledger;
+#[path = "e2e/logs.rs"]
+mod logs;
 #[path = "e2e/lossless.rs"]
 mod lossless;
 #[path = "e2e/ports_and_pressure.rs"]

@@ -61,7 +61,12 @@ pub(super) enum Verb {
     #[command(subcommand)]
     Session(SessionVerb),
     /// Run the daemon in the foreground (prints ready.json's path first).
-    Serve,
+    Serve {
+        /// The log level, or `target=level` pairs (default: $RUST_LOG, else info);
+        /// the log is <config>/relay.log.
+        #[arg(long, value_name = "FILTER", value_parser = log_filter)]
+        log_level: Option<String>,
+    },
     /// Run `relay serve` at login: a systemd user unit (Linux) or a LaunchAgent (macOS).
     #[command(subcommand)]
     Service(ServiceVerb),
@@ -308,6 +313,10 @@ pub(super) enum SessionVerb {
         #[command(flatten)]
         json: Json,
     },
+}
+
+fn log_filter(s: &str) -> Result<String, String> {
+    crate::logging::parse_level(s).map(|_| s.to_string())
 }
 
 /// The headings of `relay --help`, each with its verbs in the order shown.

@@ -125,7 +125,7 @@ pub fn run() -> ExitCode {
         Err(e) => return fail(e),
     };
     let (json_flag, result) = match cli.verb {
-        Verb::Serve => return serve(config),
+        Verb::Serve { log_level } => return serve(config, log_level),
         // Answered above, without a config dir.
         Verb::Completions { .. } => return ExitCode::SUCCESS,
         Verb::Sandbox {
@@ -242,7 +242,7 @@ pub fn run() -> ExitCode {
     }
 }
 
-fn serve(config: PathBuf) -> ExitCode {
+fn serve(config: PathBuf, log_level: Option<String>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -251,7 +251,7 @@ fn serve(config: PathBuf) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("runtime: {e}")),
     };
-    match rt.block_on(crate::daemon::serve(config)) {
+    match rt.block_on(crate::daemon::serve(config, log_level)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }

@@ -101,7 +101,7 @@ fn render(manager: Manager, config: &Path) -> Result<String, String> {
     let log = Paths {
         config: config.to_path_buf(),
     }
-    .log();
+    .output();
     for p in [&relay, &log] {
         if p.to_string_lossy().contains('\n') {
             return Err(format!(

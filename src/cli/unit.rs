@@ -173,7 +173,7 @@ mod tests {
         ServiceSpec {
             relay: Path::new("/Users/ada/.cargo/bin/relay"),
             config_dir: Path::new("/Users/ada/Library/Application Support/relay"),
-            log: Path::new("/Users/ada/Library/Application Support/relay/relay.log"),
+            log: Path::new("/Users/ada/Library/Application Support/relay/relay.out"),
             path: "/Users/ada/.local/bin:/opt/homebrew/bin:/usr/bin:/bin",
         }
     }
@@ -188,7 +188,7 @@ mod tests {
         let spec = ServiceSpec {
             relay: Path::new("/home/ada/.cargo/bin/relay"),
             config_dir: Path::new("/home/ada/.config/relay"),
-            log: Path::new("/home/ada/.config/relay/relay.log"),
+            log: Path::new("/home/ada/.config/relay/relay.out"),
             path: "/home/ada/.local/bin:/usr/local/bin:/usr/bin:/bin",
         };
         golden("relay.service", &systemd_unit(&spec));

@@ -104,7 +104,7 @@ impl HostLink {
             let started = Instant::now();
             match self.run_once(&on_event).await {
                 Ok(()) => {}
-                Err(e) => eprintln!("relay: session host: {e}"),
+                Err(e) => tracing::warn!("session host: {e}"),
             }
             self.live.send_replace(None);
             on_death();
@@ -142,6 +142,8 @@ impl HostLink {
             secret_fd: fd,
             shim: Some(self.shim_bin.clone()),
             bridge_socket: Some(self.bridge.clone()),
+            // The host logs at the daemon's level (src/logging.rs).
+            log_level: crate::logging::level(),
         };
         cmd.args(args.to_args())
             .stdin(Stdio::piped())

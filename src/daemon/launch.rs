@@ -463,6 +463,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         .as_ref()
         .map(|t| crate::token::fingerprint(t.expose()));
     at.row.token_fingerprint = token_fingerprint.clone();
+    tracing::debug!(token = ?token, fingerprint = ?token_fingerprint, "launch: token read");
     // Every other launch still has its output masked for the current token, when the
     // file reads; one that does not is launched as before (docs/THREAT-MODEL.md,
     // "Redaction").

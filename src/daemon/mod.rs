@@ -725,6 +725,35 @@ fn write_atomic_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// The daemon's log: `<config>/relay.log`, capped, and stderr (src/logging.rs). A bad
+/// `RUST_LOG` falls back to `info`, saying so; `--log-level` was checked by the CLI.
+fn start_logging(config: &Path, flag: Option<&str>) {
+    let path = paths::Paths {
+        config: config.to_path_buf(),
+    }
+    .log();
+    let mut text = crate::logging::choose_level(flag);
+    let bad = crate::logging::parse_level(&text).err();
+    if bad.is_some() {
+        text = crate::logging::DEFAULT_LEVEL.into();
+    }
+    if let Err(e) = crate::logging::init("relay", &path, &text) {
+        tracing::warn!("{e}; logging to stderr only");
+    }
+    if let Some(e) = bad {
+        tracing::warn!(
+            "RUST_LOG: {e}; logging at {}",
+            crate::logging::DEFAULT_LEVEL
+        );
+    }
+    tracing::info!(
+        target: crate::logging::FILE_ONLY,
+        "relay {} starting, config {}, log level {text}",
+        env!("CARGO_PKG_VERSION"),
+        config.display()
+    );
+}
+
 fn sibling(name: &str) -> PathBuf {
     std::env::current_exe()
         .ok()
@@ -733,15 +762,10 @@ fn sibling(name: &str) -> PathBuf {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
-pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
+/// `log_level` is `relay serve --log-level` (src/logging.rs).
+pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(), String> {
     // It reads the token at every launch: no core dump, no same-uid reader of its memory.
     crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
-    // Room for what a flood of connections cannot take (src/listen.rs).
-    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
-        eprintln!("relay: raise the descriptor limit: {e}");
-        crate::listen::nofile()
-    });
-    let cap = crate::listen::connection_cap(nofile);
     let home =
         paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
     let tmp = std::env::var_os("TMPDIR")
@@ -751,12 +775,21 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
     let paths = paths::Paths { config: config_dir };
     ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
+    start_logging(&paths.config, log_level.as_deref());
+    // Room for what a flood of connections cannot take (src/listen.rs).
+    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
+        tracing::warn!("raise the descriptor limit: {e}");
+        crate::listen::nofile()
+    });
+    let cap = crate::listen::connection_cap(nofile);
     ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
     ensure_mask(&paths.mask()).map_err(|e| format!("{}: {e}", paths.mask().display()))?;
     // Profiles of an earlier run are stale.
     if let Ok(rd) = std::fs::read_dir(paths.profiles()) {
         for e in rd.flatten() {
-            let _ = std::fs::remove_file(e.path());
+            if let Err(err) = std::fs::remove_file(e.path()) {
+                tracing::warn!("stale profile {}: {err}", e.path().display());
+            }
         }
     }
     // First run: seed settings so everything works out of the box.
@@ -818,7 +851,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
     });
     let initial = daemon.load_settings();
     if let Err(e) = &initial {
-        eprintln!("relay: {e} (launches are refused until it is fixed)");
+        tracing::warn!("{e} (launches are refused until it is fixed)");
     }
     if let Some(note) = daemon
         .settings_note
@@ -826,7 +859,7 @@ pub async fn serve(config_dir: PathBuf) -> Result<(), String> {
         .unwrap_or_else(|p| p.into_inner())
         .clone()
     {
-        eprintln!("relay: settings: {note}");
+        tracing::warn!("settings: {note}");
     }
     // The sessions of earlier runs, before the host or any API can start one.
     ledger::restore(&daemon)?;

@@ -56,9 +56,16 @@ impl Paths {
     pub fn profiles(&self) -> PathBuf {
         self.config.join("profiles")
     }
-    /// relay's log: where a login service (`relay service install`) appends what
-    /// `relay serve` writes on stdout and stderr (docs/cli.md#relay-service).
+    /// The daemon's log, written through `tracing` and capped (src/logging.rs,
+    /// docs/architecture.md#logs).
     pub fn log(&self) -> PathBuf {
         self.config.join("relay.log")
+    }
+
+    /// What a login service's `relay serve` prints (stdout and stderr), appended by
+    /// the service manager: panics and anything printed before the log is open
+    /// (docs/cli.md#relay-service). The log itself is [`Self::log`].
+    pub fn output(&self) -> PathBuf {
+        self.config.join("relay.out")
     }
 }

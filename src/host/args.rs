@@ -35,6 +35,13 @@ pub struct HostArgs {
     /// The daemon's bridge socket, where each shim says Hello.
     #[arg(long, value_name = "PATH")]
     pub bridge_socket: Option<PathBuf>,
+    /// The log filter: a level or `target=level` pairs (default: $RUST_LOG, else info).
+    #[arg(long, value_name = "FILTER", value_parser = log_filter)]
+    pub log_level: Option<String>,
+}
+
+fn log_filter(s: &str) -> Result<String, String> {
+    crate::logging::parse_level(s).map(|_| s.to_string())
 }
 
 fn absolute_path(s: &str) -> Result<PathBuf, String> {
@@ -61,6 +68,9 @@ impl HostArgs {
         }
         if let Some(bridge) = &self.bridge_socket {
             a.extend(["--bridge-socket".into(), bridge.clone().into()]);
+        }
+        if let Some(level) = &self.log_level {
+            a.extend(["--log-level".into(), level.into()]);
         }
         a
     }
@@ -97,10 +107,12 @@ mod tests {
             secret_fd: 7,
             shim: Some("/opt/relay/relay-shim".into()),
             bridge_socket: Some("/home/ada/.config/relay/bridge.sock".into()),
+            log_level: Some("relay::host=debug,info".into()),
         };
         let bare = HostArgs {
             shim: None,
             bridge_socket: None,
+            log_level: None,
             secret_fd: 0,
             ..full.clone()
         };
@@ -124,6 +136,15 @@ mod tests {
         assert!(parse(&["--state-dir", "/s", "--secret-fd", "-1"]).is_err());
         assert!(parse(&["--state-dir", "/s", "--secret-fd", "x"]).is_err());
         assert!(parse(&["--state-dir", "/s", "--secret-fd", "3", "--other"]).is_err());
+        assert!(parse(&[
+            "--state-dir",
+            "/s",
+            "--secret-fd",
+            "3",
+            "--log-level",
+            "loud"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -216,6 +216,13 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         _ => None,
     };
 
+    // A `Secret`'s Debug is its length: the log says a token came, never which.
+    tracing::debug!(
+        session = %req.session_id,
+        token = ?req.claude_token,
+        redact_token = ?req.redact_token,
+        "launch"
+    );
     let token_launch = req.claude_token.is_some();
     let mut host_names = vec![("RELAY_SESSION_ID".to_string(), req.session_id.clone())];
     if let Some(b) = &host.cfg.bridge_socket {

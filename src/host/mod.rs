@@ -124,6 +124,23 @@ fn read_secret(fd: i32) -> Result<String, String> {
     Ok(s)
 }
 
+/// The host's log: `<state dir>/host.log`, capped, and stderr, at the level the daemon
+/// passed (src/logging.rs). The state dir is made here (0700) if it is missing.
+fn start_logging(state_dir: &std::path::Path, flag: Option<&str>) {
+    use std::os::unix::fs::DirBuilderExt;
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state_dir);
+    let mut text = crate::logging::choose_level(flag);
+    if crate::logging::parse_level(&text).is_err() {
+        text = crate::logging::DEFAULT_LEVEL.into();
+    }
+    if let Err(e) = crate::logging::init("relay-sessions", &state_dir.join("host.log"), &text) {
+        tracing::warn!("{e}; logging to stderr only");
+    }
+}
+
 fn default_shim() -> PathBuf {
     std::env::current_exe()
         .ok()
@@ -155,20 +172,21 @@ pub fn run() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    start_logging(&args.state_dir, args.log_level.as_deref());
     let secret = match read_secret(args.secret_fd) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("relay-sessions: {e}");
+            tracing::error!("{e}");
             return ExitCode::from(64);
         }
     };
     // Room for what a flood of connections cannot take (src/listen.rs).
     let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
-        eprintln!("relay-sessions: raise the descriptor limit: {e}");
+        tracing::warn!("raise the descriptor limit: {e}");
         crate::listen::nofile()
     });
     if let Err(e) = fds::reserve_placeholders() {
-        eprintln!("relay-sessions: reserve descriptors: {e}");
+        tracing::error!("reserve descriptors: {e}");
         return ExitCode::from(70);
     }
     let cfg = HostConfig {
@@ -184,7 +202,7 @@ pub fn run() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("relay-sessions: runtime: {e}");
+            tracing::error!("runtime: {e}");
             return ExitCode::from(70);
         }
     };
@@ -192,7 +210,7 @@ pub fn run() -> ExitCode {
     match rt.block_on(server::serve(Arc::new(Host::new(cfg)), cap)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("relay-sessions: {e}");
+            tracing::error!("{e}");
             ExitCode::from(70)
         }
     }

@@ -197,12 +197,16 @@ where
         let answer = route(req);
         async move { Ok::<_, Infallible>(stream::finish(answer.await)) }
     });
-    let _ = http1::Builder::new()
+    // A peer that hangs up or sends garbage is ordinary: a debug line, not a warning.
+    if let Err(e) = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(READ_TIMEOUT)
         .serve_connection(TokioIo::new(io), svc)
         .with_upgrades()
-        .await;
+        .await
+    {
+        tracing::debug!("connection: {e}");
+    }
 }
 
 #[cfg(test)]

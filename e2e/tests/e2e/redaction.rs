@@ -97,20 +97,6 @@ fn rot13(s: &str) -> String {
         .collect()
 }
 
-fn base64(data: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..=c.len() {
-            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 /// Shell that sets `T` to the token and prints it in every form, one line each, to
 /// `sink` (a redirection, or empty for stdout). Seven forms: seven redactions.
 fn print_forms(token: &str, sink: &str) -> String {
@@ -120,33 +106,8 @@ fn print_forms(token: &str, sink: &str) -> String {
     )
 }
 
-/// Every form the session prints, as the test can name it.
-fn forms(token: &str) -> Vec<(String, String)> {
-    let mut out = vec![("the token".to_string(), token.to_string())];
-    for lead in ["", "x", "xy"] {
-        let enc = base64(format!("{lead}{token}").as_bytes());
-        out.push((
-            format!("its base64 after {lead:?}"),
-            enc[4..enc.len() - 4].to_string(),
-        ));
-    }
-    out.push((
-        "its URL encoding".into(),
-        token
-            .replace('+', "%2B")
-            .replace('/', "%2F")
-            .replace('=', "%3D"),
-    ));
-    out.push(("its JSON form".into(), token.replace('/', "\\/")));
-    out.push((
-        "its second half".into(),
-        token[token.len() / 2..].to_string(),
-    ));
-    out
-}
-
 fn assert_no_form(hay: &[u8], token: &str, place: &str) {
-    for (what, form) in forms(token) {
+    for (what, form) in relay_e2e::token_forms(token) {
         assert_absent(hay, &form, &format!("{place} ({what})"));
     }
 }

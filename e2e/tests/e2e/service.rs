@@ -223,7 +223,7 @@ fn service_install_and_uninstall_round_trip_without_a_user_manager() {
         "Restart=on-failure".into(),
         format!(
             "StandardError=append:{}",
-            r.config.join("relay.log").display()
+            r.config.join("relay.out").display()
         ),
         "WantedBy=default.target".into(),
     ] {
