@@ -439,6 +439,32 @@ impl Relay {
         self.config.join("relay.sock")
     }
 
+    /// `GET /api/terminals/{id}/attach{query}` upgraded over `relay.sock`, by hand (the
+    /// frames are the test's to read and write): the stream past the `101` answer's
+    /// head, reads bounded by [`WAIT`].
+    pub fn raw_attach(&self, id: &str, query: &str) -> std::os::unix::net::UnixStream {
+        use std::io::Write;
+        let mut s = std::os::unix::net::UnixStream::connect(self.socket()).unwrap();
+        write!(
+            s,
+            "GET /api/terminals/{id}/attach{query} HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: relay-attach\r\n\r\n"
+        )
+        .unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(s.read(&mut b).unwrap(), 1, "attach closed");
+            head.push(b[0]);
+        }
+        assert!(
+            head.starts_with(b"HTTP/1.1 101"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        s
+    }
+
     /// One API request over the unix socket (as the instance's uid).
     pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value, Vec<u8>) {
         let bytes = body.map(|b| serde_json::to_vec(b).unwrap());

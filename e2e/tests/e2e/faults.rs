@@ -464,24 +464,8 @@ fn settings_made_invalid_mid_run_refuse_launches_and_leave_running_sessions_alon
 /// Attaches to terminal `id` over `relay.sock` and writes `bytes` of input frames from a
 /// thread that gives up when a write blocks for 5 s (a target that never reads).
 fn attach_and_type(r: &Relay, id: &str, bytes: usize) -> std::thread::JoinHandle<usize> {
-    use std::io::{Read, Write};
-    let mut s = std::os::unix::net::UnixStream::connect(r.socket()).unwrap();
-    write!(
-        s,
-        "GET /api/terminals/{id}/attach HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: relay-attach\r\n\r\n"
-    )
-    .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).unwrap(), 1, "attach closed");
-        head.push(b[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
+    use std::io::Write;
+    let mut s = r.raw_attach(id, "");
     s.set_write_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
     std::thread::spawn(move || {

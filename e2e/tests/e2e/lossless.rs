@@ -34,25 +34,8 @@ fn first_gap(out: &[u8], n: usize) -> Option<String> {
 /// Attaches to terminal `id` (`?lossless=true` when asked) and reads its frames to the
 /// exit frame: the output bytes and the exit.
 fn attach_to_end(r: &Relay, id: &str, lossless: bool) -> (Vec<u8>, Value) {
-    let mut s = UnixStream::connect(r.socket()).unwrap();
     let query = if lossless { "?lossless=true" } else { "" };
-    write!(
-        s,
-        "GET /api/terminals/{id}/attach{query} HTTP/1.1\r\nHost: relay\r\nConnection: Upgrade\r\nUpgrade: relay-attach\r\n\r\n"
-    )
-    .unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(s.read(&mut b).unwrap(), 1, "attach closed");
-        head.push(b[0]);
-    }
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
+    let mut s = r.raw_attach(id, query);
     let mut out = Vec::new();
     loop {
         let mut h = [0u8; 5];
