@@ -3,6 +3,8 @@
 //! - [`sandbox`]: the neutral policy, path resolution and the two renderers.
 //! - [`host`]: `relay-sessions`, the process that owns ptys, children and the fd table.
 //! - [`protocol`]: the daemon ↔ host wire types.
+//! - [`wire`]: the daemon API's bodies (and `ready.json`, audit rows, events), for the
+//!   daemon, the CLI and the e2e harness.
 //! - [`peer`]: a socket peer's pid and a process's parent, per platform.
 //! - [`cloexec`]: close-on-exec descriptors on both platforms and the fork lock.
 //! - [`listen`]: accept loops, connection caps and the descriptor limit, shared by the
@@ -23,3 +25,4 @@ pub mod peer;
 pub mod protocol;
 pub mod sandbox;
 pub mod token;
+pub mod wire;

@@ -315,11 +315,13 @@ impl Attach<'_> {
             return Ok(how);
         }
         // The stream ended without an exit frame: ask for the terminal's state.
-        let a = self.client.call("GET", "/api/terminals", None)?;
+        let a = self.client.call("GET", "/api/terminals")?;
+        let list: crate::wire::Terminals = a.typed("GET /api/terminals")?;
         Ok(End::Gone(
-            a.json()["terminals"]
-                .as_array()
-                .and_then(|t| t.iter().find(|e| e["id"] == self.id).cloned())
+            list.terminals
+                .iter()
+                .find(|e| e.id == self.id)
+                .and_then(|e| serde_json::to_value(e).ok())
                 .unwrap_or(Value::Null),
         ))
     }
@@ -335,9 +337,7 @@ fn upgrade(client: &Client, id: &str, lossless: bool) -> Result<(UnixStream, Vec
         attach::ATTACH_PROTOCOL,
     )? {
         Ok(s) => Ok(s),
-        Err(a) if a.json()["error"].is_string() => {
-            Err(format!("attach refused: {}", a.error_text()))
-        }
+        Err(a) if a.is_refusal() => Err(format!("attach refused: {}", a.error_text())),
         Err(a) => {
             let reason = hyper::StatusCode::from_u16(a.status)
                 .ok()

@@ -3,9 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::http::client::{Addr, Blocking, CallError};
+use crate::wire::ErrorBody;
 
 pub struct Client {
     pub socket: PathBuf,
@@ -22,14 +25,23 @@ impl Answer {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
 
-    /// The refusal message of a non-2xx answer.
+    /// The body as its wire type (`crate::wire`): an answer that is not one is an
+    /// error naming `route` (`GET /api/sessions`) and what was wrong, never a `?`.
+    pub fn typed<T: DeserializeOwned>(&self, route: &str) -> Result<T, String> {
+        serde_json::from_slice(&self.body).map_err(|e| format!("relay's answer to {route}: {e}"))
+    }
+
+    /// The refusal message of a non-2xx answer (`wire::ErrorBody`).
     pub fn error_text(&self) -> String {
-        let v = self.json();
-        match (v["error"].as_str(), v["code"].as_str()) {
-            (Some(m), Some(c)) => format!("{m} ({c})"),
-            (Some(m), None) => m.to_string(),
-            _ => format!("relay answered {}", self.status),
+        match serde_json::from_slice::<ErrorBody>(&self.body) {
+            Ok(e) => format!("{} ({})", e.message, e.code),
+            Err(_) => format!("relay answered {}", self.status),
         }
+    }
+
+    /// Whether the body is a refusal (`wire::ErrorBody`).
+    pub fn is_refusal(&self) -> bool {
+        serde_json::from_slice::<ErrorBody>(&self.body).is_ok()
     }
 }
 
@@ -70,10 +82,18 @@ impl Client {
         }
     }
 
-    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Answer, String> {
-        let payload = body
-            .map(|b| serde_json::to_vec(b).unwrap_or_default())
-            .unwrap_or_default();
+    /// One request without a body.
+    pub fn call(&self, method: &str, path: &str) -> Result<Answer, String> {
+        self.call_bytes(method, path, Vec::new())
+    }
+
+    /// One request with `body` (a `crate::wire` request type) as JSON.
+    pub fn send(&self, method: &str, path: &str, body: &impl Serialize) -> Result<Answer, String> {
+        let payload = serde_json::to_vec(body).map_err(|e| format!("request body: {e}"))?;
+        self.call_bytes(method, path, payload)
+    }
+
+    fn call_bytes(&self, method: &str, path: &str, payload: Vec<u8>) -> Result<Answer, String> {
         self.http()?
             .call(method, path, &JSON, payload)
             .map(Answer::from)
@@ -87,10 +107,10 @@ impl Client {
         &self,
         method: &str,
         path: &str,
-        body: &Value,
+        body: &impl Serialize,
         on_line: impl FnMut(&[u8]),
     ) -> Result<Streamed, String> {
-        let payload = serde_json::to_vec(body).unwrap_or_default();
+        let payload = serde_json::to_vec(body).map_err(|e| format!("request body: {e}"))?;
         match self
             .http()?
             .call_lines(method, path, &JSON, payload, on_line)

@@ -16,10 +16,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::wire;
 use args::{AuditVerb, Json, SandboxVerb, ServiceVerb, SessionVerb, TerminalVerb, Verb};
-use client::Client;
+use client::{Answer, Client};
 
 pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(d) = flag {
@@ -257,13 +260,28 @@ fn serve(config: PathBuf, log_level: Option<String>) -> ExitCode {
     }
 }
 
-fn ok_json(c: &Client, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
-    let a = c.call(method, path, body)?;
-    if (200..300).contains(&a.status) {
-        Ok(a.json())
-    } else {
-        Err(a.error_text())
+/// A 2xx answer read as its wire type `T` (`crate::wire`), and as it came (what
+/// `--json` prints); a refusal is its message.
+fn answer<T: DeserializeOwned>(a: Answer, route: &str) -> Result<(T, Value), String> {
+    if !(200..300).contains(&a.status) {
+        return Err(a.error_text());
     }
+    Ok((a.typed(route)?, a.json()))
+}
+
+/// `method path` without a body, its answer as `T`.
+fn get<T: DeserializeOwned>(c: &Client, method: &str, path: &str) -> Result<(T, Value), String> {
+    answer(c.call(method, path)?, &format!("{method} {path}"))
+}
+
+/// `method path` with `body`, its answer as `T`.
+fn send<T: DeserializeOwned>(
+    c: &Client,
+    method: &str,
+    path: &str,
+    body: &impl Serialize,
+) -> Result<(T, Value), String> {
+    answer(c.send(method, path, body)?, &format!("{method} {path}"))
 }
 
 /// `relay sandbox explain`: the sandbox a terminal of `template` gets in `directory`
@@ -290,45 +308,47 @@ fn explain(
     if let Some(b) = backend {
         path.push_str(&format!("&backend={}", enc(b)));
     }
-    let v = ok_json(c, "GET", &path, None)?;
-    let e: crate::sandbox::explain::Explanation =
-        serde_json::from_value(v.clone()).map_err(|e| format!("relay's answer: {e}"))?;
+    let (e, v) = get::<crate::sandbox::explain::Explanation>(c, "GET", &path)?;
     Ok(Out::new(v, crate::sandbox::explain::to_text(&e)))
 }
 
-fn describe(e: &Value) -> String {
+fn describe(e: &wire::Session) -> String {
     let mut s = format!(
         "{}  {}  project={}  template={}  {}",
-        e["id"].as_str().unwrap_or("?"),
-        e["state"].as_str().unwrap_or("?"),
-        e["project_id"].as_str().unwrap_or("?"),
-        e["template_id"].as_str().unwrap_or("?"),
-        e["directory"].as_str().unwrap_or("")
+        e.id,
+        e.state.as_str(),
+        e.project_id,
+        e.template_id,
+        e.directory.display()
     );
-    if let Some(n) = e["name"].as_str() {
+    if let Some(n) = &e.name {
         s.push_str(&format!("  name={n}"));
     }
-    if let Some(code) = e["exit_status"].as_i64() {
+    if let Some(code) = e.exit_status {
         s.push_str(&format!("  exit={code}"));
     }
-    if let Some(r) = e["exit_reason"].as_str() {
+    if let Some(r) = &e.exit_reason {
         s.push_str(&format!("  ended={r}"));
     }
-    if let Some(fp) = e["token_fingerprint"].as_str() {
+    if let Some(fp) = &e.token_fingerprint {
         s.push_str(&format!("  token={fp}"));
     }
-    if e["stale"] == true {
+    if e.stale {
         s.push_str("  stale");
     }
     s
 }
 
-fn list_text(items: &Value) -> String {
-    let v = items.as_array().cloned().unwrap_or_default();
-    if v.is_empty() {
+fn list_text(items: &[wire::Session]) -> String {
+    if items.is_empty() {
         return "(none)".into();
     }
-    v.iter().map(describe).collect::<Vec<_>>().join("\n")
+    items.iter().map(describe).collect::<Vec<_>>().join("\n")
+}
+
+/// An answer that is one session, printed as `<verb> <session>`.
+fn one(verb: &str, r: Result<(wire::Session, Value), String>) -> Result<Out, String> {
+    r.map(|(e, json)| Out::new(json, format!("{verb} {}", describe(&e))))
 }
 
 fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
@@ -348,25 +368,27 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
                     .ok()
                     .map(|d| d.to_string_lossy().into_owned())
             });
-            let body = json!({"project": project, "template": template, "name": name, "directory": directory, "cols": cols, "rows": rows, "extra_args": extra_arg});
+            let body = wire::TerminalStart {
+                project: Some(project),
+                template: Some(template),
+                name,
+                directory,
+                cols,
+                rows,
+                extra_args: extra_arg,
+                ..Default::default()
+            };
             (
                 json,
-                ok_json(c, "POST", "/api/terminals", Some(&body)).map(|v| Out {
-                    text: format!("started {}", describe(&v)),
-                    json: v,
-                    raw: None,
-                }),
+                one("started", send(c, "POST", "/api/terminals", &body)),
             )
         }
         TerminalVerb::List {
             json: Json { json },
         } => (
             json,
-            ok_json(c, "GET", "/api/terminals", None).map(|v| Out {
-                text: list_text(&v["terminals"]),
-                json: v,
-                raw: None,
-            }),
+            get(c, "GET", "/api/terminals")
+                .map(|(t, v): (wire::Terminals, _)| Out::new(v, list_text(&t.terminals))),
         ),
         TerminalVerb::Log {
             id,
@@ -376,7 +398,7 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             // The log is what the session wrote: as text its controls are made visible
             // here; `--raw` hands the bytes over untouched; JSON escapes them.
             let r = c
-                .call("GET", &format!("/api/terminals/{id}/log"), None)
+                .call("GET", &format!("/api/terminals/{id}/log"))
                 .and_then(|a| {
                     if a.status == 200 {
                         let text = String::from_utf8_lossy(&a.body).into_owned();
@@ -396,11 +418,7 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             json: Json { json },
         } => (
             json,
-            ok_json(c, "DELETE", &format!("/api/terminals/{id}"), None).map(|v| Out {
-                text: format!("stopped {}", describe(&v)),
-                json: v,
-                raw: None,
-            }),
+            one("stopped", get(c, "DELETE", &format!("/api/terminals/{id}"))),
         ),
         TerminalVerb::Purge {
             id,
@@ -429,20 +447,17 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
                     .ok()
                     .map(|d| d.to_string_lossy().into_owned())
             });
-            let mut body = json!({"project": project, "directory": directory, "name": name});
-            if let Some(m) = model {
-                body["model"] = m.into();
-            }
-            if let Some(p) = permission_mode {
-                body["permission_mode"] = p.into();
-            }
+            let body = wire::SessionStart {
+                project: Some(project),
+                directory,
+                name,
+                model,
+                permission_mode,
+                ..Default::default()
+            };
             (
                 json,
-                ok_json(c, "POST", "/api/sessions", Some(&body)).map(|v| Out {
-                    text: format!("started {}", describe(&v)),
-                    json: v,
-                    raw: None,
-                }),
+                one("started", send(c, "POST", "/api/sessions", &body)),
             )
         }
         // `run` hands messages to `turn::run` before this point.
@@ -454,22 +469,15 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             json: Json { json },
         } => (
             json,
-            ok_json(c, "GET", "/api/sessions", None).map(|v| Out {
-                text: list_text(&v["sessions"]),
-                json: v,
-                raw: None,
-            }),
+            get(c, "GET", "/api/sessions")
+                .map(|(l, v): (wire::Sessions, _)| Out::new(v, list_text(&l.sessions))),
         ),
         SessionVerb::Stop {
             id,
             json: Json { json },
         } => (
             json,
-            ok_json(c, "DELETE", &format!("/api/sessions/{id}"), None).map(|v| Out {
-                text: format!("stopped {}", describe(&v)),
-                json: v,
-                raw: None,
-            }),
+            one("stopped", get(c, "DELETE", &format!("/api/sessions/{id}"))),
         ),
         SessionVerb::Purge {
             id,
@@ -480,32 +488,27 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             json: Json { json },
         } => (
             json,
-            ok_json(c, "POST", &format!("/api/sessions/{id}/resume"), None).map(|v| Out {
-                text: format!("resumed {}", describe(&v)),
-                json: v,
-                raw: None,
-            }),
+            one(
+                "resumed",
+                get(c, "POST", &format!("/api/sessions/{id}/resume")),
+            ),
         ),
     }
 }
 
 fn purge(c: &Client, what: &str, id: &str) -> Result<Out, String> {
-    ok_json(c, "POST", &format!("/api/{what}/{id}/purge"), None).map(|v| Out {
-        text: format!("purged {}", describe(&v["entry"])),
-        json: v,
-        raw: None,
-    })
+    get(c, "POST", &format!("/api/{what}/{id}/purge"))
+        .map(|(p, v): (wire::Purged, _)| Out::new(v, format!("purged {}", describe(&p.entry))))
 }
 
 /// `relay audit scan`: the report on stdout either way; exit 1 when the token was found
 /// (as `relay doctor` does with a failed check).
 fn audit_scan(c: &Client, json_out: bool) -> ExitCode {
-    let v = match ok_json(c, "POST", "/api/audit/scan", None) {
-        Ok(v) => v,
+    let (r, v): (wire::ScanReport, _) = match get(c, "POST", "/api/audit/scan") {
+        Ok(a) => a,
         Err(e) => return fail(e),
     };
-    let findings = v["findings"].as_array().cloned().unwrap_or_default();
-    let code = if findings.is_empty() {
+    let code = if r.findings.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -514,71 +517,61 @@ fn audit_scan(c: &Client, json_out: bool) -> ExitCode {
         return emit(&json_bytes(&v), code);
     }
     let mut text = String::new();
-    for f in &findings {
-        let place = match f["offset"].as_u64() {
-            Some(o) => format!("{}:{o}", f["file"].as_str().unwrap_or("?")),
-            None => format!("{} (its name)", f["file"].as_str().unwrap_or("?")),
+    for f in &r.findings {
+        let place = match f.offset {
+            Some(o) => format!("{}:{o}", f.file),
+            None => format!("{} (its name)", f.file),
         };
-        text.push_str(&format!(
-            "found  {place}  {}\n",
-            f["encoding"].as_str().unwrap_or("?")
-        ));
+        text.push_str(&format!("found  {place}  {}\n", f.encoding));
     }
-    for f in v["skipped"].as_array().cloned().unwrap_or_default() {
-        text.push_str(&format!(
-            "skipped  {}  {}\n",
-            f["file"].as_str().unwrap_or("?"),
-            f["why"].as_str().unwrap_or("?")
-        ));
+    for f in &r.skipped {
+        text.push_str(&format!("skipped  {}  {}\n", f.file, f.why));
     }
     text.push_str(&format!(
         "scanned {} files ({} bytes) for the token {}: {}",
-        v["files"],
-        v["bytes"],
-        v["token_fingerprint"].as_str().unwrap_or("?"),
-        if findings.is_empty() {
+        r.files,
+        r.bytes,
+        r.token_fingerprint,
+        if r.findings.is_empty() {
             "not found".to_string()
         } else {
-            format!("found in {} places", findings.len())
+            format!("found in {} places", r.findings.len())
         }
     ));
     emit(&text_line(&text), code)
 }
 
 fn audit(c: &Client) -> Result<Out, String> {
-    let v = ok_json(c, "GET", "/api/audit", None)?;
-    let text = v["rows"]
-        .as_array()
-        .map(|rows| {
-            rows.iter()
-                .map(|r| {
-                    let mut line = format!(
-                        "{}  {}  {}",
-                        r["action"].as_str().unwrap_or("?"),
-                        r["outcome"].as_str().unwrap_or("?"),
-                        r["session_id"].as_str().unwrap_or("-")
-                    );
-                    if let Some(code) = r["code"].as_str() {
-                        line.push_str(&format!("  {code}"));
-                    }
-                    if let Some(e) = r["error"].as_str() {
-                        line.push_str(&format!("  {e}"));
-                    }
-                    line
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
+    let (a, v): (wire::AuditRows, _) = get(c, "GET", "/api/audit")?;
+    let text = a
+        .rows
+        .iter()
+        .map(|r| {
+            let mut line = format!(
+                "{}  {}  {}",
+                r.action,
+                r.outcome.as_str(),
+                r.session_id.as_deref().unwrap_or("-")
+            );
+            if let Some(code) = r.code {
+                line.push_str(&format!("  {code}"));
+            }
+            if let Some(e) = &r.error {
+                line.push_str(&format!("  {e}"));
+            }
+            line
         })
-        .unwrap_or_default();
+        .collect::<Vec<_>>()
+        .join("\n");
     Ok(Out::new(v, text))
 }
 
 fn doctor(c: &Client, json_out: bool) -> ExitCode {
-    let v = match ok_json(c, "POST", "/api/doctor", None) {
-        Ok(v) => v,
+    let (d, v): (wire::Doctor, _) = match get(c, "POST", "/api/doctor") {
+        Ok(a) => a,
         Err(e) => return fail(e),
     };
-    let code = if v["ok"] == true {
+    let code = if d.ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -587,15 +580,15 @@ fn doctor(c: &Client, json_out: bool) -> ExitCode {
         return emit(&json_bytes(&v), code);
     }
     let mut text = String::new();
-    for ch in v["checks"].as_array().cloned().unwrap_or_default() {
+    for ch in &d.checks {
         text.push_str(&format!(
             "{:<5} {:<16} {}\n",
-            ch["status"].as_str().unwrap_or("?"),
-            ch["name"].as_str().unwrap_or("?"),
-            ch["detail"].as_str().unwrap_or("")
+            ch.status.as_str(),
+            ch.name,
+            ch.detail
         ));
-        if matches!(ch["status"].as_str(), Some("fail") | Some("warn")) {
-            if let Some(fix) = ch["fix"].as_str() {
+        if matches!(ch.status, wire::CheckStatus::Fail | wire::CheckStatus::Warn) {
+            if let Some(fix) = &ch.fix {
                 text.push_str(&format!("{:<22} fix: {fix}\n", ""));
             }
         }
@@ -607,11 +600,8 @@ fn doctor(c: &Client, json_out: bool) -> ExitCode {
 }
 
 fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
-    let v = ok_json(c, "POST", "/api/login-code", None)?;
-    let url = v["url"]
-        .as_str()
-        .ok_or("relay answered without a link")?
-        .to_string();
+    let (link, v): (wire::LoginLink, _) = get(c, "POST", "/api/login-code")?;
+    let url = link.url;
     if open {
         let opener = if cfg!(target_os = "macos") {
             "open"
@@ -634,20 +624,20 @@ fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
 }
 
 fn status(c: &Client) -> Result<Out, String> {
-    let v = ok_json(c, "GET", "/api/status", None)?;
-    let token = match v["paths"]["claude_token_file"].as_str() {
+    let (st, v): (wire::Status, _) = get(c, "GET", "/api/status")?;
+    let token = match &st.paths.claude_token_file {
         Some(p) => format!("Claude token file: {p}"),
         None => "Claude token file: not set".to_string(),
     };
     let text = format!(
         "relay {} running (pid {})\nconfig: {}\n{}\nsessions running: {}{}",
-        v["version"].as_str().unwrap_or("?"),
-        v["pid"],
-        v["paths"]["config"].as_str().unwrap_or("?"),
+        st.version,
+        st.pid,
+        st.paths.config.display(),
         token,
-        v["sessions_running"],
-        v["settings"]["note"]
-            .as_str()
+        st.sessions_running,
+        st.settings
+            .note
             .map(|n| format!("\nsettings: {n}"))
             .unwrap_or_default()
     );

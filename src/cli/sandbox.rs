@@ -48,7 +48,7 @@ fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
 
 /// Purges an ended terminal; a failure is said on stderr (the run itself went well).
 fn forget(client: &Client, id: &str) {
-    match client.call("POST", &format!("/api/terminals/{id}/purge"), None) {
+    match client.call("POST", &format!("/api/terminals/{id}/purge")) {
         Ok(a) if a.status == 200 => {}
         Ok(a) => eprintln!("relay: terminal {id} kept: {}", a.error_text()),
         Err(e) => eprintln!("relay: terminal {id} kept: {e}"),
@@ -66,24 +66,26 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         Err(e) => return fail(format!("current directory: {e}")),
     };
     let size = attach::terminal_size();
-    let body = json!({
-        "template": o.template,
-        "directory": cwd,
-        "project_from_directory": true,
-        "extra_args": o.args,
-        "cols": size.map(|s| s.0),
-        "rows": size.map(|s| s.1),
+    let body = crate::wire::TerminalStart {
+        template: Some(o.template.to_string()),
+        directory: Some(cwd.to_string_lossy().into_owned()),
+        project_from_directory: true,
+        extra_args: o.args.to_vec(),
+        cols: size.map(|s| s.0),
+        rows: size.map(|s| s.1),
         // Nothing is read before this attach, and the attach is lossless: the whole run
         // reaches this terminal (docs/routes.md#attaching-to-a-terminal).
-        "hold_output": true,
-    });
-    let started = match client.call("POST", "/api/terminals", Some(&body)) {
-        Ok(a) if a.status == 201 => a.json(),
+        hold_output: true,
+        ..Default::default()
+    };
+    let started = match client.send("POST", "/api/terminals", &body) {
+        Ok(a) if a.status == 201 => a.typed::<crate::wire::Session>("POST /api/terminals"),
         Ok(a) => return fail(a.error_text()),
         Err(e) => return fail(e),
     };
-    let Some(id) = started["id"].as_str().map(str::to_string) else {
-        return fail("relay answered without a terminal id");
+    let id = match started {
+        Ok(s) => s.id,
+        Err(e) => return fail(e),
     };
     let end = Attach {
         client: &client,
@@ -112,7 +114,7 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         }
         Ok(End::Signal(sig)) => {
             // The terminal is gone (or we were told to stop): end the session.
-            let _ = client.call("DELETE", &format!("/api/terminals/{id}"), None);
+            let _ = client.call("DELETE", &format!("/api/terminals/{id}"));
             ExitCode::from((128 + sig).clamp(0, 255) as u8)
         }
     }

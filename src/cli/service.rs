@@ -168,10 +168,11 @@ fn systemd_reachable() -> Result<(), String> {
 
 /// The daemon's pid when one answers on this config dir's socket.
 fn running_pid(config: &Path) -> Option<u64> {
-    let a = Client::new(config).call("GET", "/api/status", None).ok()?;
+    let a = Client::new(config).call("GET", "/api/status").ok()?;
     (a.status == 200)
-        .then(|| a.json()["pid"].as_u64())
+        .then(|| a.typed::<crate::wire::Status>("GET /api/status").ok())
         .flatten()
+        .map(|s| u64::from(s.pid))
 }
 
 /// Writes `bytes` to `path` through a temp file and a rename, mode 0644 (a unit file

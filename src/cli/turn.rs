@@ -5,11 +5,14 @@
 
 use std::process::ExitCode;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::client::{Client, Streamed};
 use super::{emit, fail, json_bytes, termout, text_line};
 use crate::daemon::error::Code;
+use crate::protocol::TurnEvent;
+use crate::wire::{Message, TurnAnswer};
+use serde::Deserialize;
 
 /// A tool call's input and a tool result's text are cut to this many characters on
 /// their line.
@@ -48,44 +51,46 @@ pub struct Renderer {
 }
 
 impl Renderer {
-    /// What one event prints (control bytes made visible).
+    /// What one event line prints (control bytes made visible); a line that is not a
+    /// [`TurnEvent`] prints nothing.
+    #[cfg(test)]
     pub fn event(&mut self, v: &Value) -> String {
+        match TurnEvent::deserialize(v) {
+            Ok(ev) => self.render(&ev),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// What one event prints (control bytes made visible).
+    pub fn render(&mut self, ev: &TurnEvent) -> String {
         let line = |r: &mut Renderer, text: String| {
             let lead = if r.mid_line { "\n" } else { "" };
             r.mid_line = false;
             format!("{lead}{}\n", termout::visible(text.as_bytes()))
         };
-        match v["type"].as_str() {
-            Some("text") => {
-                let t = termout::visible(v["text"].as_str().unwrap_or_default().as_bytes());
+        match ev {
+            TurnEvent::Text { text } => {
+                let t = termout::visible(text.as_bytes());
                 if !t.is_empty() {
                     self.mid_line = !t.ends_with('\n');
                 }
                 t
             }
-            Some("tool_use") => line(
+            TurnEvent::ToolUse { name, input, .. } => line(
                 self,
-                format!(
-                    "[tool] {} {}",
-                    v["name"].as_str().unwrap_or("?"),
-                    shorten(&v["input"].to_string())
-                ),
+                format!("[tool] {name} {}", shorten(&input.to_string())),
             ),
-            Some("tool_result") => {
-                let label = if v["is_error"] == true {
+            TurnEvent::ToolResult { is_error, text, .. } => {
+                let label = if *is_error {
                     "[tool error]"
                 } else {
                     "[tool result]"
                 };
-                line(
-                    self,
-                    format!(
-                        "{label} {}",
-                        shorten(v["text"].as_str().unwrap_or_default())
-                    ),
-                )
+                line(self, format!("{label} {}", shorten(text)))
             }
-            _ => String::new(),
+            TurnEvent::Init(_) | TurnEvent::Result { .. } | TurnEvent::Error { .. } => {
+                String::new()
+            }
         }
     }
 
@@ -102,45 +107,56 @@ impl Renderer {
 pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> ExitCode {
     let path = format!("/api/sessions/{id}/message");
     if !stream {
-        let a = match c.call("POST", &path, Some(&json!({"text": text}))) {
+        let body = Message {
+            text: text.to_string(),
+            stream: false,
+        };
+        let a = match c.send("POST", &path, &body) {
             Ok(a) => a,
             Err(e) => return fail(e),
         };
         if a.status != 200 {
             return fail(a.error_text());
         }
-        let v = a.json();
-        if v["is_error"] == true {
-            return fail(turn_failed(
-                v["text"].as_str().unwrap_or_default(),
-                v["api_error_status"].as_u64(),
-            ));
+        let t: TurnAnswer = match a.typed(&format!("POST {path}")) {
+            Ok(t) => t,
+            Err(e) => return fail(e),
+        };
+        if t.is_error {
+            return fail(turn_failed(&t.text, t.api_error_status.map(u64::from)));
         }
         let bytes = if json_out {
-            json_bytes(&v)
+            json_bytes(&a.json())
         } else {
-            text_line(v["text"].as_str().unwrap_or_default())
+            text_line(&t.text)
         };
         return emit(&bytes, ExitCode::SUCCESS);
     }
     let mut r = Renderer::default();
-    let mut last: Option<Value> = None;
+    let mut last: Option<TurnEvent> = None;
     let mut out_closed = false;
     let answer = c.call_lines(
         "POST",
         &path,
-        &json!({"text": text, "stream": true}),
+        &Message {
+            text: text.to_string(),
+            stream: true,
+        },
         |line| {
             let Ok(v) = serde_json::from_slice::<Value>(line) else {
                 return;
             };
+            let ev = TurnEvent::deserialize(&v).ok();
             let bytes = if json_out {
                 json_bytes(&v)
             } else {
-                r.event(&v).into_bytes()
+                ev.as_ref()
+                    .map(|e| r.render(e))
+                    .unwrap_or_default()
+                    .into_bytes()
             };
-            if matches!(v["type"].as_str(), Some("result" | "error")) {
-                last = Some(v);
+            if let Some(e @ (TurnEvent::Result { .. } | TurnEvent::Error { .. })) = ev {
+                last = Some(e);
             }
             if !bytes.is_empty() && !out_closed {
                 use std::io::Write;
@@ -158,17 +174,16 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
         Err(e) => fail(e),
         Ok(Streamed::Refused(a)) => fail(a.error_text()),
         Ok(Streamed::Lines) => match last {
-            Some(v) if v["type"] == "result" && v["is_error"] != true => ExitCode::SUCCESS,
-            Some(v) if v["type"] == "result" => fail(turn_failed(
-                v["text"].as_str().unwrap_or_default(),
-                v["api_error_status"].as_u64(),
-            )),
-            Some(v) => fail(format!(
-                "{} ({})",
-                v["message"].as_str().unwrap_or("the turn broke off"),
-                v["code"].as_str().unwrap_or(Code::SessionExited.as_str())
-            )),
-            None => fail(format!(
+            Some(TurnEvent::Result {
+                is_error: false, ..
+            }) => ExitCode::SUCCESS,
+            Some(TurnEvent::Result {
+                text,
+                api_error_status,
+                ..
+            }) => fail(turn_failed(&text, api_error_status.map(u64::from))),
+            Some(TurnEvent::Error { code, message }) => fail(format!("{message} ({code})")),
+            _ => fail(format!(
                 "the turn ended without an answer ({})",
                 Code::SessionExited
             )),
@@ -179,6 +194,7 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_streamed_turn_reads_as_text_with_one_line_per_tool_call_and_result() {
@@ -208,7 +224,9 @@ mod tests {
     fn long_inputs_are_cut_and_failures_name_the_status() {
         let mut r = Renderer::default();
         let long = "x".repeat(500);
-        let line = r.event(&json!({"type": "tool_result", "is_error": false, "text": long}));
+        let line = r.event(
+            &json!({"type": "tool_result", "tool_use_id": "t", "is_error": false, "text": long}),
+        );
         assert_eq!(line.chars().count(), "[tool result] ".len() + SHOWN_MAX + 2);
         assert_eq!(
             turn_failed("API Error: 401\n{\"message\":\"bad\"}", Some(401)),

@@ -9,32 +9,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::Value;
-
 use super::guard;
 use super::launch::{self, LaunchInput};
 use super::settings::{self, Settings};
 use super::Daemon;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-    Skip,
-}
+pub use crate::wire::CheckStatus as Status;
 
-#[derive(Clone, Debug, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub status: Status,
-    pub detail: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
+/// One check as the daemon makes it (`wire::Check`, its name `&'static str`).
+pub type Check = crate::wire::Check<&'static str>;
 
 fn check(
     name: &'static str,
@@ -473,18 +457,20 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             // It holds the token on fd 5: it does not outlive the check.
-            let body = serde_json::to_vec(&serde_json::json!({"session_id": entry.id}))
-                .unwrap_or_default();
+            let body = serde_json::to_vec(&crate::protocol::TerminateRequest {
+                session_id: entry.id.clone(),
+            })
+            .unwrap_or_default();
             let _ = d.host.call("POST", "/terminate", Some(body)).await;
             return Err("the probe did not end within 60 s".into());
         }
-        let evs = d.events.wait_after(after, left).await;
+        let evs = d.events.wait_for(after, left).await;
         if let Some(last) = evs.last() {
-            after = last["seq"].as_u64().unwrap_or(after);
+            after = last.seq;
         }
         if evs
             .iter()
-            .any(|e| e["name"] == "session.exited" && e["session_id"] == entry.id.as_str())
+            .any(|e| e.name == "session.exited" && e.session_id.as_ref() == Some(&entry.id))
         {
             break;
         }
@@ -549,7 +535,7 @@ async fn checks_without_probes(
 /// `GET /api/doctor` (the Settings page): the checks that launch nothing, run now, and
 /// the probes (`canary`, `claude_auth`) as the last `relay doctor` left them — a probe
 /// is a launch, and a read starts nothing (docs/routes.md).
-pub async fn read_only(d: &Arc<Daemon>) -> Value {
+pub async fn read_only(d: &Arc<Daemon>) -> crate::wire::DoctorPage<&'static str> {
     let (mut checks, rest) = checks_without_probes(d).await;
     let last = d
         .doctor_probes
@@ -572,13 +558,17 @@ pub async fn read_only(d: &Arc<Daemon>) -> Value {
         }
     }
     let ok = checks.iter().all(|c| c.status != Status::Fail);
-    serde_json::json!({"ok": ok, "checks": checks, "probes_ran_ms": last.map(|l| l.0)})
+    crate::wire::DoctorPage {
+        ok,
+        checks,
+        probes_ran_ms: last.map(|l| l.0),
+    }
 }
 
-pub async fn run(d: &Arc<Daemon>) -> Value {
+pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     let (mut checks, rest) = checks_without_probes(d).await;
     let Some((settings, token_ok, token_path)) = rest else {
-        return serde_json::json!({"ok": false, "checks": checks});
+        return crate::wire::Doctor { ok: false, checks };
     };
     let first_probe = checks.len();
     let project = probe_project(&settings);
@@ -678,7 +668,7 @@ pub async fn run(d: &Arc<Daemon>) -> Value {
     *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) =
         Some((super::journal::now_ms(), checks[first_probe..].to_vec()));
     let ok = checks.iter().all(|c| c.status != Status::Fail);
-    serde_json::json!({"ok": ok, "checks": checks})
+    crate::wire::Doctor { ok, checks }
 }
 
 /// The test stand-in answers `auth status` too, but it is not Claude Code.

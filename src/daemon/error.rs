@@ -104,14 +104,23 @@ impl std::fmt::Display for Code {
     }
 }
 
-/// The answer to a refused request: `{"error": message, "code": code}`.
-#[derive(Clone, Debug, Serialize)]
+/// A refused request: its status, and its body `{"code": code, "error": message}`,
+/// which serializes as `wire::ErrorBody` (the field names are defined there once).
+#[derive(Clone, Debug)]
 pub struct ApiError {
-    #[serde(skip)]
     status: u16,
     pub code: Code,
-    #[serde(rename = "error")]
     pub message: String,
+}
+
+impl Serialize for ApiError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::wire::ErrorBody {
+            code: self.code,
+            message: self.message.clone(),
+        }
+        .serialize(s)
+    }
 }
 
 impl ApiError {

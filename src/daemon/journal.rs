@@ -13,12 +13,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Notify;
-
-use super::error::{Code, Outcome};
-use crate::protocol::Routing;
 
 /// Request-supplied strings longer than this are cut (on a char boundary) with `…`.
 pub const STRING_CAP: usize = 256;
@@ -111,44 +107,9 @@ impl LineFile {
 /// an error the caller acts on (a launch is refused).
 const AUDIT_RETRIES: [Duration; 2] = [Duration::from_millis(20), Duration::from_millis(100)];
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct AuditRow {
-    pub action: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub project: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub directory: Option<String>,
-    /// `allowed`, `denied` or `error`.
-    pub outcome: Outcome,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<Code>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandboxed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_passed: Option<bool>,
-    /// The fingerprint of the token a launch carried (`crate::token::fingerprint`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_fingerprint: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// A token launch's routing variables (names, and the API's host).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub routing: Option<Routing>,
-    /// `session_end`: how many times the host masked a token in the session's output
-    /// (absent when the host died and could not say).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redactions: Option<u64>,
-}
+/// An audit row as the daemon writes it: the one row type (`wire::AuditRow`), its fixed
+/// words `&'static str`; `ts` is set by [`Audit::record`].
+pub type AuditRow = crate::wire::AuditRow<&'static str>;
 
 pub struct Audit {
     file: LineFile,
@@ -195,34 +156,13 @@ impl Audit {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Event {
-    pub name: &'static str,
-    /// `ok`, `denied` or `error` for launches.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<Code>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// A token launch's routing variables (names, and the API's host).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub routing: Option<Routing>,
-}
+/// An event as the daemon emits it: the one event type (`wire::Event`), its fixed words
+/// `&'static str`; `seq` and `ts` are set by [`Events::emit`].
+pub type Event = crate::wire::Event<&'static str>;
 
 pub struct Events {
     file: LineFile,
-    inner: Mutex<(u64, VecDeque<Value>)>,
+    inner: Mutex<(u64, VecDeque<crate::wire::Event>)>,
     notify: Notify,
 }
 
@@ -255,7 +195,11 @@ impl Events {
                     self.file.path.display()
                 ));
             }
-            inner.1.push_back(v);
+            // The line as written, read back as the readers' type (it always is one).
+            match serde_json::from_value(v) {
+                Ok(kept) => inner.1.push_back(kept),
+                Err(e) => crate::listen::log(format_args!("relay: event {}: {e}", ev.name)),
+            }
             if inner.1.len() > EVENTS_KEPT {
                 inner.1.pop_front();
             }
@@ -272,18 +216,22 @@ impl Events {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).0
     }
 
-    fn after(&self, seq: u64) -> Vec<Value> {
+    fn after(&self, seq: u64) -> Vec<crate::wire::Event> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner
-            .1
+        inner.1.iter().filter(|e| e.seq > seq).cloned().collect()
+    }
+
+    /// [`Events::wait_for`] as JSON values (for callers that look at one field).
+    pub async fn wait_after(&self, seq: u64, wait: Duration) -> Vec<Value> {
+        self.wait_for(seq, wait)
+            .await
             .iter()
-            .filter(|v| v["seq"].as_u64().unwrap_or(0) > seq)
-            .cloned()
+            .filter_map(|e| serde_json::to_value(e).ok())
             .collect()
     }
 
     /// Events with a sequence number above `seq`, waiting up to `wait` for one.
-    pub async fn wait_after(&self, seq: u64, wait: Duration) -> Vec<Value> {
+    pub async fn wait_for(&self, seq: u64, wait: Duration) -> Vec<crate::wire::Event> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let notified = self.notify.notified();
@@ -303,6 +251,7 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::error::{Code, Outcome};
 
     #[test]
     fn cap_cuts_long_strings_on_a_char_boundary() {

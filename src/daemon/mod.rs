@@ -27,9 +27,10 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::protocol::{ClaudeInit, ExitReason, HostEvent, PtySize, SessionKind};
+use crate::wire;
 use error::Outcome;
 use journal::{Audit, AuditRow, Event, Events};
 
@@ -78,88 +79,99 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryState {
-    Launching,
-    Running,
-    /// A Claude session that was stopped or exited: `resume` starts it again.
-    Dormant,
-    Exited,
-}
+pub use crate::wire::EntryState;
 
-/// One session in the ledger, as the API shows it.
-#[derive(Clone, Debug, Serialize)]
+/// One session in the ledger: what the API shows of it ([`wire::Session`], which is
+/// how it serializes: the field names are defined there once) and what only the daemon
+/// keeps.
+#[derive(Clone, Debug)]
 pub struct Entry {
     pub id: String,
     pub kind: SessionKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub template_id: String,
     pub project_id: String,
     pub directory: PathBuf,
     pub state: EntryState,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub root_pid: Option<u32>,
     /// The target's pid (the sandbox launcher when wrapped); it leads its own group.
-    #[serde(skip)]
     pub target_pid: Option<u32>,
     pub created_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_signal: Option<i32>,
     /// Why it ended (`exited`, `terminated`, `host_died`, `relay_restarted`, …): the
     /// reason its `session.exited` event and `session_end` row carry.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_reason: Option<String>,
     pub sandboxed: bool,
-    #[serde(skip)]
     pub profile: Option<PathBuf>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pty: Option<PtySize>,
     /// Whether this launch carried the token on fd 5 (never the token itself).
     pub token_passed: bool,
     /// Claude launches: the `--model` relay passed (absent: Claude Code's default).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Claude launches: the `--permission-mode` relay passed (absent: Claude Code's own).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
     /// Sessions: what Claude Code said in its last `system`/`init` event (its version,
     /// model, `apiKeySource`, permission mode and session id). Kept across stop and
     /// resume: the session id is what a resume passes to `--resume`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub claude: Option<ClaudeInit>,
     /// The fingerprint of the token it carried (`crate::token::fingerprint`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub token_fingerprint: Option<String>,
     /// It runs on another token than the file holds now (`claude_token_on_change:
     /// keep`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stale: bool,
     /// When it ended, for `retain_ended`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_ms: Option<u64>,
     /// What this launch's sandbox let it reach, for the guards of later launches and the
     /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches.
-    #[serde(skip)]
     pub reach: Reach,
     /// Why relay stopped it, when relay did (`claude_token_changed`,
     /// `claude_token_replaced`, `claude_token_removed`): the exit event and the audit
     /// row carry this instead of the host's reason.
-    #[serde(skip)]
     pub stop_reason: Option<&'static str>,
     /// An exit the host reported while the launch path had not yet recorded the launch
     /// (a tool that ends at once): applied right after the launch's audit row, so the
     /// `session_end` row never precedes the `session_launch` row and the entry never
     /// goes back to `running`.
-    #[serde(skip)]
     pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason, u64)>,
     /// Its sandbox in words, from the spec its profile was rendered from
     /// (`GET /api/{sessions,terminals}/{id}/sandbox`); none for an unsandboxed launch.
-    #[serde(skip)]
     pub explained: Option<std::sync::Arc<crate::sandbox::explain::Explanation>>,
+}
+
+impl Entry {
+    /// What the API shows of this entry (docs/routes.md#entry).
+    pub fn view(&self) -> wire::Session {
+        wire::Session {
+            id: self.id.clone(),
+            kind: self.kind,
+            name: self.name.clone(),
+            template_id: self.template_id.clone(),
+            project_id: self.project_id.clone(),
+            directory: self.directory.clone(),
+            state: self.state,
+            root_pid: self.root_pid,
+            created_ms: self.created_ms,
+            exit_status: self.exit_status,
+            exit_signal: self.exit_signal,
+            exit_reason: self.exit_reason.clone(),
+            sandboxed: self.sandboxed,
+            pty: self.pty,
+            token_passed: self.token_passed,
+            model: self.model.clone(),
+            permission_mode: self.permission_mode.clone(),
+            claude: self.claude.clone(),
+            token_fingerprint: self.token_fingerprint.clone(),
+            stale: self.stale,
+            ended_ms: self.ended_ms,
+        }
+    }
+}
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.view().serialize(s)
+    }
 }
 
 /// The canonical folders one sandboxed launch could read and write, what it had pinned
@@ -393,7 +405,10 @@ impl Daemon {
                 _ => return,
             }
         }
-        let body = serde_json::to_vec(&serde_json::json!({ "session_id": id })).unwrap_or_default();
+        let body = serde_json::to_vec(&crate::protocol::TerminateRequest {
+            session_id: id.to_string(),
+        })
+        .unwrap_or_default();
         let _ = self.host.call("POST", "/terminate", Some(body)).await;
     }
 
@@ -913,13 +928,14 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     if let Some(l) = tcp {
         tokio::spawn(api::serve_tcp(daemon.clone(), l, cap));
     }
-    let ready = serde_json::json!({
-        "pid": std::process::id(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "config_dir": daemon.paths.config,
-        "socket": daemon.paths.socket(),
-        "api": addr.map(|a| a.to_string()),
-    });
+    let ready = wire::Ready {
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        config_dir: daemon.paths.config.clone(),
+        socket: daemon.paths.socket(),
+        api: addr.map(|a| a.to_string()),
+    };
+    let ready = serde_json::to_string(&ready).map_err(|e| format!("ready.json: {e}"))?;
     write_atomic_0600(&daemon.paths.ready(), format!("{ready}\n").as_bytes())
         .map_err(|e| format!("ready.json: {e}"))?;
     println!("{}", daemon.paths.ready().display());

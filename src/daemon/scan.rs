@@ -9,32 +9,19 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+/// One place the token was found (`wire::Finding`, its words `&'static str`).
+pub type Finding = crate::wire::Finding<&'static str>;
 
-/// One place the token was found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// The path, with any copy of the token in it masked.
-    pub file: String,
-    /// Byte offset in the file; absent when the token is in the name itself.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    pub encoding: &'static str,
-}
+/// A file the scan could not read (`wire::Skipped`, its words `&'static str`).
+pub type Skipped = crate::wire::Skipped<&'static str>;
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, serde::Serialize)]
 pub struct Report {
     pub files: u64,
     pub bytes: u64,
     pub findings: Vec<Finding>,
     /// Files that could not be read, with why (names masked as findings are).
     pub skipped: Vec<Skipped>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Skipped {
-    pub file: String,
-    pub why: &'static str,
 }
 
 /// Needles shorter than this are not searched for (a one-byte token would match

@@ -10,26 +10,17 @@ use std::sync::Arc;
 use http_body_util::BodyExt;
 use hyper::body::{Bytes, Incoming};
 use hyper::Request;
-use serde::Deserialize;
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::api::{body, host_error, refuse, Resp};
 use super::error::Code;
 use super::{Daemon, EntryState};
 use crate::protocol::{HostCode, SessionKind, TurnEvent};
+use crate::wire::Message;
 
 /// A host event line longer than this ends the turn (the host's own lines stay below:
 /// it cuts tool results and reads Claude Code's lines up to 8 MiB).
 const LINE_MAX: usize = 9 * 1024 * 1024;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Message {
-    text: String,
-    #[serde(default)]
-    stream: bool,
-}
 
 fn broken(message: &str) -> TurnEvent {
     TurnEvent::Error {
@@ -59,8 +50,11 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         }
         _ => return refuse(Code::NotFound, format!("no session {id}")),
     }
-    let host_body =
-        serde_json::to_vec(&json!({"text": m.text, "stream": true})).unwrap_or_default();
+    let host_body = serde_json::to_vec(&crate::protocol::MessageRequest {
+        text: m.text,
+        stream: true,
+    })
+    .unwrap_or_default();
     let answer = match d
         .host
         .call_streaming("POST", &format!("/sessions/{id}/message"), host_body)
@@ -98,11 +92,13 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
             is_error,
             api_error_status,
         }) => {
-            let mut v = json!({"id": id, "text": text, "is_error": is_error});
-            if let Some(s) = api_error_status {
-                v["api_error_status"] = s.into();
-            }
-            crate::http::json(200, &v)
+            let answer = crate::wire::TurnAnswer {
+                id: id.to_string(),
+                text,
+                is_error,
+                api_error_status,
+            };
+            crate::http::json(200, &answer)
         }
         Ok(TurnEvent::Error { message, .. }) => refuse(Code::SessionExited, message),
         _ => refuse(Code::SessionExited, "the turn ended without an answer"),

@@ -283,7 +283,11 @@ async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
     match super::purge::purge(d, id, kind, "purged").await {
         Ok(e) => http::json(
             200,
-            &serde_json::json!({"id": e.id, "purged": true, "entry": e}),
+            &crate::wire::Purged {
+                id: e.id.clone(),
+                purged: true,
+                entry: e.view(),
+            },
         ),
         Err(e) => err(&e),
     }
@@ -307,7 +311,10 @@ async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
     };
     if e.state == EntryState::Running {
         let seq = d.events.last_seq();
-        let body = serde_json::to_vec(&serde_json::json!({"session_id": id})).unwrap_or_default();
+        let body = serde_json::to_vec(&crate::protocol::TerminateRequest {
+            session_id: id.to_string(),
+        })
+        .unwrap_or_default();
         match host_passthrough(d, "POST", "/terminate", Some(body)).await {
             Ok((200, _)) | Ok((404, _)) => {}
             Ok((status, bytes)) => return host_error(status, &bytes),
@@ -322,8 +329,8 @@ async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
             if left.is_zero() {
                 break;
             }
-            if let Some(last) = d.events.wait_after(after, left).await.last() {
-                after = last["seq"].as_u64().unwrap_or(after);
+            if let Some(last) = d.events.wait_for(after, left).await.last() {
+                after = last.seq;
             }
         }
     }

@@ -50,7 +50,10 @@ pub(super) fn login_code(d: &Daemon) -> Resp {
     };
     http::json(
         201,
-        &serde_json::json!({"url": format!("http://{addr}/login?code={code}"), "expires_in_s": 60}),
+        &crate::wire::LoginLink {
+            url: format!("http://{addr}/login?code={code}"),
+            expires_in_s: 60,
+        },
     )
 }
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::Request;
-use serde::Deserialize;
 
 use super::{err, launch_body, launch_detached, Peer, Resp};
 use crate::daemon::error::{ApiError, Code};
@@ -13,19 +12,7 @@ use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::SessionKind;
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct SessionStart {
-    project: Option<String>,
-    directory: Option<String>,
-    name: Option<String>,
-    template: Option<String>,
-    /// Claude Code's `--model` for this session, over the template's.
-    model: Option<String>,
-    /// Claude Code's `--permission-mode` for this session, over the template's.
-    permission_mode: Option<String>,
-}
+use crate::wire::{self, SessionStart};
 
 /// `POST /api/sessions`.
 pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
@@ -51,7 +38,13 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
 pub(super) fn list(d: &Daemon) -> Resp {
     http::json(
         200,
-        &serde_json::json!({"sessions": d.entries(SessionKind::Claude)}),
+        &wire::Sessions {
+            sessions: d
+                .entries(SessionKind::Claude)
+                .iter()
+                .map(|e| e.view())
+                .collect(),
+        },
     )
 }
 

@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::Request;
-use serde_json::{json, Value};
 
 use super::{err, refuse, Resp};
 use crate::daemon::error::Code;
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::SessionKind;
+use crate::wire;
 
 /// `GET /api/status`.
-pub fn status_body(d: &Daemon) -> Value {
+pub fn status_body(d: &Daemon) -> wire::Status {
     let settings = d.load_settings();
     let token_file = settings
         .as_ref()
@@ -32,29 +32,33 @@ pub fn status_body(d: &Daemon) -> Value {
         .chain(d.entries(SessionKind::Pty).iter())
         .filter(|e| e.state == EntryState::Running)
         .count();
-    json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "pid": std::process::id(),
-        "paths": {
-            "config": d.paths.config,
-            "settings": d.paths.settings(),
-            "socket": d.paths.socket(),
-            "audit": d.paths.audit(),
-            "events": d.paths.events(),
+    wire::Status {
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+        paths: wire::StatusPaths {
+            config: d.paths.config.clone(),
+            settings: d.paths.settings(),
+            socket: d.paths.socket(),
+            audit: d.paths.audit(),
+            events: d.paths.events(),
             // The stored value: a path, never the content.
-            "claude_token_file": if token_file.is_empty() { Value::Null } else { Value::String(token_file) },
+            claude_token_file: (!token_file.is_empty()).then_some(token_file),
         },
-        "api": d.api_addr().map(|a| a.to_string()),
-        "host": d.host.live().map(|l| json!({"pid": l.pid})),
-        "settings": {"ok": settings.is_ok(), "note": note},
-        "sessions_running": running,
-    })
+        api: d.api_addr().map(|a| a.to_string()),
+        host: d.host.live().map(|l| wire::HostInfo { pid: l.pid }),
+        settings: wire::SettingsState {
+            ok: settings.is_ok(),
+            note,
+        },
+        sessions_running: running as u64,
+    }
 }
 
-/// `GET /api/audit`: the last 1000 rows, oldest first.
+/// `GET /api/audit`: the last 1000 rows, oldest first (a line that is not a row is
+/// left out).
 pub(super) fn audit(d: &Daemon) -> Resp {
     let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
-    let rows: Vec<Value> = text
+    let rows: Vec<wire::AuditRow> = text
         .lines()
         .rev()
         .take(1000)
@@ -63,7 +67,7 @@ pub(super) fn audit(d: &Daemon) -> Resp {
         .into_iter()
         .rev()
         .collect();
-    http::json(200, &json!({"rows": rows}))
+    http::json(200, &wire::AuditRows { rows })
 }
 
 /// `POST /api/audit/scan` (`src/daemon/scan.rs`).
@@ -72,14 +76,14 @@ pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
     match tokio::task::spawn_blocking(move || crate::daemon::scan::run(&d2)).await {
         Ok(Ok((report, fingerprint))) => http::json(
             200,
-            &json!({
-                "ok": report.findings.is_empty(),
-                "token_fingerprint": fingerprint,
-                "files": report.files,
-                "bytes": report.bytes,
-                "findings": report.findings,
-                "skipped": report.skipped,
-            }),
+            &wire::ScanReport {
+                ok: report.findings.is_empty(),
+                token_fingerprint: fingerprint,
+                files: report.files,
+                bytes: report.bytes,
+                findings: report.findings,
+                skipped: report.skipped,
+            },
         ),
         Ok(Err(e)) => err(&e),
         Err(e) => refuse(Code::Internal, format!("scan: {e}")),
@@ -105,9 +109,6 @@ pub(super) async fn events(d: &Daemon, req: &Request<Incoming>) -> Resp {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0u64)
         .min(60_000);
-    let events = d
-        .events
-        .wait_after(after, Duration::from_millis(wait))
-        .await;
-    http::json(200, &json!({"events": events}))
+    let events = d.events.wait_for(after, Duration::from_millis(wait)).await;
+    http::json(200, &wire::Events { events })
 }

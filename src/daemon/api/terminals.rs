@@ -6,7 +6,6 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
 
 use super::{err, host_error, host_passthrough, launch_body, launch_detached, refuse, Peer, Resp};
 use crate::daemon::error::{ApiError, Code};
@@ -14,25 +13,7 @@ use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::{PtySize, SessionKind};
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct TerminalStart {
-    project: Option<String>,
-    template: Option<String>,
-    directory: Option<String>,
-    name: Option<String>,
-    cols: Option<u16>,
-    rows: Option<u16>,
-    #[serde(default)]
-    extra_args: Vec<String>,
-    /// Take the project holding `directory` when `project` is absent.
-    #[serde(default)]
-    project_from_directory: bool,
-    /// Hold the output until the first attach (docs/routes.md#attaching-to-a-terminal).
-    #[serde(default)]
-    hold_output: bool,
-}
+use crate::wire::{self, TerminalStart};
 
 /// A request refused before the launch path, audited as a launch refusal.
 fn refused(d: &Arc<Daemon>, e: ApiError) -> Resp {
@@ -89,7 +70,13 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
 pub(super) fn list(d: &Daemon) -> Resp {
     http::json(
         200,
-        &serde_json::json!({"terminals": d.entries(SessionKind::Pty)}),
+        &wire::Terminals {
+            terminals: d
+                .entries(SessionKind::Pty)
+                .iter()
+                .map(|e| e.view())
+                .collect(),
+        },
     )
 }
 
