@@ -12,6 +12,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use relay::wire;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use crate::{bin, http, seatbelt, wait, WAIT};
@@ -48,7 +50,9 @@ pub struct Relay {
     /// `relay serve --log-level` (set before `launch_daemon`).
     pub log_level: Option<String>,
     child: Option<Child>,
-    pub ready: Value,
+    /// `ready.json` as the daemon wrote it (`relay::wire::Ready`); a placeholder
+    /// (pid 0) until `launch_daemon`.
+    pub ready: wire::Ready,
     /// `relay audit scan` at drop (on by default; off for a test that plants the token).
     pub scan_on_drop: bool,
     /// The settings last written, for the Seatbelt policy file.
@@ -93,13 +97,22 @@ fn busy_retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T
     f()
 }
 
-/// One check of a `relay doctor --json` report, by name; a missing check fails the test.
+/// One check of a `relay doctor --json` report (a `wire::Doctor`), by name; a missing
+/// check, or a report that is not one, fails the test.
 pub fn doctor_check(report: &Value, name: &str) -> Value {
-    report["checks"]
-        .as_array()
-        .and_then(|checks| checks.iter().find(|c| c["name"] == name))
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} check: {report}"))
+    let typed: wire::Doctor = typed(report, "relay doctor --json");
+    let check = typed
+        .checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name} check: {report}"));
+    serde_json::to_value(check).unwrap()
+}
+
+/// `v` read as its wire type (`relay::wire`); one that is not fails the test, naming
+/// `what` and the field.
+pub fn typed<T: DeserializeOwned>(v: &Value, what: &str) -> T {
+    T::deserialize(v).unwrap_or_else(|e| panic!("{what}: {e}: {v}"))
 }
 
 pub struct Cli {
@@ -176,7 +189,13 @@ impl Relay {
             path: None,
             log_level: None,
             child: None,
-            ready: Value::Null,
+            ready: wire::Ready {
+                pid: 0,
+                version: String::new(),
+                config_dir: PathBuf::new(),
+                socket: PathBuf::new(),
+                api: None,
+            },
             scan_on_drop: true,
             settings: Mutex::new(Value::Null),
             output: Arc::default(),
@@ -279,7 +298,7 @@ impl Relay {
         };
         assert_eq!(PathBuf::from(&ready_path), self.config.join("ready.json"));
         self.ready = serde_json::from_slice(&std::fs::read(&ready_path).expect("ready.json"))
-            .expect("ready.json parses");
+            .expect("ready.json is a wire::Ready");
         // A new daemon numbers its events from 1 again.
         *self.cursor.lock().unwrap() = 0;
         self.seen.lock().unwrap().clear();
@@ -314,8 +333,9 @@ impl Relay {
 
     /// The loopback API port from ready.json, once the daemon is up with `api.listen`.
     pub fn api_port(&self) -> Option<u16> {
-        self.ready["api"]
-            .as_str()
+        self.ready
+            .api
+            .as_deref()
             .and_then(|a| a.rsplit_once(':'))
             .and_then(|(_, p)| p.parse().ok())
     }
@@ -530,9 +550,11 @@ impl Relay {
                 None,
             );
             assert_eq!(status, 200, "events: {v}");
+            let events: wire::Events = typed(&v, "GET /api/events");
             let mut found = None;
-            for ev in v["events"].as_array().cloned().unwrap_or_default() {
-                *self.cursor.lock().unwrap() = ev["seq"].as_u64().unwrap_or(after);
+            for e in events.events {
+                *self.cursor.lock().unwrap() = e.seq;
+                let ev = serde_json::to_value(&e).unwrap();
                 if found.is_none() && pred(&ev) {
                     found = Some(ev);
                 } else {
@@ -554,7 +576,7 @@ impl Relay {
             Some(&json!({ "text": text })),
         );
         assert_eq!(status, 200, "message: {v}");
-        v["text"].as_str().unwrap_or_default().to_string()
+        typed::<wire::TurnAnswer>(&v, "POST /api/sessions/{id}/message").text
     }
 
     pub fn wait_exited(&self, id: &str) -> Value {
@@ -564,7 +586,12 @@ impl Relay {
     /// All events so far, as the API has them.
     pub fn all_events(&self) -> Vec<Value> {
         let (_, v, _) = self.api("GET", "/api/events?after=0", None);
-        v["events"].as_array().cloned().unwrap_or_default()
+        let events: wire::Events = typed(&v, "GET /api/events");
+        events
+            .events
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect()
     }
 
     /// Every fakeagent start line of this instance (each session has its own TMPDIR).
@@ -587,8 +614,29 @@ impl Relay {
             .unwrap_or_else(|| panic!("no start line for {id} in {lines:?}"))
     }
 
+    /// Every line of `audit.jsonl`, each checked to be a `wire::AuditRow`.
     pub fn audit_rows(&self) -> Vec<Value> {
-        crate::read_jsonl(&self.config.join("audit.jsonl"))
+        let rows = crate::read_jsonl(&self.config.join("audit.jsonl"));
+        for row in &rows {
+            let _: wire::AuditRow = typed(row, "audit.jsonl");
+        }
+        rows
+    }
+
+    /// A 2xx answer to `method path` (no body) read as its wire type.
+    pub fn api_typed<T: DeserializeOwned>(&self, method: &str, path: &str) -> T {
+        let (status, v, _) = self.api(method, path, None);
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v}"
+        );
+        typed(&v, &format!("{method} {path}"))
+    }
+
+    /// A `relay … --json` call that must succeed, its line read as its wire type
+    /// (`wire::Terminals` for `terminal list`, `wire::Session` for a start, …).
+    pub fn cli_typed<T: DeserializeOwned>(&self, args: &[&str]) -> T {
+        typed(&self.cli_json(args), &format!("relay {args:?}"))
     }
 
     /// SIGTERM, then wait for the exit.

@@ -696,7 +696,7 @@ fn fd_kinds(pid: u64, root: &Path) -> std::collections::BTreeMap<String, usize> 
 }
 
 fn pids(r: &Relay) -> (u64, u64) {
-    let daemon = r.ready["pid"].as_u64().expect("ready.json pid");
+    let daemon = u64::from(r.ready.pid);
     let host = r
         .all_events()
         .iter()

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use relay::wire::Terminals;
 use relay_e2e::daemon::{base_settings, Relay};
 use relay_e2e::pty::Pty;
 use relay_e2e::{wait, WAIT};
@@ -123,10 +124,9 @@ fn detaching_from_relay_sandbox_leaves_the_session_running_and_prints_how_to_att
     let r = Relay::start(base_settings(None));
     let mut s = Pty::spawn(r.cli_command(&["sandbox", "shell"]), 100, 30);
     run_in(&mut s, "echo in-sandbox$((3+3))", "in-sandbox6");
-    let id = r.cli_json(&["terminal", "list"])["terminals"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = r.cli_typed::<Terminals>(&["terminal", "list"]).terminals[0]
+        .id
+        .clone();
 
     s.write(DETACH);
     assert_eq!(exit_code(&mut s), 0, "screen:\n{}", s.screen());

@@ -2,6 +2,7 @@
 //! CLI's failure contract, `relay sandbox` on a real pty, callers inside a session,
 //! the TCP listener's bearer, the API port denied to sessions, host restart, SIGTERM.
 
+use relay::wire::Terminals;
 use relay_e2e::daemon::{base_settings, Relay};
 use relay_e2e::pty::Pty;
 use relay_e2e::wait;
@@ -87,10 +88,9 @@ fn closing_the_terminal_of_relay_sandbox_ends_the_session() {
     let mut pty = Pty::spawn(r.cli_command(&["sandbox", "shell"]), 80, 24);
     pty.write(b"echo u$((1+1))p\r");
     pty.wait_for("u2p");
-    let id = r.cli_json(&["terminal", "list"])["terminals"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = r.cli_typed::<Terminals>(&["terminal", "list"]).terminals[0]
+        .id
+        .clone();
     // Safety: SIGHUP to our own child, as a closing terminal sends.
     unsafe { libc::kill(pty.child.id() as libc::pid_t, libc::SIGHUP) };
     let ev = r.wait_exited(&id);
@@ -282,9 +282,8 @@ fn a_caller_inside_a_session_cannot_drive_relay() {
     assert_eq!(row["outcome"], "denied");
     // Only the outside terminal exists.
     assert_eq!(
-        r.cli_json(&["terminal", "list"])["terminals"]
-            .as_array()
-            .unwrap()
+        r.cli_typed::<Terminals>(&["terminal", "list"])
+            .terminals
             .len(),
         1
     );
@@ -293,10 +292,7 @@ fn a_caller_inside_a_session_cannot_drive_relay() {
 #[test]
 fn the_tcp_listener_needs_the_bearer_and_its_port_is_denied_to_sessions() {
     let r = Relay::start(base_settings(None));
-    let addr = r.ready["api"]
-        .as_str()
-        .expect("api address in ready.json")
-        .to_string();
+    let addr = r.ready.api.clone().expect("api address in ready.json");
     let token = std::fs::read_to_string(r.config.join("api-token")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(

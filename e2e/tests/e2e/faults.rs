@@ -169,8 +169,8 @@ fn id_of(v: &Value) -> String {
 }
 
 fn host_pid(r: &Relay) -> u32 {
-    let (_, st, _) = r.api("GET", "/api/status", None);
-    st["host"]["pid"].as_u64().expect("a live host") as u32
+    let st: relay::wire::Status = r.api_typed("GET", "/api/status");
+    st.host.expect("a live host").pid
 }
 
 fn profiles(r: &Relay) -> Vec<String> {
@@ -292,7 +292,7 @@ fn a_daemon_killed_with_sigkill_leaves_no_session_running() {
     let r = Relay::start(fault_settings());
     let ids = three_sessions(&r);
     let host = host_pid(&r);
-    kill9(r.ready["pid"].as_u64().unwrap() as u32);
+    kill9(r.ready.pid);
     assert!(
         wait::until(WAIT, || !alive(host)),
         "the host outlived its daemon"
@@ -312,7 +312,7 @@ fn a_daemon_killed_with_sigkill_leaves_no_session_running() {
     let r = Relay::start(fault_settings());
     let ids = three_sessions(&r);
     let host = host_pid(&r);
-    kill9(r.ready["pid"].as_u64().unwrap() as u32);
+    kill9(r.ready.pid);
     kill9(host);
     for id in &ids {
         // The unsandboxed loop's `sleep 1` may finish its second on its own.

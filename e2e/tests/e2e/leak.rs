@@ -72,7 +72,7 @@ fn sandbox(r: &Relay, script: &str) -> (i32, String) {
 #[test]
 fn fifty_relay_sandbox_runs_and_twenty_ended_terminals_leave_no_descriptor_behind() {
     let r = Relay::start(base_settings(None));
-    let daemon = r.ready["pid"].as_u64().expect("ready.json pid");
+    let daemon = u64::from(r.ready.pid);
     // Warm-up: what the first launches open once (the audit and event files, the
     // host's first connection) is not growth.
     for _ in 0..3 {

@@ -125,11 +125,7 @@ fn a_session_cannot_reach_a_denied_port_through_mptcp_or_tcp_fast_open() {
     let mut s = base_settings(None);
     s["session_sandbox"] = json!({"denied_loopback_ports": [denied]});
     let r = Relay::start(s);
-    let api: u16 = r.ready["api"]
-        .as_str()
-        .and_then(|a| a.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .expect("api port in ready.json");
+    let api: u16 = r.api_port().expect("api port in ready.json");
     let targets = json!([
         ["denied-v4", "v4", "127.0.0.1", denied],
         ["denied-v6", "v6", "::1", denied],
@@ -309,7 +305,7 @@ fn a_flood_of_half_sent_api_connections_does_not_take_relay_down() {
     r.nofile_limit = Some(256);
     r.write_settings(&base_settings(None));
     r.launch_daemon();
-    let addr = r.ready["api"].as_str().expect("api address").to_string();
+    let addr = r.ready.api.clone().expect("api address");
     let token = std::fs::read_to_string(r.config.join("api-token")).unwrap();
     let bearer = format!("Authorization: Bearer {}\r\n", token.trim());
 

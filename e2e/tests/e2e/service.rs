@@ -259,7 +259,7 @@ fn service_install_and_uninstall_round_trip_without_a_user_manager() {
         ),
         "{st}"
     );
-    assert_eq!(st["pid"], r.ready["pid"]);
+    assert_eq!(st["pid"], r.ready.pid);
 
     // relay stopped: the CLI says so, and where the installed service logs.
     r.stop();

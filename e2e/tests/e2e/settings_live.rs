@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use relay::wire::Terminals;
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::fake_token;
 use serde_json::{json, Value};
@@ -316,7 +317,7 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
 
     // Read-only: no control on the page, only GETs, only to relay.
     assert_eq!(v["controls"], json!([]), "the page has controls");
-    let base = format!("http://{}/", r.ready["api"].as_str().unwrap());
+    let base = format!("http://{}/", r.ready.api.as_deref().unwrap());
     let requests = v["requests"].as_array().unwrap();
     assert!(requests
         .iter()
@@ -384,17 +385,17 @@ fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says
         r.cli_json(&["terminal", "stop", "--id", id]);
     }
     // The page reads the doctor's checks without launching a probe.
-    let before = r.cli_json(&["terminal", "list"])["terminals"]
-        .as_array()
-        .unwrap()
+    let before = r
+        .cli_typed::<Terminals>(&["terminal", "list"])
+        .terminals
         .len();
     let (st, d, _) = r.api("GET", "/api/doctor", None);
     assert_eq!(st, 200, "{d}");
     assert_eq!(doctor_check(&d, "canary")["status"], "skip", "{d}");
     assert_eq!(d["probes_ran_ms"], Value::Null);
-    let after = r.cli_json(&["terminal", "list"])["terminals"]
-        .as_array()
-        .unwrap()
+    let after = r
+        .cli_typed::<Terminals>(&["terminal", "list"])
+        .terminals
         .len();
     assert_eq!(before, after, "GET /api/doctor launched something");
 }

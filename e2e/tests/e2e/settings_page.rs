@@ -151,7 +151,7 @@ fn settings_page_says_nothing_about_a_token_when_the_setting_is_empty_and_needs_
         .to_lowercase()
         .contains("token file"));
     // Without the cookie or the bearer the page is not served; a used link does not work twice.
-    let addr = r.ready["api"].as_str().unwrap().to_string();
+    let addr = r.ready.api.clone().unwrap();
     let req = |method: &str, path: &str, cookie: Option<&str>| {
         let c = cookie
             .map(|c| format!("Cookie: {c}\r\n"))

@@ -323,7 +323,7 @@ fn a_same_uid_process_cannot_read_the_daemons_or_the_hosts_memory() {
         config_in_home: false,
         path: None,
     });
-    let daemon = r.ready["pid"].as_u64().unwrap() as u32;
+    let daemon = r.ready.pid;
     let host = r.wait_event(|e| e["name"] == "host.started")["pid"]
         .as_u64()
         .unwrap() as u32;
