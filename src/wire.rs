@@ -499,6 +499,25 @@ mod tests {
         );
     }
 
+    /// The error body's bytes, as every refusal has written them
+    /// (docs/routes.md#refusals).
+    #[test]
+    fn the_error_body_keeps_its_bytes() {
+        let e = ErrorBody {
+            code: Code::UnknownProject,
+            message: "no project \"x\"".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"code":"unknown_project","error":"no project \"x\""}"#
+        );
+        let api = crate::daemon::error::ApiError::new(Code::UnknownProject, "no project \"x\"");
+        assert_eq!(
+            serde_json::to_string(&api).unwrap(),
+            serde_json::to_string(&e).unwrap()
+        );
+    }
+
     #[test]
     fn every_body_round_trips() {
         round_trip(&SessionStart {

@@ -135,3 +135,47 @@ impl Client {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire;
+
+    fn answer(status: u16, body: &str) -> Answer {
+        Answer {
+            status,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// A field the CLI needs and the answer lacks is an error naming the route and the
+    /// field, not a `?` in the output.
+    #[test]
+    fn an_answer_missing_a_field_is_an_error_naming_the_route() {
+        let a = answer(200, r#"{"sessions": [{"id": "s-1", "kind": "claude"}]}"#);
+        let e = a.typed::<wire::Sessions>("GET /api/sessions").unwrap_err();
+        assert!(
+            e.starts_with("relay's answer to GET /api/sessions: "),
+            "{e}"
+        );
+        assert!(e.contains("missing field `template_id`"), "{e}");
+        let ok = answer(200, r#"{"sessions": []}"#);
+        assert_eq!(
+            ok.typed::<wire::Sessions>("GET /api/sessions").unwrap(),
+            wire::Sessions::default()
+        );
+    }
+
+    #[test]
+    fn a_refusal_reads_as_its_message_and_code() {
+        let a = answer(
+            404,
+            r#"{"code": "unknown_project", "error": "no project \"x\""}"#,
+        );
+        assert!(a.is_refusal());
+        assert_eq!(a.error_text(), "no project \"x\" (unknown_project)");
+        let b = answer(502, "<html>");
+        assert!(!b.is_refusal());
+        assert_eq!(b.error_text(), "relay answered 502");
+    }
+}
