@@ -509,7 +509,10 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
-            r#"{"code":"unknown_project","error":"no project \"x\""}"#
+            format!(
+                r#"{{"code":"{}","error":"no project \"x\""}}"#,
+                Code::UnknownProject
+            )
         );
         let api = crate::daemon::error::ApiError::new(Code::UnknownProject, "no project \"x\"");
         assert_eq!(

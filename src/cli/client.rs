@@ -168,12 +168,13 @@ mod tests {
 
     #[test]
     fn a_refusal_reads_as_its_message_and_code() {
+        let code = crate::daemon::error::Code::UnknownProject;
         let a = answer(
             404,
-            r#"{"code": "unknown_project", "error": "no project \"x\""}"#,
+            &format!(r#"{{"code": "{code}", "error": "no project \"x\""}}"#),
         );
         assert!(a.is_refusal());
-        assert_eq!(a.error_text(), "no project \"x\" (unknown_project)");
+        assert_eq!(a.error_text(), format!("no project \"x\" ({code})"));
         let b = answer(502, "<html>");
         assert!(!b.is_refusal());
         assert_eq!(b.error_text(), "relay answered 502");
