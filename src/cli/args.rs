@@ -178,7 +178,8 @@ pub(super) enum TerminalVerb {
         /// A name shown in lists.
         #[arg(long, value_name = "N")]
         name: Option<String>,
-        /// The folder to start in (default: the current directory).
+        /// The folder to start in, inside the project (default: the current folder when
+        /// it is inside the project, else the project's folder).
         #[arg(long, value_name = "D")]
         directory: Option<String>,
         /// The pty's width in columns.
@@ -251,7 +252,8 @@ pub(super) enum SessionVerb {
         /// The project, by id or name (settings.json's `projects`).
         #[arg(long, value_name = "ID-OR-NAME")]
         project: String,
-        /// The folder to start in (default: the current directory).
+        /// The folder to start in, inside the project (default: the current folder when
+        /// it is inside the project, else the project's folder).
         #[arg(long, value_name = "D")]
         directory: Option<String>,
         /// A name shown in lists.

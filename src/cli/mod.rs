@@ -363,16 +363,17 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             extra_arg,
             json: Json { json },
         } => {
-            let directory = directory.or_else(|| {
-                std::env::current_dir()
-                    .ok()
-                    .map(|d| d.to_string_lossy().into_owned())
-            });
+            // Without --directory: here when here is inside the project, else the
+            // project's folder (the daemon decides).
+            let cwd = std::env::current_dir()
+                .ok()
+                .map(|d| d.to_string_lossy().into_owned());
             let body = wire::TerminalStart {
                 project: Some(project),
                 template: Some(template),
                 name,
                 directory,
+                cwd,
                 cols,
                 rows,
                 extra_args: extra_arg,
@@ -442,14 +443,15 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             permission_mode,
             json: Json { json },
         } => {
-            let directory = directory.or_else(|| {
-                std::env::current_dir()
-                    .ok()
-                    .map(|d| d.to_string_lossy().into_owned())
-            });
+            // Without --directory: here when here is inside the project, else the
+            // project's folder (the daemon decides).
+            let cwd = std::env::current_dir()
+                .ok()
+                .map(|d| d.to_string_lossy().into_owned());
             let body = wire::SessionStart {
                 project: Some(project),
                 directory,
+                cwd,
                 name,
                 model,
                 permission_mode,

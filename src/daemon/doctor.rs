@@ -116,9 +116,9 @@ fn helper_version<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     (words.next()? == name).then(|| words.next()).flatten()
 }
 
-/// The launcher that launches use (`launch::sandbox_launcher`, the same backend choice).
+/// The launcher that launches use (`Settings::backend` and `Settings::launcher`).
 async fn launcher_check(s: &Settings, home: &Path) -> Check {
-    let (backend, launcher) = launch::sandbox_launcher(&s.session_sandbox, home);
+    let (backend, launcher) = (s.backend(), s.launcher(home));
     match backend {
         Backend::Seatbelt => seatbelt_launcher_check(&launcher),
         Backend::Bwrap => match quick_output(&launcher, "--version").await {
@@ -155,7 +155,7 @@ fn seatbelt_launcher_check(p: &Path) -> Check {
 }
 
 fn kernel_check(d: &Daemon, s: &Settings) -> Check {
-    let (backend, _) = launch::sandbox_launcher(&s.session_sandbox, &d.home);
+    let backend = s.backend();
     if backend != Backend::Bwrap || !cfg!(target_os = "linux") {
         return check(
             "kernel",
@@ -608,13 +608,11 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
         )),
     }
 
-    let template_cmd = settings
-        .terminal_templates
-        .iter()
-        .find(|t| t.id == CLAUDE_CODE_TEMPLATE)
-        .map(|t| t.command.clone())
-        .unwrap_or_else(|| settings.claude_path.clone());
-    let claude = match launch::which(&template_cmd, &d.home, &guard::claude_path_env(&settings)) {
+    let claude = match launch::which(
+        &settings.claude_program(),
+        &d.home,
+        &guard::claude_path_env(&settings),
+    ) {
         Some(p) if !is_fake(&p).await => Some(p),
         _ => None,
     };
@@ -655,7 +653,10 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
         (None, _, _) => checks.push(check(
             "claude_auth",
             Status::Skip,
-            format!("no Claude Code binary found for {template_cmd:?}"),
+            format!(
+                "no Claude Code binary found for {:?}",
+                settings.claude_program()
+            ),
             Some("install Claude Code or set the claude-code template's command"),
         )),
         _ => checks.push(check(
@@ -697,8 +698,7 @@ async fn is_fake(p: &std::path::Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{helper_version, plain, seatbelt_launcher_check, Status};
-    use crate::daemon::launch::sandbox_launcher;
-    use crate::daemon::settings::{BackendChoice, SessionSandbox};
+    use crate::daemon::settings::{BackendChoice, SessionSandbox, Settings};
     use crate::protocol::Backend;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
@@ -706,6 +706,13 @@ mod tests {
     #[test]
     fn doctor_and_launches_pick_the_same_backend_and_launcher() {
         let home = Path::new("/home/ada");
+        let sandbox_launcher = |sb: &SessionSandbox, home: &Path| {
+            let s = Settings {
+                session_sandbox: sb.clone(),
+                ..Default::default()
+            };
+            (s.backend(), s.launcher(home))
+        };
         let auto = sandbox_launcher(&SessionSandbox::default(), home);
         if cfg!(target_os = "macos") {
             assert_eq!(auto, (Backend::Seatbelt, "/usr/bin/sandbox-exec".into()));

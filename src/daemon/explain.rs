@@ -1,15 +1,16 @@
 //! `GET /api/sandbox/explain`: the sandbox a terminal of a template would get in a
 //! folder, in words, for this platform's backend or the other one — built by the launch
-//! path's own [`plan_sandbox`](super::launch::plan_sandbox) and explained by
+//! path's own [`plan_sandbox`](super::plan::plan_sandbox) and explained by
 //! [`crate::sandbox::explain`], as the Settings page explains a running session's
 //! (docs/routes.md, docs/cli.md `relay sandbox explain`). Nothing is launched, written
 //! or audited, and the token file is not read.
 
 use std::path::Path;
 
+use super::authorize::{project_holding, which};
 use super::error::{ApiError, Code};
 use super::guard;
-use super::launch::{self, SandboxPlan};
+use super::plan::{plan_sandbox, SandboxPlan};
 use super::{settings, Daemon};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
@@ -46,7 +47,7 @@ pub fn template(
         return Err(not_a_folder(&asked));
     };
     // The project, as `relay sandbox` finds it: the deepest one holding the folder.
-    let Some(project) = launch::project_holding(&s, &directory, &d.home)
+    let Some(project) = project_holding(&s, &directory, &d.home)
         .and_then(|id| s.projects.iter().find(|p| p.id == id))
     else {
         return Err(ApiError::new(
@@ -54,9 +55,10 @@ pub fn template(
             format!("no project in settings holds {}", directory.display()),
         ));
     };
-    let template = match launch::find_template(&s, template) {
+    let template = match s.template(template) {
+        // A Claude launch runs the one Claude program (docs/settings.md).
+        _ if template == CLAUDE_CODE_TEMPLATE => s.claude_template(),
         Some(t) => t.clone(),
-        None if template == CLAUDE_CODE_TEMPLATE => launch::claude_template(&s),
         None => {
             return Err(ApiError::new(
                 Code::UnknownTemplate,
@@ -76,8 +78,7 @@ pub fn template(
     if !template.sandbox {
         return Ok(explain::unsandboxed(&directory));
     }
-    let backend =
-        backend_asked.unwrap_or_else(|| launch::sandbox_launcher(&s.session_sandbox, &d.home).0);
+    let backend = backend_asked.unwrap_or_else(|| s.backend());
     let token_path =
         settings::token_file_path(&s.claude_token_file, &d.home).map_err(ApiError::sandbox)?;
     let claude_path_env = guard::claude_path_env(&s);
@@ -86,11 +87,11 @@ pub fn template(
         .get("PATH")
         .map(std::ffi::OsString::from)
         .unwrap_or_else(|| claude_path_env.clone());
-    let program = launch::which(&template.command, &d.home, &path_env)
-        .map(|p| p.to_string_lossy().into_owned());
+    let program =
+        which(&template.command, &d.home, &path_env).map(|p| p.to_string_lossy().into_owned());
     // The temp folder a launch would make, by its pattern: no id is minted.
     let temp_dir = d.tmp.join("relay-<id>");
-    let planned = launch::plan_sandbox(
+    let planned = plan_sandbox(
         d,
         &s,
         &SandboxPlan {
@@ -122,7 +123,7 @@ pub fn template(
         p.kind = "dir".into();
         p.how = "made (0700) by each launch, named after its id".into();
     }
-    let native = launch::sandbox_launcher(&s.session_sandbox, &d.home).0;
+    let native = s.backend();
     if backend != native {
         e.notes.push(format!(
             "explained for {} while launches here use {}: the paths are resolved on this machine",

@@ -75,21 +75,10 @@ impl ProgramPins {
     }
 }
 
-/// The programs a token launch can run under these settings: `claude_path` (headless
-/// sessions) and the `claude-code` template's command (terminals), when sandboxed.
+/// The programs a token launch can run under these settings: the one Claude program
+/// (`Settings::claude_program`, docs/settings.md).
 pub fn token_programs(s: &Settings) -> Vec<String> {
-    let mut out = vec![s.claude_path.clone()];
-    if let Some(t) = s
-        .terminal_templates
-        .iter()
-        .find(|t| t.id == CLAUDE_CODE_TEMPLATE && t.sandbox)
-    {
-        if !out.contains(&t.command) {
-            out.push(t.command.clone());
-        }
-    }
-    out.retain(|p| !p.is_empty());
-    out
+    vec![s.claude_program()]
 }
 
 /// Finds `program` as a launch would (a path as is, a name on `path_env`) and collects
@@ -240,12 +229,15 @@ fn hard_links(real: &Path, pins: &mut ProgramPins) {
 /// sets one, else relay's own. Pins and the program are found with it, since the shim
 /// and `#!/usr/bin/env` look programs up the same way inside the sandbox.
 pub fn claude_path_env(s: &Settings) -> std::ffi::OsString {
-    s.terminal_templates
-        .iter()
-        .find(|t| t.id == CLAUDE_CODE_TEMPLATE)
+    claude_path_env_from(s, &std::env::var_os("PATH").unwrap_or_default())
+}
+
+/// [`claude_path_env`] with relay's own `PATH` given (empty: `/usr/bin:/bin`).
+pub fn claude_path_env_from(s: &Settings, relay_path: &std::ffi::OsStr) -> std::ffi::OsString {
+    s.template(CLAUDE_CODE_TEMPLATE)
         .and_then(|t| t.env.get("PATH"))
         .map(std::ffi::OsString::from)
-        .or_else(|| std::env::var_os("PATH"))
+        .or_else(|| (!relay_path.is_empty()).then(|| relay_path.to_os_string()))
         .unwrap_or_else(|| "/usr/bin:/bin".into())
 }
 

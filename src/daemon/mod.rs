@@ -3,6 +3,7 @@
 //! logs, serves the API, and supervises the session host.
 
 pub mod api;
+pub mod authorize;
 pub mod bridge;
 pub mod claude_config;
 pub mod claude_settings;
@@ -15,6 +16,7 @@ pub mod journal;
 pub mod launch;
 pub mod ledger;
 pub mod paths;
+pub mod plan;
 pub mod purge;
 pub mod rotation;
 pub mod scan;
@@ -776,27 +778,9 @@ fn sibling(name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-/// Runs the daemon until SIGTERM/SIGINT.
-/// `log_level` is `relay serve --log-level` (src/logging.rs).
-pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(), String> {
-    // It reads the token at every launch: no core dump, no same-uid reader of its memory.
-    crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
-    let home =
-        paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
-    let tmp = std::env::var_os("TMPDIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| "/tmp".into());
-    let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
-    let paths = paths::Paths { config: config_dir };
-    ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
-    start_logging(&paths.config, log_level.as_deref());
-    // Room for what a flood of connections cannot take (src/listen.rs).
-    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
-        tracing::warn!("raise the descriptor limit: {e}");
-        crate::listen::nofile()
-    });
-    let cap = crate::listen::connection_cap(nofile);
+/// The config dir's fixed parts: the profiles folder (emptied: profiles of an earlier
+/// run are stale), the mask file, and on first run the seeded settings.
+fn prepare_config(paths: &paths::Paths) -> Result<(), String> {
     ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
     ensure_mask(&paths.mask()).map_err(|e| format!("{}: {e}", paths.mask().display()))?;
     // Profiles of an earlier run are stale.
@@ -815,6 +799,16 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
         )
         .map_err(|e| format!("seed {}: {e}", paths.settings().display()))?;
     }
+    Ok(())
+}
+
+/// The daemon's state, the host link (not started yet), the audit and event logs open.
+fn build_daemon(
+    paths: paths::Paths,
+    home: PathBuf,
+    tmp: PathBuf,
+    tmp_real: PathBuf,
+) -> Result<(Arc<Daemon>, Arc<hostlink::HostLink>), String> {
     let token = api_token(&paths.api_token())
         .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
     let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
@@ -864,6 +858,60 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
         web: web::WebAuth::default(),
         doctor_probes: Mutex::new(None),
     });
+    Ok((daemon, host))
+}
+
+/// The token watcher: a token that appears, is replaced or removed while sessions run;
+/// and on the same tick, ended sessions past `retain_ended`.
+fn spawn_watcher(watcher: Arc<Daemon>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        let mut n: u64 = 0;
+        loop {
+            tick.tick().await;
+            watcher.check_token().await;
+            purge::sweep(&watcher, n.is_multiple_of(60)).await;
+            n += 1;
+        }
+    });
+}
+
+/// Waits for SIGTERM or SIGINT.
+async fn until_stopped() -> Result<(), String> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+/// Runs the daemon until SIGTERM/SIGINT.
+/// `log_level` is `relay serve --log-level` (src/logging.rs).
+pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(), String> {
+    // It reads the token at every launch: no core dump, no same-uid reader of its memory.
+    crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
+    let home =
+        paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
+    let tmp = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| "/tmp".into());
+    let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
+    let paths = paths::Paths { config: config_dir };
+    ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
+    start_logging(&paths.config, log_level.as_deref());
+    // Room for what a flood of connections cannot take (src/listen.rs).
+    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
+        tracing::warn!("raise the descriptor limit: {e}");
+        crate::listen::nofile()
+    });
+    let cap = crate::listen::connection_cap(nofile);
+    prepare_config(&paths)?;
+    let (daemon, host) = build_daemon(paths, home, tmp, tmp_real)?;
     let initial = daemon.load_settings();
     if let Err(e) = &initial {
         tracing::warn!("{e} (launches are refused until it is fixed)");
@@ -911,19 +959,7 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     };
     let addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
     let _ = daemon.api_addr.set(addr);
-    // The token watcher: a token that appears, is replaced or removed while sessions
-    // run; and on the same tick, ended sessions past `retain_ended`.
-    let watcher = daemon.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-        let mut n: u64 = 0;
-        loop {
-            tick.tick().await;
-            watcher.check_token().await;
-            purge::sweep(&watcher, n.is_multiple_of(60)).await;
-            n += 1;
-        }
-    });
+    spawn_watcher(daemon.clone());
     tokio::spawn(api::serve_unix(daemon.clone(), unix, cap));
     if let Some(l) = tcp {
         tokio::spawn(api::serve_tcp(daemon.clone(), l, cap));
@@ -940,14 +976,7 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
         .map_err(|e| format!("ready.json: {e}"))?;
     println!("{}", daemon.paths.ready().display());
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    until_stopped().await?;
     // End every session: the host terminates them all when its stdin closes.
     ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);

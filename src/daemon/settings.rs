@@ -55,6 +55,74 @@ pub struct Settings {
     pub detach_keys: DetachKeys,
 }
 
+impl Settings {
+    /// The terminal template with this id.
+    pub fn template(&self, id: &str) -> Option<&Template> {
+        self.terminal_templates.iter().find(|t| t.id == id)
+    }
+
+    /// The one Claude program every Claude launch runs, headless sessions and
+    /// `claude-code` terminals alike (docs/settings.md, "Which Claude runs"):
+    /// `claude_path` when it is set to anything but its default `claude`, else the
+    /// `claude-code` template's `command` when it names one, else `claude`.
+    pub fn claude_program(&self) -> String {
+        if !self.claude_path.is_empty() && !is_default_claude_path(&self.claude_path) {
+            return self.claude_path.clone();
+        }
+        self.template(crate::protocol::CLAUDE_CODE_TEMPLATE)
+            .map(|t| t.command.clone())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(default_claude_path)
+    }
+
+    /// The template of every Claude launch: the settings' `claude-code` template (a
+    /// built-in one with no grants when there is none), running [`Self::claude_program`].
+    pub fn claude_template(&self) -> Template {
+        let mut t = self
+            .template(crate::protocol::CLAUDE_CODE_TEMPLATE)
+            .cloned()
+            .unwrap_or_else(|| Template {
+                id: crate::protocol::CLAUDE_CODE_TEMPLATE.into(),
+                name: "Claude Code".into(),
+                command: String::new(),
+                args: vec![],
+                env: Default::default(),
+                sandbox: true,
+                read: vec![],
+                read_write: vec![],
+                deny: vec![],
+                model: String::new(),
+                permission_mode: String::new(),
+            });
+        t.command = self.claude_program();
+        t
+    }
+
+    /// The sandbox backend launches use: `auto` is Seatbelt on macOS and bubblewrap
+    /// elsewhere. `relay doctor` checks the same one.
+    pub fn backend(&self) -> crate::protocol::Backend {
+        use crate::protocol::Backend;
+        match self.session_sandbox.backend {
+            BackendChoice::Seatbelt => Backend::Seatbelt,
+            BackendChoice::Bwrap => Backend::Bwrap,
+            BackendChoice::Auto if cfg!(target_os = "macos") => Backend::Seatbelt,
+            BackendChoice::Auto => Backend::Bwrap,
+        }
+    }
+
+    /// The launcher program of [`Self::backend`] (`~/` expanded).
+    pub fn launcher(&self, home: &Path) -> PathBuf {
+        use crate::protocol::Backend;
+        let sb = &self.session_sandbox;
+        let (set, default) = match self.backend() {
+            Backend::Seatbelt => (&sb.seatbelt_launcher, "/usr/bin/sandbox-exec"),
+            Backend::Bwrap => (&sb.bwrap_launcher, "/usr/bin/bwrap"),
+        };
+        let launcher = if set.is_empty() { default } else { set };
+        crate::sandbox::resolve::expand_home(launcher, home)
+    }
+}
+
 /// `detach_keys`: a comma-separated sequence of keys, each `ctrl-<c>` (a letter or one
 /// of `@ [ \ ] ^ _`) or one printable ASCII character other than a comma; `"none"` turns
 /// detaching off. At most 8 keys. The default is `ctrl-\,ctrl-\` (Ctrl-\ twice).

@@ -25,6 +25,7 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
         project: b.project,
         template: b.template,
         directory: b.directory,
+        cwd: b.cwd,
         name: b.name,
         model: b.model,
         permission_mode: b.permission_mode,

@@ -55,6 +55,7 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
         project: b.project,
         template: b.template,
         directory: b.directory,
+        cwd: b.cwd,
         name: b.name,
         pty,
         extra_args: b.extra_args,

@@ -1,0 +1,1040 @@
+//! Launch authorization as a pure step: from the settings, the request and the facts of
+//! the machine to a [`Decision`] or a [`Refusal`] — project, directory confinement,
+//! template, sandbox decision, the program and its arguments, the token decision. It
+//! reads the file system (folders are canonicalized, programs looked up) and changes
+//! nothing: the launch steps in `launch.rs` carry the decision out
+//! (docs/architecture.md, "A launch").
+//!
+//! Order of the checks: caller not inside a session → project given and known →
+//! directory inside the project → template known and allowed → model and permission
+//! mode well-formed → `claude_token_file` well-formed → the program found (a launch that
+//! gets the token must run an absolute path).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use super::error::{ApiError, Code};
+use super::guard;
+use super::launch::LaunchInput;
+use super::settings::{self, Project, Settings, Template};
+use crate::protocol::ClaudeInit;
+use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
+use crate::sandbox::resolve::expand_home;
+
+/// Put before every other argument of a Claude launch that gets the token: options of
+/// Claude Code's top-level command, which it also takes before a subcommand.
+pub const CLAUDE_TOKEN_LAUNCH_ARGS: &[&str] = &["--setting-sources", "user", "--strict-mcp-config"];
+
+pub const PROVIDER_ARGS: &[&str] = &[
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--include-partial-messages",
+];
+
+/// The permission mode of a sandboxed headless session when neither the request nor
+/// the template names one: nobody is there to answer a permission prompt, and the
+/// sandbox, not the prompt, is the boundary.
+pub const HEADLESS_SANDBOXED_PERMISSION_MODE: &str = "bypassPermissions";
+
+/// What authorization knows beyond the settings and the request.
+pub struct Environment<'a> {
+    pub home: &'a Path,
+    /// relay's own `PATH`, where a Claude program named without a folder is looked up
+    /// when the `claude-code` template sets none.
+    pub relay_path: &'a OsStr,
+    /// The caller descends from a live session's root.
+    pub caller_inside_session: bool,
+    /// A resume: what the dormant session ran with.
+    pub prior: Option<Prior>,
+}
+
+/// What a resumed session keeps from its last run.
+#[derive(Clone, Debug, Default)]
+pub struct Prior {
+    pub model: Option<String>,
+    pub permission_mode: Option<String>,
+    pub claude: Option<ClaudeInit>,
+}
+
+/// The token part of a decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TokenDecision {
+    /// `claude_token_file`, when set: denied on every sandboxed launch.
+    pub path: Option<PathBuf>,
+    /// The launch reads the file and passes the token on fd 5 (a sandboxed Claude
+    /// launch; never `relay doctor`'s probe).
+    pub pass: bool,
+}
+
+/// An authorized launch, for the launch steps to carry out.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub kind: SessionKind,
+    pub resume: bool,
+    pub project: Project,
+    /// The project folder as set (`~/` expanded) and canonical.
+    pub project_path: PathBuf,
+    pub project_real: PathBuf,
+    /// The canonical working folder, and the one asked for (links in it are checked
+    /// when the sandbox is planned).
+    pub directory: PathBuf,
+    pub directory_asked: PathBuf,
+    pub template: Template,
+    pub sandboxed: bool,
+    /// A Claude launch: a headless session or a `claude-code` terminal.
+    pub claude_launch: bool,
+    /// With [`Self::sandboxed`]: the backend and its launcher (an existing file).
+    pub sandbox: Option<(Backend, PathBuf)>,
+    pub model: Option<String>,
+    pub permission_mode: Option<String>,
+    /// What Claude Code said last (kept across a resume), and the session id of its own
+    /// a resume continues (`--resume`).
+    pub claude: Option<ClaudeInit>,
+    pub resume_session: Option<String>,
+    pub argv: Vec<String>,
+    /// The `PATH` the launch runs with, and the one Claude programs are found with.
+    pub launch_path_env: OsString,
+    pub claude_path_env: OsString,
+    /// When `argv[0]` is a bare name found nowhere: what to say if the start fails.
+    pub unfound: Option<String>,
+    pub token: TokenDecision,
+}
+
+/// The facts the audit row of a refused launch carries, as far as authorization got.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Noted {
+    pub project: Option<String>,
+    pub directory: Option<String>,
+    pub template: Option<String>,
+    pub sandboxed: Option<bool>,
+}
+
+#[derive(Debug)]
+pub struct Refusal {
+    pub error: ApiError,
+    pub noted: Noted,
+}
+
+/// A refusal builder that carries what has been noted so far.
+struct Check {
+    noted: Noted,
+}
+
+impl Check {
+    fn refuse(&self, code: Code, message: impl Into<String>) -> Refusal {
+        Refusal {
+            error: ApiError::new(code, message),
+            noted: self.noted.clone(),
+        }
+    }
+
+    fn refuse_sandbox(&self, message: impl Into<String>) -> Refusal {
+        Refusal {
+            error: ApiError::sandbox(message),
+            noted: self.noted.clone(),
+        }
+    }
+}
+
+/// Decides one launch: see the module's order. Pure but for file-system reads.
+pub fn authorize(
+    s: &Settings,
+    input: &LaunchInput,
+    env: &Environment,
+) -> Result<Decision, Refusal> {
+    let kind = input.kind.unwrap_or(SessionKind::Pty);
+    let mut c = Check {
+        noted: Noted {
+            project: input.project.clone(),
+            directory: input.directory.clone(),
+            template: input.template.clone(),
+            sandboxed: None,
+        },
+    };
+    // What a session itself runs can never drive relay.
+    if env.caller_inside_session {
+        return Err(c.refuse(Code::InsideSession, super::INSIDE_SESSION));
+    }
+    let project = find_project(s, input, env.home, &c)?.clone();
+    c.noted.project = Some(project.id.clone());
+    let (project_path, project_real) = project_folder(&project, env.home, &c)?;
+    let (directory, directory_asked) = directory(input, &project_path, &project_real, env, &c)?;
+    c.noted.directory = Some(directory.to_string_lossy().into_owned());
+    if !directory.starts_with(&project_real) {
+        return Err(c.refuse(
+            Code::DirectoryOutsideProject,
+            format!(
+                "directory {} is outside project {} ({})",
+                directory.display(),
+                project.id,
+                project_real.display()
+            ),
+        ));
+    }
+    let template = template(s, kind, input, &c)?;
+    c.noted.template = Some(template.id.clone());
+    if !project.allows(&template.id) {
+        return Err(c.refuse(
+            Code::TemplateNotAllowed,
+            format!(
+                "project {} does not allow template {}",
+                project.id, template.id
+            ),
+        ));
+    }
+    // Claude sessions are always sandboxed; a terminal unless `sandbox: false`.
+    let sandboxed = kind == SessionKind::Claude || template.sandbox;
+    let claude_launch = kind == SessionKind::Claude || template.id == CLAUDE_CODE_TEMPLATE;
+    c.noted.sandboxed = Some(sandboxed);
+    let (model, permission_mode) = model_and_mode(
+        input,
+        env.prior.as_ref(),
+        &template,
+        kind,
+        claude_launch,
+        &c,
+    )?;
+    // The token setting: its path is denied on every sandboxed launch, and a sandboxed
+    // Claude launch passes the token (`relay doctor`'s canary runs its own probe, which
+    // needs none).
+    let token_path = match settings::token_file_path(&s.claude_token_file, env.home) {
+        Ok(p) => p,
+        Err(e) if sandboxed => return Err(c.refuse_sandbox(e)),
+        Err(_) => None,
+    };
+    let token = TokenDecision {
+        pass: token_path.is_some() && sandboxed && claude_launch && input.probe_argv.is_none(),
+        path: token_path,
+    };
+    let sandbox = match sandboxed {
+        true => Some(launcher(s, env.home, &c)?),
+        false => None,
+    };
+    let resume_session = env
+        .prior
+        .as_ref()
+        .and_then(|p| p.claude.as_ref())
+        .and_then(|c| c.session_id.clone())
+        .filter(|id| valid_claude_session_id(id));
+    let claude_path_env = guard::claude_path_env_from(s, env.relay_path);
+    let launch_path_env = template
+        .env
+        .get("PATH")
+        .map(OsString::from)
+        .unwrap_or_else(|| claude_path_env.clone());
+    let (argv, unfound) = program_argv(
+        input,
+        kind,
+        &template,
+        (&model, &permission_mode),
+        resume_session.as_deref(),
+        (env.home, &launch_path_env),
+        token.pass,
+        &c,
+    )?;
+    Ok(Decision {
+        kind,
+        resume: input.resume_id.is_some(),
+        project,
+        project_path,
+        project_real,
+        directory,
+        directory_asked,
+        template,
+        sandboxed,
+        claude_launch,
+        sandbox,
+        model,
+        permission_mode,
+        claude: env.prior.as_ref().and_then(|p| p.claude.clone()),
+        resume_session,
+        argv,
+        launch_path_env,
+        claude_path_env,
+        unfound,
+        token,
+    })
+}
+
+/// The launch's argv: the program found on the launch's `PATH`, Claude's flags, the
+/// template's and the request's arguments; for a launch that passes the token, an
+/// absolute program and the options that keep project settings out. With it, what to
+/// say if a bare name is not found at start.
+#[allow(clippy::too_many_arguments)]
+fn program_argv(
+    input: &LaunchInput,
+    kind: SessionKind,
+    template: &Template,
+    (model, permission_mode): (&Option<String>, &Option<String>),
+    resume_session: Option<&str>,
+    (home, launch_path_env): (&Path, &OsStr),
+    pass_token: bool,
+    c: &Check,
+) -> Result<(Vec<String>, Option<String>), Refusal> {
+    let claude_flags: Vec<String> = model
+        .iter()
+        .flat_map(|m| ["--model".to_string(), m.clone()])
+        .chain(
+            permission_mode
+                .iter()
+                .flat_map(|p| ["--permission-mode".to_string(), p.clone()]),
+        )
+        .collect();
+    let mut argv = vec![which(&template.command, home, launch_path_env)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|| template.command.clone())];
+    match kind {
+        SessionKind::Claude => {
+            argv.extend(PROVIDER_ARGS.iter().map(|s| s.to_string()));
+            argv.extend(claude_flags);
+            // Continue Claude Code's own conversation, by the id it gave (a session
+            // that never took a turn has none, and starts a new one).
+            if let Some(sid) = resume_session {
+                argv.extend(["--resume".to_string(), sid.to_string()]);
+            }
+        }
+        SessionKind::Pty => {
+            argv.extend(claude_flags);
+            argv.extend(template.args.iter().cloned());
+        }
+    }
+    argv.extend(input.extra_args.iter().cloned());
+    if pass_token {
+        if !Path::new(&argv[0]).is_absolute() {
+            // The shim would look a bare name up again, on the session's PATH, and run
+            // a program relay never pinned.
+            return Err(c.refuse_sandbox(format!(
+                "the Claude program {} was not found on the PATH relay uses ({}); install \
+                 Claude Code or set claude_path to its absolute path",
+                argv[0],
+                launch_path_env.to_string_lossy()
+            )));
+        }
+        // Claude Code runs what its project folder names (hooks, helpers, status lines,
+        // MCP servers in `.claude/settings*.json` and `.mcp.json`), and any token-less
+        // session can write those files. A token launch loads user settings only (its
+        // own config folder, seeded by relay) and no project MCP servers
+        // (docs/THREAT-MODEL.md, "Code a project names").
+        argv.splice(1..1, CLAUDE_TOKEN_LAUNCH_ARGS.iter().map(|s| s.to_string()));
+    }
+    // A bare name found nowhere on that PATH: if the start fails, the refusal says where
+    // relay looked and which setting to change, instead of the bare `os error 2`.
+    let unfound = (input.probe_argv.is_none() && !Path::new(&argv[0]).is_absolute())
+        .then(|| not_found_hint(&argv[0], launch_path_env, &template.id, kind));
+    if let Some(probe) = &input.probe_argv {
+        argv = probe.clone();
+    }
+    Ok((argv, unfound))
+}
+
+/// The project named (by id, else by name), or the deepest one holding the directory
+/// when the request asks for that.
+fn find_project<'s>(
+    s: &'s Settings,
+    input: &LaunchInput,
+    home: &Path,
+    c: &Check,
+) -> Result<&'s Project, Refusal> {
+    let found;
+    let mut key = input.project.as_deref().filter(|p| !p.is_empty());
+    if key.is_none() && input.project_from_directory {
+        found = input
+            .directory
+            .as_deref()
+            .and_then(|dir| project_holding(s, &expand_home(dir, home), home));
+        match &found {
+            Some(id) => key = Some(id.as_str()),
+            None => {
+                let dir = input.directory.clone().unwrap_or_default();
+                return Err(c.refuse(
+                    Code::UnknownProject,
+                    format!("no project in settings holds {dir}"),
+                ));
+            }
+        }
+    }
+    let Some(key) = key else {
+        return Err(c.refuse(
+            Code::ProjectRequired,
+            "a project is required (--project ID-OR-NAME)",
+        ));
+    };
+    s.projects
+        .iter()
+        .find(|p| p.id == key)
+        .or_else(|| s.projects.iter().find(|p| p.name == key))
+        .ok_or_else(|| {
+            c.refuse(
+                Code::UnknownProject,
+                format!("no project {key:?} in settings"),
+            )
+        })
+}
+
+/// The project folder as set and canonical; it must exist.
+fn project_folder(p: &Project, home: &Path, c: &Check) -> Result<(PathBuf, PathBuf), Refusal> {
+    let path = expand_home(&p.path, home);
+    match std::fs::canonicalize(&path) {
+        Ok(real) => Ok((path, real)),
+        Err(_) => Err(c.refuse(
+            Code::InvalidDirectory,
+            format!("project {} folder {} does not exist", p.id, path.display()),
+        )),
+    }
+}
+
+/// The working folder, canonical, and as asked: the request's `directory` (relative to
+/// the project folder), else the caller's current folder when it lies inside the
+/// project, else the project folder.
+fn directory(
+    input: &LaunchInput,
+    project_path: &Path,
+    project_real: &Path,
+    env: &Environment,
+    c: &Check,
+) -> Result<(PathBuf, PathBuf), Refusal> {
+    if let Some(dir) = input.directory.as_deref().filter(|s| !s.is_empty()) {
+        let p = expand_home(dir, env.home);
+        let p = if p.is_absolute() {
+            p
+        } else {
+            project_real.join(p)
+        };
+        return match std::fs::canonicalize(&p) {
+            Ok(real) if real.is_dir() => Ok((real, p)),
+            _ => Err(c.refuse(
+                Code::InvalidDirectory,
+                format!("directory {} is not an existing folder", p.display()),
+            )),
+        };
+    }
+    let here = input
+        .cwd
+        .as_deref()
+        .map(Path::new)
+        .filter(|p| p.is_absolute())
+        .and_then(|p| std::fs::canonicalize(p).ok().map(|real| (real, p)))
+        .filter(|(real, _)| real.is_dir() && real.starts_with(project_real));
+    Ok(match here {
+        Some((real, asked)) => (real, asked.to_path_buf()),
+        None => (project_real.to_path_buf(), project_path.to_path_buf()),
+    })
+}
+
+/// The template: `claude-code` for sessions, the named one for terminals; a Claude
+/// launch runs [`Settings::claude_program`] whatever the template's `command` says.
+fn template(
+    s: &Settings,
+    kind: SessionKind,
+    input: &LaunchInput,
+    c: &Check,
+) -> Result<Template, Refusal> {
+    match kind {
+        SessionKind::Claude => {
+            if input
+                .template
+                .as_deref()
+                .is_some_and(|t| t != CLAUDE_CODE_TEMPLATE)
+            {
+                return Err(c.refuse(
+                    Code::InvalidRequest,
+                    "claude sessions use the claude-code template",
+                ));
+            }
+            Ok(s.claude_template())
+        }
+        SessionKind::Pty => {
+            let Some(tid) = input.template.as_deref().filter(|t| !t.is_empty()) else {
+                return Err(c.refuse(
+                    Code::TemplateRequired,
+                    "a template is required (--template T)",
+                ));
+            };
+            match s.template(tid) {
+                Some(t) if t.id == CLAUDE_CODE_TEMPLATE => Ok(Template {
+                    command: s.claude_program(),
+                    ..t.clone()
+                }),
+                Some(t) => Ok(t.clone()),
+                None => Err(c.refuse(
+                    Code::UnknownTemplate,
+                    format!("no terminal template {tid:?} in settings"),
+                )),
+            }
+        }
+    }
+}
+
+/// Model and permission mode of a Claude launch: the request's, else (on a resume) the
+/// session's own, else the template's, else for a sandboxed headless session
+/// `bypassPermissions`. Other launches pass neither.
+fn model_and_mode(
+    input: &LaunchInput,
+    prior: Option<&Prior>,
+    template: &Template,
+    kind: SessionKind,
+    claude_launch: bool,
+    c: &Check,
+) -> Result<(Option<String>, Option<String>), Refusal> {
+    if let Some(m) = input.model.as_deref().filter(|m| !settings::valid_model(m)) {
+        return Err(c.refuse(
+            Code::InvalidRequest,
+            format!("model {m:?} is not a model name"),
+        ));
+    }
+    if let Some(p) = input
+        .permission_mode
+        .as_deref()
+        .filter(|p| !settings::valid_permission_mode(p))
+    {
+        return Err(c.refuse(
+            Code::InvalidRequest,
+            format!("permission mode {p:?} is not one word of letters"),
+        ));
+    }
+    if !claude_launch {
+        return Ok((None, None));
+    }
+    let model = input
+        .model
+        .clone()
+        .or_else(|| prior.and_then(|p| p.model.clone()))
+        .or_else(|| non_empty(&template.model).map(str::to_string));
+    let mode = input
+        .permission_mode
+        .clone()
+        .or_else(|| prior.and_then(|p| p.permission_mode.clone()))
+        .or_else(|| non_empty(&template.permission_mode).map(str::to_string))
+        .or_else(|| {
+            (kind == SessionKind::Claude).then(|| HEADLESS_SANDBOXED_PERMISSION_MODE.to_string())
+        });
+    Ok((model, mode))
+}
+
+/// The backend and its launcher, which must be an installed file.
+fn launcher(s: &Settings, home: &Path, c: &Check) -> Result<(Backend, PathBuf), Refusal> {
+    let (backend, launcher) = (s.backend(), s.launcher(home));
+    if !launcher.is_file() {
+        return Err(c.refuse_sandbox(format!(
+            "the {} launcher {} is not installed",
+            backend.as_str(),
+            launcher.display()
+        )));
+    }
+    Ok((backend, launcher))
+}
+
+/// A Claude Code session id relay may pass to `--resume`: it comes from the session's
+/// own output, so it must look like one (Claude Code's are UUIDs) and never like a flag.
+pub fn valid_claude_session_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id.as_bytes()[0].is_ascii_alphanumeric()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// Finds a program the way the shim will: a path is taken as is, a name is searched in
+/// the absolute entries of `path_env`.
+pub fn which(program: &str, home: &Path, path_env: &OsStr) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        let p = expand_home(program, home);
+        return p.is_file().then_some(p);
+    }
+    std::env::split_paths(path_env)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(program))
+        .find(|p| {
+            p.is_file()
+                && std::fs::metadata(p)
+                    .map(|m| m.permissions().mode() & 0o111 != 0)
+                    .unwrap_or(false)
+        })
+}
+
+/// The id of the project whose folder holds `dir`, the deepest when several do.
+pub(super) fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    s.projects
+        .iter()
+        .filter_map(|p| {
+            std::fs::canonicalize(expand_home(&p.path, home))
+                .ok()
+                .map(|real| (p, real))
+        })
+        .filter(|(_, real)| dir.starts_with(real))
+        .max_by_key(|(_, real)| real.components().count())
+        .map(|(p, _)| p.id.clone())
+}
+
+/// What to do about a program name relay did not find on the launch's `PATH`
+/// ([cli.md](../../docs/cli.md#relay-sandbox-template)).
+fn not_found_hint(program: &str, path_env: &OsStr, template_id: &str, kind: SessionKind) -> String {
+    let fix = if kind == SessionKind::Claude || template_id == CLAUDE_CODE_TEMPLATE {
+        "install Claude Code there, or set claude_path in settings.json to its absolute path"
+            .to_string()
+    } else {
+        format!(
+            "install it there, or set the {template_id} template's command in settings.json \
+             to its absolute path"
+        )
+    };
+    format!(
+        "{program} is not on the PATH relay searched ({}); {fix}",
+        path_env.to_string_lossy()
+    )
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::settings::{BackendChoice, SessionSandbox};
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A home with a project folder `proj` (with `proj/sub`), a folder outside it, a
+    /// launcher, and two executable Claude programs.
+    struct World {
+        dir: tempfile::TempDir,
+    }
+
+    impl World {
+        fn new() -> World {
+            let dir = tempfile::tempdir().unwrap();
+            for d in ["home/proj/sub", "home/other", "bin", "opt"] {
+                std::fs::create_dir_all(dir.path().join(d)).unwrap();
+            }
+            for f in ["bin/bwrap", "bin/claude", "opt/claude", "bin/sh"] {
+                let p = dir.path().join(f);
+                std::fs::write(&p, "#!/bin/sh\n").unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            World { dir }
+        }
+
+        fn home(&self) -> PathBuf {
+            self.dir.path().join("home")
+        }
+
+        fn path(&self, rel: &str) -> PathBuf {
+            std::fs::canonicalize(self.dir.path()).unwrap().join(rel)
+        }
+
+        fn settings(&self) -> Settings {
+            let bin = self.path("bin");
+            Settings {
+                projects: vec![Project {
+                    id: "p".into(),
+                    name: "Proj".into(),
+                    path: "~/proj".into(),
+                    allowed_templates: vec!["shell".into(), "claude-code".into(), "open".into()],
+                }],
+                terminal_templates: vec![
+                    template("shell", "sh", true),
+                    template("open", "sh", false),
+                    template("claude-code", "claude", true),
+                    template("other", "sh", true),
+                ],
+                session_sandbox: SessionSandbox {
+                    backend: BackendChoice::Bwrap,
+                    bwrap_launcher: bin.join("bwrap").to_string_lossy().into_owned(),
+                    ..Default::default()
+                },
+                claude_path: "claude".into(),
+                ..Default::default()
+            }
+        }
+
+        fn decide(&self, s: &Settings, input: &LaunchInput) -> Result<Decision, Refusal> {
+            self.decide_with(s, input, false, None)
+        }
+
+        fn decide_with(
+            &self,
+            s: &Settings,
+            input: &LaunchInput,
+            inside: bool,
+            prior: Option<Prior>,
+        ) -> Result<Decision, Refusal> {
+            let home = self.home();
+            let relay_path = self.path("bin").into_os_string();
+            authorize(
+                s,
+                input,
+                &Environment {
+                    home: &home,
+                    relay_path: &relay_path,
+                    caller_inside_session: inside,
+                    prior,
+                },
+            )
+        }
+    }
+
+    fn template(id: &str, command: &str, sandbox: bool) -> Template {
+        Template {
+            id: id.into(),
+            name: id.into(),
+            command: command.into(),
+            args: vec![],
+            env: Default::default(),
+            sandbox,
+            read: vec![],
+            read_write: vec![],
+            deny: vec![],
+            model: String::new(),
+            permission_mode: String::new(),
+        }
+    }
+
+    fn terminal(template: &str) -> LaunchInput {
+        LaunchInput {
+            kind: Some(SessionKind::Pty),
+            project: Some("p".into()),
+            template: Some(template.into()),
+            ..Default::default()
+        }
+    }
+
+    fn session() -> LaunchInput {
+        LaunchInput {
+            kind: Some(SessionKind::Claude),
+            project: Some("p".into()),
+            ..Default::default()
+        }
+    }
+
+    fn code(r: Result<Decision, Refusal>) -> (Code, Noted) {
+        let r = r.expect_err("refused");
+        (r.error.code, r.noted)
+    }
+
+    #[test]
+    fn a_caller_inside_a_session_is_refused_first() {
+        let w = World::new();
+        let (c, noted) = code(w.decide_with(&w.settings(), &terminal("shell"), true, None));
+        assert_eq!(c, Code::InsideSession);
+        assert_eq!(noted.sandboxed, None);
+    }
+
+    #[test]
+    fn the_project_is_required_known_and_found_by_id_or_name() {
+        let w = World::new();
+        let s = w.settings();
+        let none = LaunchInput {
+            project: None,
+            ..terminal("shell")
+        };
+        assert_eq!(code(w.decide(&s, &none)).0, Code::ProjectRequired);
+        let unknown = LaunchInput {
+            project: Some("nope".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(code(w.decide(&s, &unknown)).0, Code::UnknownProject);
+        let by_name = LaunchInput {
+            project: Some("Proj".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(w.decide(&s, &by_name).unwrap().project.id, "p");
+        let mut gone = s.clone();
+        gone.projects[0].path = "~/missing".into();
+        let (c, noted) = code(w.decide(&gone, &terminal("shell")));
+        assert_eq!(c, Code::InvalidDirectory);
+        assert_eq!(noted.project.as_deref(), Some("p"));
+    }
+
+    #[test]
+    fn the_project_can_be_the_one_holding_the_directory() {
+        let w = World::new();
+        let s = w.settings();
+        let input = LaunchInput {
+            project: None,
+            project_from_directory: true,
+            directory: Some(w.path("home/proj/sub").to_string_lossy().into_owned()),
+            ..terminal("shell")
+        };
+        let d = w.decide(&s, &input).unwrap();
+        assert_eq!(d.project.id, "p");
+        assert_eq!(d.directory, w.path("home/proj/sub"));
+        let outside = LaunchInput {
+            directory: Some(w.path("home/other").to_string_lossy().into_owned()),
+            ..input
+        };
+        assert_eq!(code(w.decide(&s, &outside)).0, Code::UnknownProject);
+    }
+
+    #[test]
+    fn the_directory_stays_inside_the_project() {
+        let w = World::new();
+        let s = w.settings();
+        let d = w.decide(&s, &terminal("shell")).unwrap();
+        assert_eq!(d.directory, w.path("home/proj"));
+        let relative = LaunchInput {
+            directory: Some("sub".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(
+            w.decide(&s, &relative).unwrap().directory,
+            w.path("home/proj/sub")
+        );
+        let outside = LaunchInput {
+            directory: Some("~/other".into()),
+            ..terminal("shell")
+        };
+        let (c, noted) = code(w.decide(&s, &outside));
+        assert_eq!(c, Code::DirectoryOutsideProject);
+        assert_eq!(
+            noted.directory,
+            Some(w.path("home/other").to_string_lossy().into_owned())
+        );
+        let dotdot = LaunchInput {
+            directory: Some("sub/../..".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(code(w.decide(&s, &dotdot)).0, Code::DirectoryOutsideProject);
+        let missing = LaunchInput {
+            directory: Some("nope".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(code(w.decide(&s, &missing)).0, Code::InvalidDirectory);
+    }
+
+    #[test]
+    fn without_a_directory_it_starts_in_the_current_folder_inside_the_project_else_the_project() {
+        let w = World::new();
+        let s = w.settings();
+        let here = |p: &str| LaunchInput {
+            cwd: Some(w.path(p).to_string_lossy().into_owned()),
+            ..terminal("shell")
+        };
+        assert_eq!(
+            w.decide(&s, &here("home/proj/sub")).unwrap().directory,
+            w.path("home/proj/sub")
+        );
+        assert_eq!(
+            w.decide(&s, &here("home/other")).unwrap().directory,
+            w.path("home/proj")
+        );
+        let relative = LaunchInput {
+            cwd: Some("sub".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(
+            w.decide(&s, &relative).unwrap().directory,
+            w.path("home/proj")
+        );
+        // An explicit directory wins over the current folder.
+        let both = LaunchInput {
+            directory: Some("sub".into()),
+            ..here("home/proj")
+        };
+        assert_eq!(
+            w.decide(&s, &both).unwrap().directory,
+            w.path("home/proj/sub")
+        );
+    }
+
+    #[test]
+    fn the_template_is_required_known_and_allowed() {
+        let w = World::new();
+        let s = w.settings();
+        let none = LaunchInput {
+            template: None,
+            ..terminal("shell")
+        };
+        assert_eq!(code(w.decide(&s, &none)).0, Code::TemplateRequired);
+        assert_eq!(
+            code(w.decide(&s, &terminal("nope"))).0,
+            Code::UnknownTemplate
+        );
+        let (c, noted) = code(w.decide(&s, &terminal("other")));
+        assert_eq!(c, Code::TemplateNotAllowed);
+        assert_eq!(noted.template.as_deref(), Some("other"));
+        let wrong = LaunchInput {
+            template: Some("shell".into()),
+            ..session()
+        };
+        assert_eq!(code(w.decide(&s, &wrong)).0, Code::InvalidRequest);
+    }
+
+    #[test]
+    fn sessions_are_always_sandboxed_terminals_unless_the_template_says_no() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.terminal_templates[2].sandbox = false;
+        let d = w.decide(&s, &session()).unwrap();
+        assert!(d.sandboxed && d.claude_launch);
+        assert_eq!(d.sandbox, Some((Backend::Bwrap, w.path("bin/bwrap"))));
+        let open = w.decide(&s, &terminal("open")).unwrap();
+        assert!(!open.sandboxed && open.sandbox.is_none() && !open.claude_launch);
+        // No launcher: sandboxed launches are refused, unsandboxed ones are not.
+        s.session_sandbox.bwrap_launcher = w.path("bin/none").to_string_lossy().into_owned();
+        let (c, noted) = code(w.decide(&s, &terminal("shell")));
+        assert_eq!(c, Code::SandboxUnavailable);
+        assert_eq!(noted.sandboxed, Some(true));
+        assert!(w.decide(&s, &terminal("open")).is_ok());
+    }
+
+    #[test]
+    fn every_claude_launch_runs_the_one_claude_program() {
+        let w = World::new();
+        let mut s = w.settings();
+        // Default claude_path: the template's command, found on the PATH.
+        s.terminal_templates[2].command = w.path("opt/claude").to_string_lossy().into_owned();
+        let a = w.decide(&s, &session()).unwrap();
+        let b = w.decide(&s, &terminal("claude-code")).unwrap();
+        assert_eq!(a.argv[0], w.path("opt/claude").to_string_lossy());
+        assert_eq!(b.argv[0], a.argv[0]);
+        // claude_path set: it wins for both kinds.
+        s.claude_path = w.path("bin/claude").to_string_lossy().into_owned();
+        let a = w.decide(&s, &session()).unwrap();
+        let b = w.decide(&s, &terminal("claude-code")).unwrap();
+        assert_eq!(a.argv[0], w.path("bin/claude").to_string_lossy());
+        assert_eq!(b.argv[0], a.argv[0]);
+        // Neither: `claude` on relay's PATH.
+        let mut plain = w.settings();
+        plain.terminal_templates.retain(|t| t.id != "claude-code");
+        assert_eq!(
+            w.decide(&plain, &session()).unwrap().argv[0],
+            w.path("bin/claude").to_string_lossy()
+        );
+        assert_eq!(&a.argv[1..1 + PROVIDER_ARGS.len()], PROVIDER_ARGS);
+    }
+
+    #[test]
+    fn the_token_goes_to_sandboxed_claude_launches_only() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.claude_token_file = "~/.token".into();
+        let token = Some(w.home().join(".token"));
+        let a = w.decide(&s, &session()).unwrap();
+        assert_eq!(
+            a.token,
+            TokenDecision {
+                path: token.clone(),
+                pass: true
+            }
+        );
+        assert_eq!(&a.argv[1..4], CLAUDE_TOKEN_LAUNCH_ARGS);
+        let shell = w.decide(&s, &terminal("shell")).unwrap();
+        assert_eq!(
+            shell.token,
+            TokenDecision {
+                path: token.clone(),
+                pass: false
+            }
+        );
+        assert!(!shell.argv.iter().any(|a| a == "--strict-mcp-config"));
+        let probe = LaunchInput {
+            probe_argv: Some(vec!["/bin/true".into()]),
+            ..terminal("claude-code")
+        };
+        let p = w.decide(&s, &probe).unwrap();
+        assert!(!p.token.pass);
+        assert_eq!(p.argv, vec!["/bin/true".to_string()]);
+        let mut open = s.clone();
+        open.terminal_templates[2].sandbox = false;
+        assert!(
+            !w.decide(&open, &terminal("claude-code"))
+                .unwrap()
+                .token
+                .pass
+        );
+        // Unset: nothing to pass or deny.
+        let none = w.decide(&w.settings(), &session()).unwrap();
+        assert_eq!(none.token, TokenDecision::default());
+    }
+
+    #[test]
+    fn a_malformed_token_setting_refuses_sandboxed_launches_only() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.claude_token_file = "relative/token".into();
+        assert_eq!(
+            code(w.decide(&s, &terminal("shell"))).0,
+            Code::SandboxUnavailable
+        );
+        assert_eq!(code(w.decide(&s, &session())).0, Code::SandboxUnavailable);
+        assert!(w.decide(&s, &terminal("open")).is_ok());
+    }
+
+    #[test]
+    fn a_token_launch_runs_an_absolute_program_or_none() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.claude_token_file = "~/.token".into();
+        s.claude_path = "no-such-claude".into();
+        let r = w.decide(&s, &session()).expect_err("refused");
+        assert_eq!(r.error.code, Code::SandboxUnavailable);
+        assert!(
+            r.error.message.contains("no-such-claude"),
+            "{}",
+            r.error.message
+        );
+        // Without the token the name stays, with a hint for a failed start.
+        s.claude_token_file.clear();
+        let d = w.decide(&s, &session()).unwrap();
+        assert_eq!(d.argv[0], "no-such-claude");
+        assert!(d.unfound.unwrap().contains("claude_path"));
+    }
+
+    #[test]
+    fn model_and_mode_come_from_the_request_then_the_session_then_the_template() {
+        let w = World::new();
+        let mut s = w.settings();
+        let flags = |d: &Decision| (d.model.clone(), d.permission_mode.clone());
+        let d = w.decide(&s, &session()).unwrap();
+        assert_eq!(
+            flags(&d),
+            (None, Some(HEADLESS_SANDBOXED_PERMISSION_MODE.into()))
+        );
+        s.terminal_templates[2].model = "opus".into();
+        s.terminal_templates[2].permission_mode = "plan".into();
+        let d = w.decide(&s, &session()).unwrap();
+        assert_eq!(flags(&d), (Some("opus".into()), Some("plan".into())));
+        let prior = Prior {
+            model: Some("haiku".into()),
+            permission_mode: Some("acceptEdits".into()),
+            claude: Some(ClaudeInit {
+                session_id: Some("--dangerously-skip-permissions".into()),
+                ..Default::default()
+            }),
+        };
+        let resume = LaunchInput {
+            resume_id: Some("s-1".into()),
+            ..session()
+        };
+        let d = w
+            .decide_with(&s, &resume, false, Some(prior.clone()))
+            .unwrap();
+        assert_eq!(
+            flags(&d),
+            (Some("haiku".into()), Some("acceptEdits".into()))
+        );
+        // A session id that reads as a flag is never passed to --resume.
+        assert!(d.resume_session.is_none() && !d.argv.iter().any(|a| a == "--resume"));
+        let asked = LaunchInput {
+            model: Some("sonnet".into()),
+            permission_mode: Some("manual".into()),
+            ..resume
+        };
+        let d = w.decide_with(&s, &asked, false, Some(prior)).unwrap();
+        assert_eq!(flags(&d), (Some("sonnet".into()), Some("manual".into())));
+        let bad = LaunchInput {
+            model: Some("-x".into()),
+            ..session()
+        };
+        assert_eq!(code(w.decide(&s, &bad)).0, Code::InvalidRequest);
+        // A plain terminal gets neither.
+        let shell = w.decide(&s, &terminal("shell")).unwrap();
+        assert_eq!(flags(&shell), (None, None));
+    }
+}

@@ -1,0 +1,349 @@
+//! The sandbox of one launch: the one place its grants, denies, pins and network are
+//! decided from the settings, used by the launch (`launch.rs`) and by
+//! `relay sandbox explain` (`explain.rs`) (docs/settings.md, "What every sandboxed
+//! launch gets"; docs/THREAT-MODEL.md).
+
+use std::path::{Path, PathBuf};
+
+use super::settings::{Settings, Template};
+use super::{guard, Daemon, Entry, EntryState, Reach};
+use crate::protocol::{Backend, SessionKind};
+use crate::sandbox::resolve::expand_home;
+use crate::sandbox::{self, Network, SpecInput};
+
+/// What [`plan_sandbox`] needs to know about one launch.
+pub(super) struct SandboxPlan<'a> {
+    pub id: &'a str,
+    pub kind: SessionKind,
+    pub backend: Backend,
+    pub template: &'a Template,
+    /// The program the launch runs (`argv[0]`).
+    pub program: Option<&'a str>,
+    pub project_path: &'a Path,
+    /// The canonical working folder, and the one asked for (links checked).
+    pub directory: &'a Path,
+    pub directory_asked: &'a Path,
+    pub temp_dir: &'a Path,
+    pub token_path: Option<&'a Path>,
+    /// The launch carries the token: the program pins must hold.
+    pub token_launch: bool,
+    pub claude_path_env: &'a std::ffi::OsStr,
+}
+
+/// A launch's sandbox spec (token path denied), what it reaches, the folders some
+/// session can write, the denied ports and why each path is in the spec.
+pub(super) struct Planned {
+    pub spec: sandbox::Spec,
+    pub reach: Reach,
+    pub writable: Vec<PathBuf>,
+    pub ports: Vec<u16>,
+    pub labels: Vec<(PathBuf, String)>,
+}
+
+/// Why each path is in a spec, in the order they were added.
+#[derive(Default)]
+struct Labels(Vec<(PathBuf, String)>);
+
+impl Labels {
+    fn add(&mut self, path: &Path, why: &str) {
+        self.0.push((path.to_path_buf(), why.to_string()));
+    }
+}
+
+/// Builds the spec of one sandboxed launch from the settings. Errors are
+/// `sandbox_unavailable` messages.
+pub(super) fn plan_sandbox(
+    d: &Daemon,
+    settings: &Settings,
+    p: &SandboxPlan,
+) -> Result<Planned, String> {
+    let (writable, mut pin_folders) = writable_and_pins(d, settings, p)?;
+    let mut labels = Labels::default();
+    let lists = spec_lists(d, p, &pin_folders, &mut labels);
+    let ports = denied_ports(d, settings);
+    let network = if settings.session_sandbox.network_off {
+        Network::Off
+    } else {
+        Network::Shared {
+            denied_loopback_ports: ports.clone(),
+        }
+    };
+    let mut spec = sandbox::build_spec(
+        &SpecInput {
+            read: &lists.read,
+            read_write: &lists.read_write,
+            deny: &lists.deny,
+            read_only: &lists.read_only,
+            session_writable: &writable,
+            network,
+            workdir: p.directory,
+            interactive: p.kind == SessionKind::Pty,
+            file_mask: d.paths.mask(),
+            deny_unix_sockets: vec![d.paths.socket(), d.paths.bridge(), d.paths.host_socket()],
+        },
+        &d.home,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut reach = reach_of(&spec);
+    // A pin that holds one of this launch's own read-write grants (the home folder,
+    // when a link to the program sits there) would make the session read-only: it is
+    // left out, so this session counts as unpinned for it and a later token launch
+    // says so (`pins_hold`).
+    spec.read_only.retain(|pin| {
+        !reach
+            .read_write
+            .iter()
+            .any(|rw| rw.starts_with(&pin.canonical))
+    });
+    pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
+    reach.pins = pin_folders;
+    if let Some(tp) = p.token_path {
+        deny_token(d, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
+    }
+    Ok(Planned {
+        spec,
+        reach,
+        writable,
+        ports,
+        labels: labels.0,
+    })
+}
+
+/// The folders some session can write, after checking that no link in them redirects
+/// the project folder or the session directory; and the folders of what a token launch
+/// runs that lie in them (to be pinned read-only). A token launch also needs the pins
+/// to have held for every session relay remembers.
+fn writable_and_pins(
+    d: &Daemon,
+    settings: &Settings,
+    p: &SandboxPlan,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+    let live_rw: Vec<PathBuf> = d
+        .live_sandboxed(p.id)
+        .iter()
+        .flat_map(|e| e.reach.read_write.iter().cloned())
+        .collect();
+    let writable = guard::session_writable_roots(settings, &d.home, &live_rw);
+    // Links never redirect the project folder or the session directory.
+    for place in [p.project_path, p.directory_asked] {
+        if let Some(text) = place.to_str() {
+            sandbox::resolve::resolve_in(text, &d.home, sandbox::Role::Read, &writable)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    // What a token launch runs is pinned read-only in every sandbox, so no session
+    // can swap it for a program that keeps the token — from the first launch on,
+    // not only once the setting is set: a program a session planted before the
+    // token existed would get the token later.
+    let pins: Vec<guard::ProgramPins> = guard::token_programs(settings)
+        .iter()
+        .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
+        .collect();
+    let mut pin_folders: Vec<PathBuf> = Vec::new();
+    // Only where some session could write: elsewhere a pin changes nothing.
+    for f in pins.iter().flat_map(|p| p.folders.iter()) {
+        if writable.iter().any(|r| f.starts_with(r)) && !pin_folders.contains(f) {
+            pin_folders.push(f.clone());
+        }
+    }
+    if p.token_launch {
+        pins_hold(&pins, &writable, &d.sandboxed_since_start(p.id))?;
+    }
+    Ok((writable, pin_folders))
+}
+
+/// The path lists of a spec before resolution.
+struct SpecLists {
+    read: Vec<String>,
+    read_write: Vec<String>,
+    deny: Vec<String>,
+    read_only: Vec<String>,
+}
+
+/// The template's lists plus what every sandboxed launch gets (docs/settings.md).
+fn spec_lists(d: &Daemon, p: &SandboxPlan, pins: &[PathBuf], labels: &mut Labels) -> SpecLists {
+    let t = p.template;
+    let mut read = t.read.clone();
+    for r in &t.read {
+        labels.add(&expand_home(r, &d.home), "the template's read");
+    }
+    if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
+        for dir in program_dirs(&program) {
+            labels.add(&dir, "the program's folder");
+            read.push(dir.to_string_lossy().into_owned());
+        }
+    }
+    if p.kind == SessionKind::Pty && p.backend == Backend::Bwrap {
+        // The shim starts a pty target through `relay-shim pty-init` inside bwrap.
+        if let Ok(shim) = std::fs::canonicalize(&d.host.shim_bin) {
+            labels.add(&shim, "relay-shim, which starts the tool inside (pty-init)");
+            read.push(shim.to_string_lossy().into_owned());
+        }
+    }
+    labels.add(p.directory, "the session's directory");
+    labels.add(p.temp_dir, "its own temp folder (TMPDIR)");
+    let mut read_write = t.read_write.clone();
+    for rw in &t.read_write {
+        labels.add(&expand_home(rw, &d.home), "the template's read_write");
+    }
+    read_write.push(p.directory.to_string_lossy().into_owned());
+    read_write.push(p.temp_dir.to_string_lossy().into_owned());
+    let mut deny = t.deny.clone();
+    for dn in &t.deny {
+        labels.add(&expand_home(dn, &d.home), "the template's deny");
+    }
+    labels.add(
+        &d.paths.config,
+        "relay's config dir: settings, api-token, sockets, profiles, logs",
+    );
+    deny.push(d.paths.config.to_string_lossy().into_owned());
+    for f in pins {
+        labels.add(f, "what a token launch runs (pinned)");
+    }
+    SpecLists {
+        read,
+        read_write,
+        deny,
+        read_only: pins
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+    }
+}
+
+/// The settings' denied loopback ports and relay's own API port, sorted.
+fn denied_ports(d: &Daemon, settings: &Settings) -> Vec<u16> {
+    let mut ports = settings.session_sandbox.denied_loopback_ports.clone();
+    if let Some(port) = d.api_port() {
+        ports.push(port);
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// The canonical folders a spec grants, and those it grants read-write.
+fn reach_of(spec: &sandbox::Spec) -> Reach {
+    Reach {
+        grants: spec
+            .grants
+            .iter()
+            .map(|g| g.path.canonical.clone())
+            .collect(),
+        read_write: spec
+            .grants
+            .iter()
+            .filter(|g| g.access == sandbox::Access::ReadWrite)
+            .map(|g| g.path.canonical.clone())
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The token path, denied on every sandboxed launch: its own folder masked whole where
+/// it can be (a token saved there later by rename stays hidden).
+fn deny_token(
+    d: &Daemon,
+    backend: Backend,
+    tp: &Path,
+    spec: &mut sandbox::Spec,
+    reach: &mut Reach,
+    labels: &mut Labels,
+) -> Result<(), String> {
+    let td = guard::token_deny(tp, &d.home, &reach.grants, backend == Backend::Seatbelt)?;
+    for dp in &td.deny {
+        let why = if dp == tp {
+            "claude_token_file: the token is only ever on fd 5"
+        } else {
+            "claude_token_file's own folder, masked whole: the token is only ever on fd 5"
+        };
+        labels.add(dp, why);
+        let r = sandbox::resolve(&dp.to_string_lossy(), &d.home, sandbox::Role::Deny)
+            .map_err(|e| e.to_string())?;
+        spec.deny.push(r);
+    }
+    reach.token_path = Some(tp.to_path_buf());
+    if backend == Backend::Bwrap {
+        reach.token_folder = td.exposed_folder.map(|f| (f.clone(), guard::identity(&f)));
+    }
+    Ok(())
+}
+
+/// Whether the programs a token launch runs are beyond every session's reach: no
+/// missing `PATH` folder before them that a session could create, and no session relay
+/// remembers — running, ended (across restarts: the ledger keeps what each could
+/// write) or purged since this start — that could write one of their folders because
+/// it started without the pins (what it wrote there stays).
+fn pins_hold(
+    pins: &[guard::ProgramPins],
+    writable: &[PathBuf],
+    sessions: &[Entry],
+) -> Result<(), String> {
+    for p in pins {
+        let program = p
+            .program
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "claude".into());
+        if let Some((file, n)) = p.stray_links.first() {
+            return Err(format!(
+                "the Claude program {program}: {} has {n} names (hard links), some outside \
+                 the folders relay keeps read-only, so a session could write it through \
+                 another name; remove the extra links (or reinstall) and launch again",
+                file.display()
+            ));
+        }
+        if let Some(missing) = p
+            .missing_path_dirs
+            .iter()
+            .find(|m| writable.iter().any(|r| m.starts_with(r)))
+        {
+            return Err(format!(
+                "the PATH folder {} comes before {program} and does not exist: a sandboxed \
+                 session could create it and put its own program there for the token; \
+                 create it, drop it from relay's PATH, or set claude_path to the absolute path",
+                missing.display()
+            ));
+        }
+        for folder in &p.folders {
+            if let Some(e) = sessions.iter().find(|e| {
+                e.reach
+                    .read_write
+                    .iter()
+                    .any(|r| folder.starts_with(r) || r.starts_with(folder))
+                    && !e.reach.pins.iter().any(|pin| folder.starts_with(pin))
+            }) {
+                let running = matches!(e.state, EntryState::Running | EntryState::Launching);
+                return Err(format!(
+                    "the Claude program {program}: session {} {} write {} without the pin \
+                     that protects it, so what runs there may be its own; {}check the \
+                     program, purge that session, then restart relay serve (it forgets \
+                     purged sessions)",
+                    e.id,
+                    if running { "can" } else { "could" },
+                    folder.display(),
+                    if running { "stop that session, " } else { "" }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The folder of the program and, when it is a link, of its real file: a sandboxed
+/// launch can only run what it can read.
+fn program_dirs(program: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = program.parent() {
+        out.push(dir.to_path_buf());
+    }
+    if let Ok(real) = std::fs::canonicalize(program) {
+        if let Some(dir) = real.parent() {
+            if !out.iter().any(|d| d == dir) {
+                out.push(dir.to_path_buf());
+            }
+        }
+    }
+    // System folders are in the baseline already; granting `/usr/bin` again is harmless.
+    out
+}
