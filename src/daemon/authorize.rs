@@ -681,17 +681,8 @@ mod tests {
 
     fn template(id: &str, command: &str, sandbox: bool) -> Template {
         Template {
-            id: id.into(),
-            name: id.into(),
-            command: command.into(),
-            args: vec![],
-            env: Default::default(),
             sandbox,
-            read: vec![],
-            read_write: vec![],
-            deny: vec![],
-            model: String::new(),
-            permission_mode: String::new(),
+            ..Template::new(id, id, command)
         }
     }
 

@@ -81,18 +81,8 @@ impl Settings {
         let mut t = self
             .template(crate::protocol::CLAUDE_CODE_TEMPLATE)
             .cloned()
-            .unwrap_or_else(|| Template {
-                id: crate::protocol::CLAUDE_CODE_TEMPLATE.into(),
-                name: "Claude Code".into(),
-                command: String::new(),
-                args: vec![],
-                env: Default::default(),
-                sandbox: true,
-                read: vec![],
-                read_write: vec![],
-                deny: vec![],
-                model: String::new(),
-                permission_mode: String::new(),
+            .unwrap_or_else(|| {
+                Template::new(crate::protocol::CLAUDE_CODE_TEMPLATE, "Claude Code", "")
             });
         t.command = self.claude_program();
         t
@@ -382,6 +372,25 @@ pub struct Template {
     pub permission_mode: String,
 }
 
+impl Template {
+    /// A sandboxed template with no grants, arguments or environment of its own.
+    pub fn new(id: &str, name: &str, command: &str) -> Template {
+        Template {
+            id: id.into(),
+            name: name.into(),
+            command: command.into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            sandbox: true,
+            read: vec![],
+            read_write: vec![],
+            deny: vec![],
+            model: String::new(),
+            permission_mode: String::new(),
+        }
+    }
+}
+
 /// A `--model` value relay passes on: a model name or alias, 1-128 characters of
 /// letters, digits and `._:/@[]-`, not starting with `-` (it must not read as a flag).
 pub fn valid_model(m: &str) -> bool {
@@ -635,32 +644,12 @@ pub fn seed() -> Settings {
             allowed_templates: vec!["*".into()],
         }],
         terminal_templates: vec![
-            Template {
-                id: "shell".into(),
-                name: "Shell".into(),
-                command: "/bin/sh".into(),
-                args: vec![],
-                env: BTreeMap::new(),
-                sandbox: true,
-                read: vec![],
-                read_write: vec![],
-                deny: vec![],
-                model: String::new(),
-                permission_mode: String::new(),
-            },
-            Template {
-                id: crate::protocol::CLAUDE_CODE_TEMPLATE.into(),
-                name: "Claude Code".into(),
-                command: "claude".into(),
-                args: vec![],
-                env: BTreeMap::new(),
-                sandbox: true,
-                read: vec![],
-                read_write: vec![],
-                deny: vec![],
-                model: String::new(),
-                permission_mode: String::new(),
-            },
+            Template::new("shell", "Shell", "/bin/sh"),
+            Template::new(
+                crate::protocol::CLAUDE_CODE_TEMPLATE,
+                "Claude Code",
+                "claude",
+            ),
         ],
         session_sandbox: SessionSandbox::default(),
         api: Api::default(),
