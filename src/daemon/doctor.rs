@@ -457,11 +457,7 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             // It holds the token on fd 5: it does not outlive the check.
-            let body = serde_json::to_vec(&crate::protocol::TerminateRequest {
-                session_id: entry.id.clone(),
-            })
-            .unwrap_or_default();
-            let _ = d.host.call("POST", "/terminate", Some(body)).await;
+            d.terminate(&entry.id).await;
             return Err("the probe did not end within 60 s".into());
         }
         let evs = d.events.wait_for(after, left).await;

@@ -407,11 +407,21 @@ impl Daemon {
                 _ => return,
             }
         }
-        let body = serde_json::to_vec(&crate::protocol::TerminateRequest {
+        self.terminate(id).await;
+    }
+
+    /// Asks the host to end a session (SIGTERM, then SIGKILL after the grace); a host
+    /// that cannot be asked is logged: its death ends the sessions anyway.
+    pub async fn terminate(&self, id: &str) {
+        let req = crate::protocol::TerminateRequest {
             session_id: id.to_string(),
-        })
-        .unwrap_or_default();
-        let _ = self.host.call("POST", "/terminate", Some(body)).await;
+        };
+        let body = serde_json::to_vec(&req).unwrap_or_default();
+        match self.host.call("POST", "/terminate", Some(body)).await {
+            Ok((200 | 404, _)) => {}
+            Ok((status, _)) => tracing::warn!(session = id, status, "terminate: the host refused"),
+            Err(e) => tracing::warn!(session = id, error = %e, "terminate: host unreachable"),
+        }
     }
 
     /// One look at the token (the token watcher calls this every second). First
@@ -981,7 +991,12 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);
     host.shutdown();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), supervisor).await;
+    if tokio::time::timeout(std::time::Duration::from_secs(10), supervisor)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the session host did not end within 10 s of the stop");
+    }
     let _ = std::fs::remove_file(daemon.paths.ready());
     let _ = std::fs::remove_file(daemon.paths.socket());
     let _ = std::fs::remove_file(daemon.paths.bridge());

@@ -73,10 +73,13 @@ pub async fn purge(
     };
     // The host forgets it and removes its logs; when the host no longer knows it (it
     // was restarted), the files go by name.
-    let _ = d
+    if let Err(e) = d
         .host
         .call("DELETE", &format!("/sessions/{id}"), None)
-        .await;
+        .await
+    {
+        tracing::debug!(session = id, error = %e, "purge: the host is not there to forget it");
+    }
     remove_logs(d, id);
     if let Err(msg) = remove_session_dir(&d.tmp_real, id) {
         d.ledger().insert(id.to_string(), entry);

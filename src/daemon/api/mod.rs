@@ -311,10 +311,10 @@ async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
     };
     if e.state == EntryState::Running {
         let seq = d.events.last_seq();
-        let body = serde_json::to_vec(&crate::protocol::TerminateRequest {
+        let req = crate::protocol::TerminateRequest {
             session_id: id.to_string(),
-        })
-        .unwrap_or_default();
+        };
+        let body = serde_json::to_vec(&req).unwrap_or_default();
         match host_passthrough(d, "POST", "/terminate", Some(body)).await {
             Ok((200, _)) | Ok((404, _)) => {}
             Ok((status, bytes)) => return host_error(status, &bytes),
