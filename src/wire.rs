@@ -534,6 +534,7 @@ mod tests {
         round_trip(&SessionStart {
             project: Some("p".into()),
             directory: Some("/d".into()),
+            cwd: Some("/d/sub".into()),
             name: Some("n".into()),
             template: Some("claude-code".into()),
             model: Some("m".into()),
@@ -544,6 +545,7 @@ mod tests {
             project: Some("p".into()),
             template: Some("shell".into()),
             directory: Some("/d".into()),
+            cwd: Some("/d/sub".into()),
             name: Some("n".into()),
             cols: Some(100),
             rows: Some(30),
