@@ -402,7 +402,7 @@ pub fn terminal(
         Err(e) => return super::fail(e),
         Ok(End::Exited(result) | End::Gone(result)) => (
             ExitCode::from(super::sandbox::exit_code(&result)),
-            serde_json::json!({"id": id, "exit_status": result["exit_status"], "signal": result["signal"]}),
+            super::sandbox::exit_line(id, &result),
         ),
         Ok(End::Detached) => {
             eprint!("{}", detached_note(id, config_flag));
