@@ -152,7 +152,7 @@ fn open_log(path: &Path) -> io::Result<File> {
 }
 
 /// The lowest number a log file may hold: the host puts placeholders on the numbers
-/// of a launch's descriptor table (3–6, `src/host/fds.rs`) after its log is open, so
+/// of a launch's descriptor table (3–5, `src/host/fds.rs`) after its log is open, so
 /// a log left there would be replaced by `/dev/null`.
 const LOG_FD_MIN: i32 = 16;
 

@@ -18,6 +18,8 @@ mod doctor_seatbelt;
 mod explain;
 #[path = "e2e/faults.rs"]
 mod faults;
+#[path = "e2e/landlock_thread.rs"]
+mod landlock_thread;
 #[path = "e2e/leak.rs"]
 mod leak;
 #[path = "e2e/ledger.rs"]

@@ -6,7 +6,7 @@
 //! ```text
 //! relay-shim exec --session-id ID [--identity] [--pty]
 //!     [--sandbox-backend seatbelt|bwrap --sandbox-profile ABS_PATH] [--sandbox-launcher PATH]
-//!     [--status-fd N] [--pass-token] [--landlock-fd N] -- ARGV…
+//!     [--status-fd N] [--pass-token] [--landlock-fd N | --landlock-inherited] -- ARGV…
 //! relay-shim --version
 //! ```
 
@@ -31,6 +31,7 @@ pub mod flags {
     pub const STATUS_FD: &str = "--status-fd";
     pub const PASS_TOKEN: &str = "--pass-token";
     pub const LANDLOCK_FD: &str = "--landlock-fd";
+    pub const LANDLOCK_INHERITED: &str = "--landlock-inherited";
     /// Ends the flags; the target's argv follows.
     pub const ARGV: &str = "--";
 }
@@ -96,6 +97,10 @@ pub struct ExecArgs {
     pub status_fd: RawFd,
     pub pass_token: bool,
     pub landlock_fd: Option<RawFd>,
+    /// The shim was forked already inside the Landlock domain of its denied ports (the
+    /// host's confined thread, docs/session-host.md#the-confined-thread): it installs
+    /// only the network filter. Never together with `landlock_fd`.
+    pub landlock_inherited: bool,
     /// The target's argv as given after `--`; never empty.
     pub argv: Vec<OsString>,
 }
@@ -140,6 +145,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
     let mut status_fd: Option<RawFd> = None;
     let mut pass_token = false;
     let mut landlock_fd: Option<RawFd> = None;
+    let mut landlock_inherited = false;
     let mut argv: Option<Vec<OsString>> = None;
 
     let mut it = args.iter();
@@ -167,6 +173,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
             flags::IDENTITY => set_flag(&mut identity, flag)?,
             flags::PTY => set_flag(&mut pty, flag)?,
             flags::PASS_TOKEN => set_flag(&mut pass_token, flag)?,
+            flags::LANDLOCK_INHERITED => set_flag(&mut landlock_inherited, flag)?,
             flags::SANDBOX_BACKEND => {
                 let name = utf8(value(flag)?, flag)?;
                 let Some(b) = Backend::from_name(name) else {
@@ -235,6 +242,9 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
             "--status-fd 3 collides with the identity fd of --identity",
         ));
     }
+    if landlock_inherited && landlock_fd.is_some() {
+        return Err(usage("--landlock-inherited together with --landlock-fd"));
+    }
     if let Some(fd) = landlock_fd {
         if fd <= TOKEN_FD {
             return Err(usage(format!(
@@ -256,6 +266,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
         status_fd,
         pass_token,
         landlock_fd,
+        landlock_inherited,
         argv,
     })
 }
@@ -292,6 +303,9 @@ impl ExecArgs {
         if let Some(fd) = self.landlock_fd {
             a.push(flags::LANDLOCK_FD.into());
             a.push(fd.to_string().into());
+        }
+        if self.landlock_inherited {
+            a.push(flags::LANDLOCK_INHERITED.into());
         }
         a.push(flags::ARGV.into());
         a.extend(self.argv.iter().cloned());
@@ -366,6 +380,7 @@ mod tests {
                 status_fd: 3,
                 pass_token: false,
                 landlock_fd: None,
+                landlock_inherited: false,
                 argv: os(&["/bin/echo", "hi"]),
             }
         );
@@ -430,6 +445,7 @@ mod tests {
             status_fd: 9,
             pass_token: true,
             landlock_fd: Some(6),
+            landlock_inherited: false,
             argv: os(&["claude", "--", "--flag"]),
         };
         let plain = ExecArgs {
@@ -444,6 +460,7 @@ mod tests {
             status_fd: 3,
             pass_token: false,
             landlock_fd: None,
+            landlock_inherited: true,
             argv: os(&["x"]),
         };
         for e in [full, plain] {
@@ -694,6 +711,38 @@ mod tests {
     }
 
     #[test]
+    fn landlock_inherited_excludes_a_ruleset_fd() {
+        assert!(
+            exec(&["--session-id", "s", "--landlock-inherited", "--", "x"])
+                .unwrap()
+                .landlock_inherited
+        );
+        assert_eq!(
+            refused(&[
+                "--session-id",
+                "s",
+                "--landlock-inherited",
+                "--landlock-fd",
+                "6",
+                "--",
+                "x"
+            ]),
+            "--landlock-inherited together with --landlock-fd"
+        );
+        assert_eq!(
+            refused(&[
+                "--session-id",
+                "s",
+                "--landlock-inherited",
+                "--landlock-inherited",
+                "--",
+                "x"
+            ]),
+            "--landlock-inherited given twice"
+        );
+    }
+
+    #[test]
     fn non_utf8_target_arguments_are_kept() {
         use std::os::unix::ffi::OsStringExt;
         let raw = OsString::from_vec(vec![b'a', 0xff]);
@@ -729,6 +778,7 @@ mod fuzz {
                 "--status-fd",
                 "--pass-token",
                 "--landlock-fd",
+                "--landlock-inherited",
                 "--",
                 "bwrap",
                 "seatbelt",
@@ -762,6 +812,7 @@ mod fuzz {
                 }
                 if let Some(fd) = a.landlock_fd {
                     prop_assert!(fd > 5 && fd != a.status_fd);
+                    prop_assert!(!a.landlock_inherited);
                 }
                 if let Some(sb) = &a.sandbox {
                     prop_assert!(sb.profile.is_absolute());
@@ -788,6 +839,7 @@ mod fuzz {
             Just(vec![OsString::from("--identity")]),
             Just(vec![OsString::from("--pty")]),
             Just(vec![OsString::from("--pass-token")]),
+            Just(vec![OsString::from("--landlock-inherited")]),
             arg().prop_map(|v| vec![OsString::from("--sandbox-backend"), v]),
             arg().prop_map(|v| vec![OsString::from("--sandbox-profile"), v]),
             arg().prop_map(|v| vec![OsString::from("--sandbox-launcher"), v]),

@@ -186,12 +186,22 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         status.emit(Event::NoIdentity { pid: me });
     }
 
-    // 4. Landlock, applied to the shim itself so the launcher and target inherit it,
-    //    then the seccomp filter for the ways into TCP that Landlock does not see
-    //    (MPTCP, TCP Fast Open, io_uring): denied ports hold for every socket.
+    // 4. Landlock, applied to the shim itself so the launcher and target inherit it
+    //    (or, with --landlock-inherited, already inherited from the host's confined
+    //    thread: docs/session-host.md#the-confined-thread), then the seccomp filter for
+    //    the ways into TCP that Landlock does not see (MPTCP, TCP Fast Open, io_uring):
+    //    denied ports hold for every socket.
     if let Some(fd) = args.landlock_fd {
         landlock::restrict_self(fd).map_err(|e| Failure::setup("landlock", e))?;
         nix::unistd::close(fd).map_err(|e| Failure::setup("landlock", e.into()))?;
+    }
+    if args.landlock_inherited {
+        landlock::check_inherited().map_err(|e| {
+            Failure::new("landlock", e.to_string(), exit_codes::SETUP)
+                .event(Event::SpawnFailed { errno: libc::EPERM })
+        })?;
+    }
+    if args.landlock_fd.is_some() || args.landlock_inherited {
         seccomp::install().map_err(|e| Failure::setup("seccomp", e))?;
     }
 

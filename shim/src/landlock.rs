@@ -3,9 +3,13 @@
 //! bwrap shares the network namespace when network is `shared`, so denied ports are
 //! enforced with Landlock instead: a ruleset that handles TCP connect and allows it on
 //! every port but the denied ones (Landlock is an allow-list). Building it means 65536
-//! rules (tens of milliseconds), so the host builds it once per port set with
-//! [`build_tcp_connect_ruleset`] and passes the descriptor to the shim
-//! (`--landlock-fd N`), which applies it to itself just before it execs bwrap.
+//! rules (tens of milliseconds to build, and 25–30 ms for every `landlock_restrict_self`
+//! that merges them into a new domain), so the host builds it once per port set with
+//! [`build_tcp_connect_ruleset`] and applies it once, to one thread of its own that
+//! forks every shim for that port set: the shim starts inside the domain and runs with
+//! `--landlock-inherited` ([session-host.md](../../docs/session-host.md#the-confined-thread)).
+//! A caller that has no such thread passes the descriptor instead (`--landlock-fd N`)
+//! and the shim applies it to itself just before it execs bwrap.
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
@@ -49,10 +53,26 @@ pub fn build_tcp_connect_ruleset(denied_ports: &[u16]) -> io::Result<OwnedFd> {
     Ok(ruleset)
 }
 
-/// Sets no-new-privs and confines the calling process with the ruleset at `fd`.
+/// Sets no-new-privs and confines the calling thread (and every process it forks
+/// afterwards) with the ruleset at `fd`; the process's other threads are not touched.
 /// The caller closes `fd` afterwards.
-pub(crate) fn restrict_self(fd: RawFd) -> io::Result<()> {
+pub fn restrict_self(fd: RawFd) -> io::Result<()> {
     sys::restrict_self(fd)
+}
+
+/// What a shim started with `--landlock-inherited` can check of its inheritance: the
+/// kernel offers no query for a Landlock domain, but the confined thread set
+/// no-new-privs together with its domain, so a shim without it was not forked from that
+/// thread (unless its host already ran with no-new-privs) and refuses to go on.
+pub(crate) fn check_inherited() -> io::Result<()> {
+    if sys::no_new_privs()? {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "--landlock-inherited but no_new_privs is not set: not started from a confined thread",
+        ))
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -146,6 +166,15 @@ mod sys {
         Ok(())
     }
 
+    pub(super) fn no_new_privs() -> io::Result<bool> {
+        // Safety: prctl with integer arguments only; no memory is passed.
+        let ret = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ret == 1)
+    }
+
     pub(super) fn restrict_self(fd: RawFd) -> io::Result<()> {
         // Safety: prctl with integer arguments only; no memory is passed.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
@@ -178,6 +207,10 @@ mod sys {
     }
 
     pub(super) fn allow_connect(_ruleset: &OwnedFd, _port: u16) -> io::Result<()> {
+        Err(unsupported())
+    }
+
+    pub(super) fn no_new_privs() -> io::Result<bool> {
         Err(unsupported())
     }
 

@@ -9,7 +9,7 @@
 //! `Command` keeps an internal close-on-exec
 //! pipe to report exec failures. If that pipe lands on 3, 4, 5 or 6 and `pre_exec`
 //! `dup2`s onto that number, `spawn()` returns Ok for a missing binary. So the host
-//! keeps 3..=6 occupied by `/dev/null` placeholders for its whole life: the error pipe
+//! keeps 3..=5 occupied by `/dev/null` placeholders for its whole life: the error pipe
 //! can never take one of those numbers. A launch stages its pipes onto the numbers in
 //! the parent (still close-on-exec, under the fork lock, [`crate::cloexec`]), the child's
 //! `pre_exec` only clears close-on-exec on the numbers of the table, and the parent puts
@@ -24,17 +24,16 @@ use crate::cloexec::{self, ForkGuard};
 /// own numbers (`relay_shim::fds`), defined once.
 pub use relay_shim::fds::{IDENTITY_FD, TOKEN_FD};
 
-/// Where the shim finds the Landlock ruleset, when there is one (passed to it by
-/// `--landlock-fd`).
-pub const LANDLOCK_FD: RawFd = 6;
-/// The table's numbers above 2: identity, status (4 with an identity), token, Landlock.
-pub const TABLE_FDS: [RawFd; 4] = [IDENTITY_FD, IDENTITY_FD + 1, TOKEN_FD, LANDLOCK_FD];
+/// The table's numbers above 2: identity, status (4 with an identity), token. (No
+/// Landlock ruleset: the shim inherits the domain from its confined thread,
+/// `confined.rs`.)
+pub const TABLE_FDS: [RawFd; 3] = [IDENTITY_FD, IDENTITY_FD + 1, TOKEN_FD];
 
 fn dev_null() -> io::Result<std::fs::File> {
     std::fs::OpenOptions::new().read(true).open("/dev/null")
 }
 
-/// Occupies 3..=6 with close-on-exec `/dev/null`. Call once at start, before any
+/// Occupies 3..=5 with close-on-exec `/dev/null`. Call once at start, before any
 /// thread or socket exists (after reading the start secret, which may sit on one of
 /// those numbers).
 pub fn reserve_placeholders() -> io::Result<()> {
@@ -86,7 +85,7 @@ impl Staging {
     }
 }
 
-/// Puts `/dev/null` back on 3..=6, dropping the host's staged copies.
+/// Puts `/dev/null` back on 3..=5, dropping the host's staged copies.
 pub fn restore_placeholders(g: &ForkGuard) -> io::Result<()> {
     let null = dev_null()?;
     for fd in TABLE_FDS {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use relay_shim::status::Event;
 
+use super::confined::Confined;
 use super::provider::{self, Provider};
 use super::redact::{Patterns, Redactor};
 use super::spawn::{self, Plan};
@@ -141,22 +142,18 @@ pub fn validate(req: &LaunchRequest) -> Result<(), LaunchError> {
     Ok(())
 }
 
-fn landlock_for(host: &Host, ports: &[u16]) -> Result<Arc<OwnedFd>, LaunchError> {
+/// The confined thread of the port set (`confined.rs`), started on first use.
+fn landlock_for(host: &Host, ports: &[u16]) -> Result<Arc<Confined>, LaunchError> {
     let mut key = ports.to_vec();
     key.sort_unstable();
     key.dedup();
     let mut cache = host.landlock.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(fd) = cache.get(&key) {
-        return Ok(fd.clone());
+    if let Some(c) = cache.get(&key) {
+        return Ok(c.clone());
     }
-    let fd = relay_shim::landlock::build_tcp_connect_ruleset(&key).map_err(|e| {
-        LaunchError::SpawnFailed(format!(
-            "denied loopback ports need Landlock TCP rules (kernel ABI 4 or later): {e}"
-        ))
-    })?;
-    let fd = Arc::new(fd);
-    cache.insert(key, fd.clone());
-    Ok(fd)
+    let confined = Arc::new(Confined::start(&key)?);
+    cache.insert(key, confined.clone());
+    Ok(confined)
 }
 
 /// Frees the reserved id when a launch does not complete.
@@ -203,10 +200,10 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     let remove_log =
         |log: &Arc<Mutex<DiskLog>>| log.lock().unwrap_or_else(|p| p.into_inner()).remove();
 
-    let landlock = match &req.sandbox {
+    let confined = match &req.sandbox {
         Some(sb) if sb.backend == Backend::Bwrap && !sb.denied_loopback_ports.is_empty() => {
             match landlock_for(host, &sb.denied_loopback_ports) {
-                Ok(fd) => Some(fd),
+                Ok(c) => Some(c),
                 Err(e) => {
                     remove_log(&log);
                     return Err(e);
@@ -274,12 +271,16 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         sandbox: req.sandbox.clone(),
         identity: req.identity.as_ref().map(|i| i.secret.clone()),
         token: req.claude_token.clone(),
-        landlock,
+        landlock_inherited: false,
         stdin,
         stdout,
         stderr,
     };
-    let spawned = match spawn::spawn(plan) {
+    let spawned = match &confined {
+        Some(c) => c.spawn(plan).await,
+        None => spawn::spawn(plan),
+    };
+    let spawned = match spawned {
         Ok(s) => s,
         Err(e) => {
             remove_log(&log);

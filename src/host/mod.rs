@@ -9,6 +9,7 @@
 
 mod args;
 mod attach;
+mod confined;
 pub(crate) mod env;
 mod fds;
 mod launch;
@@ -21,7 +22,7 @@ mod termlog;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -71,8 +72,9 @@ pub enum Slot {
 pub struct Host {
     pub cfg: HostConfig,
     pub sessions: Mutex<HashMap<String, Slot>>,
-    /// Landlock rulesets by denied port set: building one costs tens of milliseconds.
-    pub landlock: Mutex<HashMap<Vec<u16>, Arc<OwnedFd>>>,
+    /// The confined thread of each denied port set (`confined.rs`): building a ruleset
+    /// costs hundreds of milliseconds, applying it tens, so each is done once.
+    pub landlock: Mutex<HashMap<Vec<u16>, Arc<confined::Confined>>>,
     stdout: Mutex<std::io::Stdout>,
 }
 

@@ -1,6 +1,7 @@
 //! The whole child recipe for one shim, in one place: argv and flags, explicit
-//! environment, working directory, the fd table (identity pipe, status pipe, token pipe,
-//! Landlock ruleset), and the wait for the shim's `started`.
+//! environment, working directory, the fd table (identity pipe, status pipe, token
+//! pipe), and the wait for the shim's `started`. A launch with denied ports runs
+//! [`spawn`] on its port set's confined thread (`confined.rs`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -8,7 +9,6 @@ use std::io::Write;
 use std::os::fd::{OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use relay_shim::status::Event;
@@ -19,7 +19,7 @@ use tokio::process::{Child, Command};
 use relay_shim::cli::{ExecArgs, Sandbox};
 use relay_shim::fds::default_status_fd;
 
-use super::fds::{self, Staging, IDENTITY_FD, LANDLOCK_FD, TOKEN_FD};
+use super::fds::{self, Staging, IDENTITY_FD, TOKEN_FD};
 use super::LaunchError;
 use crate::cloexec::{self, ForkGuard};
 use crate::protocol::{SandboxLaunch, Secret};
@@ -38,7 +38,9 @@ pub struct Plan {
     pub sandbox: Option<SandboxLaunch>,
     pub identity: Option<Secret>,
     pub token: Option<Secret>,
-    pub landlock: Option<Arc<OwnedFd>>,
+    /// Forked from a confined thread: the shim starts inside the Landlock domain of
+    /// the denied ports (set only by `Confined::spawn`).
+    pub landlock_inherited: bool,
     pub stdin: Stdio,
     pub stdout: Stdio,
     pub stderr: Stdio,
@@ -47,8 +49,9 @@ pub struct Plan {
 /// Linux: the shim gets SIGKILL when the host dies, however it dies (and the shim's
 /// own children get the same from the shim), so a host killed together with its daemon
 /// leaves no session running (docs/session-host.md#when-a-parent-dies). The signal
-/// follows the thread that forked: launches fork on the runtime's worker threads, which
-/// live as long as the host. Runs between fork and exec.
+/// follows the thread that forked: launches fork on the runtime's worker threads or on a
+/// confined thread (`confined.rs`), all of which live as long as the host. Runs between
+/// fork and exec.
 #[cfg(target_os = "linux")]
 fn die_with_host(host_pid: libc::pid_t) -> std::io::Result<()> {
     // Safety: prctl with integer arguments and getppid; no memory is passed.
@@ -103,7 +106,8 @@ fn shim_args(plan: &Plan, status_fd: RawFd) -> Vec<OsString> {
         }),
         status_fd,
         pass_token: plan.token.is_some(),
-        landlock_fd: plan.landlock.is_some().then_some(LANDLOCK_FD),
+        landlock_fd: None,
+        landlock_inherited: plan.landlock_inherited,
         argv: plan.argv.iter().map(OsString::from).collect(),
     }
     .to_args()
@@ -128,10 +132,6 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
         let r = filled_pipe(&g, token.expose().as_bytes()).map_err(|e| failed("token pipe", e))?;
         staging.put(TOKEN_FD, r);
     }
-    if let Some(ll) = &plan.landlock {
-        let dup = ll.try_clone().map_err(|e| failed("landlock ruleset", e))?;
-        staging.put(LANDLOCK_FD, dup);
-    }
 
     let mut cmd = Command::new(&plan.shim);
     cmd.args(shim_args(&plan, status_fd))
@@ -143,8 +143,8 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
         .stderr(plan.stderr)
         .kill_on_drop(false);
     let keep: Vec<RawFd> = staging.numbers();
-    let keep_arr: [RawFd; 4] = {
-        let mut a = [-1; 4];
+    let keep_arr: [RawFd; 3] = {
+        let mut a = [-1; 3];
         for (i, n) in keep.iter().enumerate() {
             a[i] = *n;
         }
@@ -156,7 +156,7 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
     // Safety: the closure runs between fork and exec and only calls fcntl/close_range,
     // prctl and getppid (async-signal-safe); it allocates nothing: `keep_arr` is a
     // copied array. It marks everything else from 3 up close-on-exec (the placeholders
-    // on 3..=6 are already).
+    // on 3..=5 are already).
     unsafe {
         cmd.pre_exec(move || {
             cloexec::keep_only(&keep_arr[..n_keep], limit)?;
