@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -160,9 +161,16 @@ impl Audit {
 /// `&'static str`; `seq` and `ts` are set by [`Events::emit`].
 pub type Event = crate::wire::Event<&'static str>;
 
+/// One kept event: its `seq` and the line as written.
+type Kept = (u64, Box<str>);
+
 pub struct Events {
     file: LineFile,
-    inner: Mutex<(u64, VecDeque<crate::wire::Event>)>,
+    /// The last sequence number and the kept events as their JSON text: a text is a
+    /// third of a parsed event's heap, and the ring's 4,096 of them are most of what a
+    /// long run of launches adds to the daemon (docs/performance.md, "1,000 sequential
+    /// launches"); only an answer parses them back.
+    inner: Mutex<(u64, VecDeque<Kept>)>,
     notify: Notify,
 }
 
@@ -195,9 +203,11 @@ impl Events {
                     self.file.path.display()
                 ));
             }
-            // The line as written, read back as the readers' type (it always is one).
-            match serde_json::from_value(v) {
-                Ok(kept) => inner.1.push_back(kept),
+            // The line as written, kept when it reads back as the readers' type (it
+            // always does).
+            let seq = inner.0;
+            match crate::wire::Event::<String>::deserialize(&v) {
+                Ok(_) => inner.1.push_back((seq, v.to_string().into_boxed_str())),
                 Err(e) => crate::listen::log(format_args!("relay: event {}: {e}", ev.name)),
             }
             if inner.1.len() > EVENTS_KEPT {
@@ -218,7 +228,12 @@ impl Events {
 
     fn after(&self, seq: u64) -> Vec<crate::wire::Event> {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.1.iter().filter(|e| e.seq > seq).cloned().collect()
+        inner
+            .1
+            .iter()
+            .filter(|(n, _)| *n > seq)
+            .filter_map(|(_, text)| serde_json::from_str(text).ok())
+            .collect()
     }
 
     /// [`Events::wait_for`] as JSON values (for callers that look at one field).

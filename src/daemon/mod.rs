@@ -191,6 +191,14 @@ pub struct Reach {
     pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
 }
 
+/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch.rs`):
+/// the folders it could write and the pins it had, sorted.
+#[derive(PartialEq, Eq, Hash)]
+struct PurgedReach {
+    read_write: Vec<PathBuf>,
+    pins: Vec<PathBuf>,
+}
+
 pub struct Daemon {
     pub paths: paths::Paths,
     pub home: PathBuf,
@@ -209,8 +217,9 @@ pub struct Daemon {
     /// Purged sandboxed sessions, kept for what they could write: what an ended
     /// session wrote stays, so the pins' check (`sandboxed_since_start`) must still see
     /// them until `relay serve` restarts (purging removes the ledger file, so a restart
-    /// forgets them).
-    purged: Mutex<Vec<Entry>>,
+    /// forgets them). One entry, the first purged, per distinct reach: 1,000 runs of
+    /// one template add one (docs/performance.md, "1,000 sequential launches").
+    purged: Mutex<HashMap<PurgedReach, Entry>>,
     /// The token watcher's memory (`rotation::Watch`).
     token_watch: Mutex<rotation::Watch>,
     /// `tmp`, canonical at start: session temp folders are removed only below it, and
@@ -387,11 +396,55 @@ impl Daemon {
             self.purged
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .iter()
+                .values()
                 .filter(|e| e.id != except)
                 .cloned(),
         );
         v
+    }
+
+    /// Remembers a purged sandboxed session for the pins' check until the next start,
+    /// once per distinct reach (the first such session names it in a refusal). Its own
+    /// temp folder (`<tmp>/relay-<id>`, its Claude config folder inside) is left out:
+    /// the purge has just removed it, so nothing the session wrote there stays — and
+    /// it is the one folder that differs between runs of one template. One that could
+    /// write nothing else can never fail the check and is not kept.
+    pub(crate) fn remember_purged(&self, e: &Entry) {
+        if !e.sandboxed {
+            return;
+        }
+        let own_tmp = self.tmp_real.join(format!("relay-{}", e.id));
+        let mut read_write: Vec<PathBuf> = e
+            .reach
+            .read_write
+            .iter()
+            .filter(|p| !p.starts_with(&own_tmp))
+            .cloned()
+            .collect();
+        if read_write.is_empty() {
+            return;
+        }
+        read_write.sort();
+        read_write.dedup();
+        let mut pins = e.reach.pins.clone();
+        pins.sort();
+        pins.dedup();
+        let key = PurgedReach {
+            read_write: read_write.clone(),
+            pins,
+        };
+        self.purged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_insert_with(|| {
+                let mut kept = Entry {
+                    explained: None,
+                    ..e.clone()
+                };
+                kept.reach.read_write = read_write;
+                kept
+            });
     }
 
     /// Marks a running session as stopped by relay for `reason` and asks the host to
@@ -859,7 +912,7 @@ fn build_daemon(
         ledger: Mutex::new(HashMap::new()),
         store,
         resuming: Mutex::new(HashMap::new()),
-        purged: Mutex::new(Vec::new()),
+        purged: Mutex::new(HashMap::new()),
         token_watch: Mutex::new(rotation::Watch::default()),
         tmp_real,
         purge_failed: Mutex::new(Default::default()),

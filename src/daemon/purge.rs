@@ -88,12 +88,7 @@ pub async fn purge(
     }
     // Its ledger file goes last: a restart finds it until the purge is done.
     d.persist(id);
-    if entry.sandboxed {
-        d.purged
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(entry.clone());
-    }
+    d.remember_purged(&entry);
     record(d, id, Some(&entry), kind, reason);
     Ok(entry)
 }

@@ -697,8 +697,9 @@ fn fd_kinds(pid: u64, root: &Path) -> std::collections::BTreeMap<String, usize> 
 
 fn pids(r: &Relay) -> (u64, u64) {
     let daemon = u64::from(r.ready.pid);
-    let host = r
-        .all_events()
+    // From the event log, which keeps every line (the daemon's ring keeps the last
+    // 4096 events: a long run pushes `host.started` out of it).
+    let host = relay_e2e::read_jsonl(&r.config.join("events.jsonl"))
         .iter()
         .rev()
         .find(|e| e["name"] == "host.started")
@@ -731,7 +732,12 @@ fn leak(runs: usize) -> Report {
     let (d0, df0) = rss_fds(dpid);
     let (h0, hf0) = rss_fds(hpid);
     let mut s = Series::new("relay");
-    for _ in 0..runs {
+    let mut half = (0, 0);
+    for i in 0..runs {
+        if i == runs / 2 {
+            settle(&r);
+            half = (rss_fds(dpid).0, rss_fds(hpid).0);
+        }
         let (ms, ok) = timed(sandbox_cmd(&r, &["true"]));
         s.samples.push(ms);
         s.failures += usize::from(!ok);
@@ -749,9 +755,15 @@ fn leak(runs: usize) -> Report {
         .unwrap_or(0);
     let mut text = format!("leak: {runs} sequential `relay sandbox true`\n{HEADER}");
     text += &s.row();
-    text += "process   RSS before   RSS after   fds before  fds after\n";
-    text += &format!("daemon    {d0:>7} KiB  {d1:>7} KiB  {df0:>9}  {df1:>9}\n");
-    text += &format!("host      {h0:>7} KiB  {h1:>7} KiB  {hf0:>9}  {hf1:>9}\n");
+    text += "process   RSS before   RSS halfway   RSS after   fds before  fds after\n";
+    text += &format!(
+        "daemon    {d0:>7} KiB  {:>9} KiB  {d1:>7} KiB  {df0:>9}  {df1:>9}\n",
+        half.0
+    );
+    text += &format!(
+        "host      {h0:>7} KiB  {:>9} KiB  {h1:>7} KiB  {hf0:>9}  {hf1:>9}\n",
+        half.1
+    );
     text += &format!("host descriptors after, by kind: {host_fds:?}\n");
     text += &format!("terminals the daemon still lists after the runs: {listed}\n");
     if hpid_after != hpid {
@@ -766,8 +778,8 @@ fn leak(runs: usize) -> Report {
     Report {
         text,
         json: json!({"case": "leak", "runs": runs, "series": s.json(),
-            "daemon": {"pid": dpid, "rss_kib_before": d0, "rss_kib_after": d1, "fds_before": df0, "fds_after": df1},
-            "host": {"pid": hpid, "pid_after": hpid_after, "rss_kib_before": h0, "rss_kib_after": h1, "fds_before": hf0, "fds_after": hf1, "fds_after_by_kind": host_fds},
+            "daemon": {"pid": dpid, "rss_kib_before": d0, "rss_kib_halfway": half.0, "rss_kib_after": d1, "fds_before": df0, "fds_after": df1},
+            "host": {"pid": hpid, "pid_after": hpid_after, "rss_kib_before": h0, "rss_kib_halfway": half.1, "rss_kib_after": h1, "fds_before": hf0, "fds_after": hf1, "fds_after_by_kind": host_fds},
             "terminals_listed_after": listed}),
     }
 }
