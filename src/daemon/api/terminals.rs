@@ -95,6 +95,39 @@ pub(super) async fn log(d: &Daemon, id: &str) -> Resp {
 
 /// `GET /api/terminals/{id}/attach` with `Upgrade: relay-attach`: the daemon joins the
 /// caller's upgraded connection to the host's and only copies bytes.
+/// Copies an attach both ways until the host's side has ended and everything it sent
+/// has reached the client. The host's side comes first: an ended terminal's host
+/// writes its output and exit frame and closes at once, so the client's first frame
+/// (its window size) can meet a closed host socket; that must not cut off the frames
+/// still on their way to the client, as one bidirectional copy did (it stops at the
+/// first error in either direction: `relay sandbox` then saw the stream end without
+/// output or exit frame).
+async fn relay_attach<C, H>(client: C, host: H)
+where
+    C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    H: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let (mut client_rd, mut client_wr) = tokio::io::split(client);
+    let (mut host_rd, mut host_wr) = tokio::io::split(host);
+    let up = async {
+        let _ = tokio::io::copy(&mut client_rd, &mut host_wr).await;
+        let _ = host_wr.shutdown().await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut host_rd, &mut client_wr).await;
+        let _ = client_wr.shutdown().await;
+    };
+    tokio::pin!(up, down);
+    tokio::select! {
+        // The client stopped sending (it detached, or the host stopped reading): what
+        // the host still sends goes on to the client until the host ends.
+        () = &mut up => down.await,
+        // The host has ended and all it sent is delivered: the attach is over.
+        () = &mut down => {}
+    }
+}
+
 pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
     // An ended terminal is attached too: the host replays its scrollback and exit
     // status, so `relay sandbox` never loses a tool that ended before its attach
@@ -124,9 +157,7 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
     let client_side = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         if let Ok(client) = client_side.await {
-            let mut a = TokioIo::new(client);
-            let mut b = TokioIo::new(host_side);
-            let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+            relay_attach(TokioIo::new(client), TokioIo::new(host_side)).await;
         }
     });
     http::upgrade(crate::protocol::attach::ATTACH_PROTOCOL)
