@@ -6,7 +6,7 @@
 //! ```text
 //! relay-shim exec --session-id ID [--identity] [--pty]
 //!     [--sandbox-backend seatbelt|bwrap --sandbox-profile ABS_PATH] [--sandbox-launcher PATH]
-//!     [--status-fd N] [--pass-token] [--landlock-fd N | --landlock-inherited] -- ARGV…
+//!     [--status-fd N] [--pass-token] [--landlock-fd N | --landlock-inherited PORT] -- ARGV…
 //! relay-shim --version
 //! ```
 
@@ -100,7 +100,7 @@ pub struct ExecArgs {
     /// The shim was forked already inside the Landlock domain of its denied ports (the
     /// host's confined thread, docs/session-host.md#the-confined-thread): it installs
     /// only the network filter. Never together with `landlock_fd`.
-    pub landlock_inherited: bool,
+    pub landlock_inherited: Option<u16>,
     /// The target's argv as given after `--`; never empty.
     pub argv: Vec<OsString>,
 }
@@ -145,7 +145,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
     let mut status_fd: Option<RawFd> = None;
     let mut pass_token = false;
     let mut landlock_fd: Option<RawFd> = None;
-    let mut landlock_inherited = false;
+    let mut landlock_inherited: Option<u16> = None;
     let mut argv: Option<Vec<OsString>> = None;
 
     let mut it = args.iter();
@@ -173,7 +173,6 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
             flags::IDENTITY => set_flag(&mut identity, flag)?,
             flags::PTY => set_flag(&mut pty, flag)?,
             flags::PASS_TOKEN => set_flag(&mut pass_token, flag)?,
-            flags::LANDLOCK_INHERITED => set_flag(&mut landlock_inherited, flag)?,
             flags::SANDBOX_BACKEND => {
                 let name = utf8(value(flag)?, flag)?;
                 let Some(b) = Backend::from_name(name) else {
@@ -200,6 +199,15 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
             flags::STATUS_FD => {
                 let fd = fd_number(value(flag)?, flag)?;
                 set_once(&mut status_fd, fd, flag)?;
+            }
+            flags::LANDLOCK_INHERITED => {
+                let v = utf8(value(flag)?, flag)?;
+                let port = v
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| usage(format!("{flag} {v} is not a port (1-65535)")))?;
+                set_once(&mut landlock_inherited, port, flag)?;
             }
             flags::LANDLOCK_FD => {
                 let fd = fd_number(value(flag)?, flag)?;
@@ -242,7 +250,7 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
             "--status-fd 3 collides with the identity fd of --identity",
         ));
     }
-    if landlock_inherited && landlock_fd.is_some() {
+    if landlock_inherited.is_some() && landlock_fd.is_some() {
         return Err(usage("--landlock-inherited together with --landlock-fd"));
     }
     if let Some(fd) = landlock_fd {
@@ -304,8 +312,9 @@ impl ExecArgs {
             a.push(flags::LANDLOCK_FD.into());
             a.push(fd.to_string().into());
         }
-        if self.landlock_inherited {
+        if let Some(port) = self.landlock_inherited {
             a.push(flags::LANDLOCK_INHERITED.into());
+            a.push(port.to_string().into());
         }
         a.push(flags::ARGV.into());
         a.extend(self.argv.iter().cloned());
@@ -380,7 +389,7 @@ mod tests {
                 status_fd: 3,
                 pass_token: false,
                 landlock_fd: None,
-                landlock_inherited: false,
+                landlock_inherited: None,
                 argv: os(&["/bin/echo", "hi"]),
             }
         );
@@ -445,7 +454,7 @@ mod tests {
             status_fd: 9,
             pass_token: true,
             landlock_fd: Some(6),
-            landlock_inherited: false,
+            landlock_inherited: None,
             argv: os(&["claude", "--", "--flag"]),
         };
         let plain = ExecArgs {
@@ -460,7 +469,7 @@ mod tests {
             status_fd: 3,
             pass_token: false,
             landlock_fd: None,
-            landlock_inherited: true,
+            landlock_inherited: Some(4850),
             argv: os(&["x"]),
         };
         for e in [full, plain] {
@@ -713,15 +722,24 @@ mod tests {
     #[test]
     fn landlock_inherited_excludes_a_ruleset_fd() {
         assert!(
-            exec(&["--session-id", "s", "--landlock-inherited", "--", "x"])
-                .unwrap()
-                .landlock_inherited
+            exec(&[
+                "--session-id",
+                "s",
+                "--landlock-inherited",
+                "4850",
+                "--",
+                "x"
+            ])
+            .unwrap()
+            .landlock_inherited
+                == Some(4850)
         );
         assert_eq!(
             refused(&[
                 "--session-id",
                 "s",
                 "--landlock-inherited",
+                "4850",
                 "--landlock-fd",
                 "6",
                 "--",
@@ -734,12 +752,20 @@ mod tests {
                 "--session-id",
                 "s",
                 "--landlock-inherited",
+                "1",
                 "--landlock-inherited",
+                "2",
                 "--",
                 "x"
             ]),
             "--landlock-inherited given twice"
         );
+        for bad in ["0", "65536", "x", ""] {
+            assert_eq!(
+                refused(&["--session-id", "s", "--landlock-inherited", bad, "--", "x"]),
+                format!("--landlock-inherited {bad} is not a port (1-65535)")
+            );
+        }
     }
 
     #[test]
@@ -812,7 +838,7 @@ mod fuzz {
                 }
                 if let Some(fd) = a.landlock_fd {
                     prop_assert!(fd > 5 && fd != a.status_fd);
-                    prop_assert!(!a.landlock_inherited);
+                    prop_assert!(a.landlock_inherited.is_none());
                 }
                 if let Some(sb) = &a.sandbox {
                     prop_assert!(sb.profile.is_absolute());
@@ -839,7 +865,7 @@ mod fuzz {
             Just(vec![OsString::from("--identity")]),
             Just(vec![OsString::from("--pty")]),
             Just(vec![OsString::from("--pass-token")]),
-            Just(vec![OsString::from("--landlock-inherited")]),
+            arg().prop_map(|v| vec![OsString::from("--landlock-inherited"), v]),
             arg().prop_map(|v| vec![OsString::from("--sandbox-backend"), v]),
             arg().prop_map(|v| vec![OsString::from("--sandbox-profile"), v]),
             arg().prop_map(|v| vec![OsString::from("--sandbox-launcher"), v]),

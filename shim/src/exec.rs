@@ -195,13 +195,13 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         landlock::restrict_self(fd).map_err(|e| Failure::setup("landlock", e))?;
         nix::unistd::close(fd).map_err(|e| Failure::setup("landlock", e.into()))?;
     }
-    if args.landlock_inherited {
-        landlock::check_inherited().map_err(|e| {
+    if let Some(port) = args.landlock_inherited {
+        landlock::check_inherited(port).map_err(|e| {
             Failure::new("landlock", e.to_string(), exit_codes::SETUP)
                 .event(Event::SpawnFailed { errno: libc::EPERM })
         })?;
     }
-    if args.landlock_fd.is_some() || args.landlock_inherited {
+    if args.landlock_fd.is_some() || args.landlock_inherited.is_some() {
         seccomp::install().map_err(|e| Failure::setup("seccomp", e))?;
     }
 

@@ -60,18 +60,31 @@ pub fn restrict_self(fd: RawFd) -> io::Result<()> {
     sys::restrict_self(fd)
 }
 
-/// What a shim started with `--landlock-inherited` can check of its inheritance: the
-/// kernel offers no query for a Landlock domain, but the confined thread set
-/// no-new-privs together with its domain, so a shim without it was not forked from that
-/// thread (unless its host already ran with no-new-privs) and refuses to go on.
-pub(crate) fn check_inherited() -> io::Result<()> {
-    if sys::no_new_privs()? {
-        Ok(())
-    } else {
-        Err(io::Error::new(
+/// What a shim started with `--landlock-inherited PORT` checks of its inheritance: the
+/// kernel offers no query for a Landlock domain, so it asks the domain itself. The
+/// confined thread set no-new-privs together with its domain, and a TCP connect to
+/// `127.0.0.1:PORT` (one of the denied ports) must be refused with `EACCES` — Landlock's
+/// answer, given before any packet leaves. Anything else (connected, refused by the
+/// port, in progress) means the shim is not inside the domain, and it refuses to go on.
+pub(crate) fn check_inherited(port: u16) -> io::Result<()> {
+    if !sys::no_new_privs()? {
+        return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "--landlock-inherited but no_new_privs is not set: not started from a confined thread",
-        ))
+        ));
+    }
+    match sys::probe_connect(port) {
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => Ok(()),
+        other => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "--landlock-inherited but a connect to the denied port {port} was not refused                  by Landlock ({}): not started from a confined thread",
+                match other {
+                    Ok(()) => "it went through".to_string(),
+                    Err(e) => e.to_string(),
+                }
+            ),
+        )),
     }
 }
 
@@ -166,6 +179,46 @@ mod sys {
         Ok(())
     }
 
+    /// A non-blocking TCP connect to `127.0.0.1:port`, its socket closed at once.
+    pub(super) fn probe_connect(port: u16) -> io::Result<()> {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        // Safety: socket(2) with integer arguments; the descriptor is owned at once.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_INET,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Safety: `fd` is a fresh descriptor nothing else owns.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // Safety: `addr` is a valid sockaddr_in that outlives the call, its size given.
+        let ret = unsafe {
+            libc::connect(
+                std::os::fd::AsRawFd::as_raw_fd(&sock),
+                std::ptr::addr_of!(addr).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        drop(sock);
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     pub(super) fn no_new_privs() -> io::Result<bool> {
         // Safety: prctl with integer arguments only; no memory is passed.
         let ret = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
@@ -211,6 +264,10 @@ mod sys {
     }
 
     pub(super) fn no_new_privs() -> io::Result<bool> {
+        Err(unsupported())
+    }
+
+    pub(super) fn probe_connect(_port: u16) -> io::Result<()> {
         Err(unsupported())
     }
 

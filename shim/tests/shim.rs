@@ -790,3 +790,86 @@ fn place_at_fd6(cmd: &mut Command, fd: OwnedFd) {
         });
     }
 }
+
+#[cfg(target_os = "linux")]
+/// The shim run with `--landlock-inherited PORT`, its process given no-new-privs and,
+/// with `ruleset`, that Landlock domain before exec (what the host's confined thread
+/// gives it).
+fn inherited_run(port: u16, ruleset: Option<OwnedFd>, script: &str) -> Output {
+    let mut cmd = Command::new(SHIM);
+    cmd.args([
+        "exec",
+        "--session-id",
+        "t",
+        "--status-fd",
+        "1",
+        "--landlock-inherited",
+        &port.to_string(),
+        "--",
+        "python3",
+        "-c",
+        script,
+    ]);
+    // Safety: the closure runs in the forked child and calls only prctl and the
+    // landlock syscall (async-signal-safe); the ruleset is owned by the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = &ruleset {
+                if libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    output(cmd)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn landlock_inherited_is_proven_by_a_refused_connect_not_by_no_new_privs() {
+    match relay_shim::landlock::abi_version() {
+        Ok(abi) if abi >= relay_shim::landlock::MIN_NET_ABI => {}
+        other => {
+            eprintln!("skip: landlock networking unavailable here ({other:?})");
+            return;
+        }
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("skip: python3 is not installed");
+        return;
+    }
+    let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = denied.local_addr().unwrap().port();
+    let script = format!(
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port})).close(); print('connected')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+    );
+    // No-new-privs alone (a host under NoNewPrivileges=yes, a shim forked from the wrong
+    // thread): the shim refuses to start the target, whether the port listens or not.
+    let out = inherited_run(port, None, &script);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(70), "{stdout}{}", text(&out.stderr));
+    assert!(!stdout.contains("connected"), "{stdout}");
+    assert_one_line(&out, "landlock");
+    assert_eq!(
+        events(&out.stdout).last(),
+        Some(&Event::SpawnFailed { errno: libc::EPERM })
+    );
+    drop(denied);
+    let out = inherited_run(port, None, &script);
+    assert_eq!(out.status.code(), Some(70), "{}", text(&out.stderr));
+    // Inside the domain: the check passes and the target is denied the port too.
+    let denied = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let ruleset = relay_shim::landlock::build_tcp_connect_ruleset(&[port]).unwrap();
+    let out = inherited_run(port, Some(ruleset), &script);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains(&format!("refused {}", libc::EACCES)),
+        "{stdout}"
+    );
+    drop(denied);
+}

@@ -9,7 +9,8 @@
 //! fork for nothing, and `landlock_restrict_self` (without the TSYNC flag) and
 //! `PR_SET_NO_NEW_PRIVS` apply to the calling thread only. So the host restricts one
 //! thread of its own once per port set and forks that set's shims there; the shim runs
-//! with `--landlock-inherited` and only installs the network filter.
+//! with `--landlock-inherited PORT`, checks the domain with a connect to that denied
+//! port (`EACCES` from Landlock), and installs the network filter.
 //!
 //! Threat: the domain reaching another host thread (an unsandboxed terminal, or the
 //! host's own connects, would lose ports): it cannot, the restriction is per thread and
@@ -31,6 +32,8 @@ type Job = Box<dyn FnOnce() + Send>;
 /// The handle on one confined thread: a queue of spawn jobs.
 pub struct Confined {
     jobs: mpsc::Sender<Job>,
+    /// One of the denied ports: the shim proves its confinement with a connect to it.
+    probe: u16,
 }
 
 fn refused(why: impl std::fmt::Display) -> LaunchError {
@@ -43,6 +46,12 @@ impl Confined {
     /// Builds the ruleset for `ports`, starts the thread and waits until it has confined
     /// itself. Called from within the host's runtime (the thread enters it to spawn).
     pub fn start(ports: &[u16]) -> Result<Confined, LaunchError> {
+        // Port 0 is never connected to: the probe takes a real one.
+        let probe = ports
+            .iter()
+            .copied()
+            .find(|p| *p != 0)
+            .ok_or_else(|| refused("no denied port but 0"))?;
         let ruleset = relay_shim::landlock::build_tcp_connect_ruleset(ports).map_err(refused)?;
         let runtime = tokio::runtime::Handle::current();
         let (jobs, queue) = mpsc::channel::<Job>();
@@ -72,7 +81,7 @@ impl Confined {
             })
             .map_err(|e| LaunchError::SpawnFailed(format!("start the confined thread: {e}")))?;
         match ready.recv() {
-            Ok(Ok(())) => Ok(Confined { jobs }),
+            Ok(Ok(())) => Ok(Confined { jobs, probe }),
             Ok(Err(e)) => Err(refused(format!("landlock_restrict_self: {e}"))),
             Err(_) => Err(refused("the confined thread ended")),
         }
@@ -81,7 +90,7 @@ impl Confined {
     /// Spawns the shim of `plan` from the confined thread: the shim starts inside the
     /// domain and is told so (`--landlock-inherited`).
     pub async fn spawn(&self, mut plan: Plan) -> Result<Spawned, LaunchError> {
-        plan.landlock_inherited = true;
+        plan.landlock_inherited = Some(self.probe);
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move || {
             let spawned = spawn::spawn(plan);

@@ -271,7 +271,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         sandbox: req.sandbox.clone(),
         identity: req.identity.as_ref().map(|i| i.secret.clone()),
         token: req.claude_token.clone(),
-        landlock_inherited: false,
+        landlock_inherited: None,
         stdin,
         stdout,
         stderr,

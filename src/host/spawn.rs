@@ -39,8 +39,9 @@ pub struct Plan {
     pub identity: Option<Secret>,
     pub token: Option<Secret>,
     /// Forked from a confined thread: the shim starts inside the Landlock domain of
-    /// the denied ports (set only by `Confined::spawn`).
-    pub landlock_inherited: bool,
+    /// the denied ports, and checks it with a connect to this one (set only by
+    /// `Confined::spawn`).
+    pub landlock_inherited: Option<u16>,
     pub stdin: Stdio,
     pub stdout: Stdio,
     pub stderr: Stdio,

@@ -107,12 +107,25 @@ where
     C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     H: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut client_rd, mut client_wr) = tokio::io::split(client);
     let (mut host_rd, mut host_wr) = tokio::io::split(host);
+    // Client to host, by hand: a client whose connection fails (reset) ends the attach
+    // at once, as a clean end or a host that stopped reading does not.
     let up = async {
-        let _ = tokio::io::copy(&mut client_rd, &mut host_wr).await;
+        let mut buf = vec![0u8; 8192];
+        let client_failed = loop {
+            let n = match client_rd.read(&mut buf).await {
+                Ok(0) => break false,
+                Ok(n) => n,
+                Err(_) => break true,
+            };
+            if host_wr.write_all(&buf[..n]).await.is_err() {
+                break false;
+            }
+        };
         let _ = host_wr.shutdown().await;
+        client_failed
     };
     let down = async {
         let _ = tokio::io::copy(&mut host_rd, &mut client_wr).await;
@@ -120,9 +133,14 @@ where
     };
     tokio::pin!(up, down);
     tokio::select! {
-        // The client stopped sending (it detached, or the host stopped reading): what
-        // the host still sends goes on to the client until the host ends.
-        () = &mut up => down.await,
+        client_failed = &mut up => {
+            // A failed client connection: nobody is there to read the rest. Else the
+            // client stopped sending (it detached, or the host stopped reading): what
+            // the host still sends goes on to the client until the host ends.
+            if !client_failed {
+                down.await;
+            }
+        }
         // The host has ended and all it sent is delivered: the attach is over.
         () = &mut down => {}
     }
