@@ -677,3 +677,20 @@ pub fn token_forms(token: &str) -> Vec<(String, String)> {
     ));
     out
 }
+
+/// What reached a test's TCP listener since the last call: the tag each accepted
+/// connection sent, in the order accepted. Only connections already queued count (the
+/// listener is read without blocking); each is read to its end, at most [`WAIT`].
+pub fn tags_reached(l: &std::net::TcpListener) -> Vec<String> {
+    use std::io::Read;
+    l.set_nonblocking(true).unwrap();
+    let mut got = Vec::new();
+    while let Ok((mut s, _)) = l.accept() {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        got.push(String::from_utf8_lossy(&buf).into_owned());
+    }
+    got
+}

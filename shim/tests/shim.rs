@@ -719,17 +719,26 @@ fn bwrap_target_has_no_capabilities_and_no_leaked_fds() {
     assert!(!fd_numbers(&stdout).contains(&7), "{stdout}");
 }
 
-#[test]
-fn denied_port_connect_is_eacces_inside_target() {
+/// Landlock TCP rules and python3 (the probing target) are both here; else why not, on
+/// stderr.
+fn landlock_net_and_python() -> bool {
     match relay_shim::landlock::abi_version() {
         Ok(abi) if abi >= relay_shim::landlock::MIN_NET_ABI => {}
         other => {
             eprintln!("skip: landlock networking unavailable here ({other:?})");
-            return;
+            return false;
         }
     }
     if Command::new("python3").arg("-V").output().is_err() {
         eprintln!("skip: python3 is not installed");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn denied_port_connect_is_eacces_inside_target() {
+    if !landlock_net_and_python() {
         return;
     }
     let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -831,15 +840,7 @@ fn inherited_run(port: u16, ruleset: Option<OwnedFd>, script: &str) -> Output {
 #[cfg(target_os = "linux")]
 #[test]
 fn landlock_inherited_is_proven_by_a_refused_connect_not_by_no_new_privs() {
-    match relay_shim::landlock::abi_version() {
-        Ok(abi) if abi >= relay_shim::landlock::MIN_NET_ABI => {}
-        other => {
-            eprintln!("skip: landlock networking unavailable here ({other:?})");
-            return;
-        }
-    }
-    if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("skip: python3 is not installed");
+    if !landlock_net_and_python() {
         return;
     }
     let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -4,7 +4,6 @@
 //! somewhere else (it would reach a denied port), and the domain leaking to the host's
 //! other threads (an unsandboxed terminal would lose the port).
 
-use std::io::Read;
 use std::net::TcpListener;
 use std::process::Stdio;
 
@@ -25,20 +24,6 @@ for p in sys.argv[2:]:
     except OSError as e:
         print(p, "errno", e.errno)
 "#;
-
-/// The tags of the connections that reached `l` since the last call.
-fn reached(l: &TcpListener) -> Vec<String> {
-    l.set_nonblocking(true).unwrap();
-    let mut got = Vec::new();
-    while let Ok((mut s, _)) = l.accept() {
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(relay_e2e::WAIT)).unwrap();
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf);
-        got.push(String::from_utf8_lossy(&buf).into_owned());
-    }
-    got
-}
 
 /// `relay sandbox shell -- -c SCRIPT`: its exit code and stdout.
 fn sandbox(r: &Relay, script: &str) -> (i32, String) {
@@ -129,8 +114,16 @@ fn after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_n
             "round {round}: the sandboxed target was not denied: {out}"
         );
         assert!(out.contains(&format!("{ap} ok")), "round {round}: {out}");
-        assert_eq!(reached(&denied), Vec::<String>::new(), "round {round}");
-        assert_eq!(reached(&allowed), vec![tag], "round {round}");
+        assert_eq!(
+            relay_e2e::tags_reached(&denied),
+            Vec::<String>::new(),
+            "round {round}"
+        );
+        assert_eq!(
+            relay_e2e::tags_reached(&allowed),
+            vec![tag],
+            "round {round}"
+        );
 
         // The unsandboxed terminal reaches both: the domain stayed on its thread.
         let tag = format!("unsandboxed-{round}");
@@ -139,8 +132,16 @@ fn after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_n
             log.contains(&format!("{dp} ok")) && log.contains(&format!("{ap} ok")),
             "round {round}: the unsandboxed terminal was confined: {log}"
         );
-        assert_eq!(reached(&denied), vec![tag.clone()], "round {round}");
-        assert_eq!(reached(&allowed), vec![tag], "round {round}");
+        assert_eq!(
+            relay_e2e::tags_reached(&denied),
+            vec![tag.clone()],
+            "round {round}"
+        );
+        assert_eq!(
+            relay_e2e::tags_reached(&allowed),
+            vec![tag],
+            "round {round}"
+        );
     }
 
     // One confined thread for the one port set, however many launches went through it.

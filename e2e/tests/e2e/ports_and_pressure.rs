@@ -1,7 +1,7 @@
 //! Denied ports hold for every way into TCP (MPTCP, TCP Fast Open, io_uring), probed
 //! from inside a real bwrap session; and a flood of connections cannot take relay down.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -103,17 +103,9 @@ fn dual_listener() -> (u16, TcpListener, TcpListener) {
     panic!("no loopback port free on both 127.0.0.1 and ::1");
 }
 
-/// What reached a listener: the tag each accepted connection sent, in order.
+/// What reached a listener: the tag each accepted connection sent, sorted.
 fn drain(l: &TcpListener) -> Vec<String> {
-    l.set_nonblocking(true).unwrap();
-    let mut got = Vec::new();
-    while let Ok((mut s, _)) = l.accept() {
-        s.set_nonblocking(false).unwrap();
-        s.set_read_timeout(Some(relay_e2e::WAIT)).unwrap();
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf);
-        got.push(String::from_utf8_lossy(&buf).into_owned());
-    }
+    let mut got = relay_e2e::tags_reached(l);
     got.sort();
     got
 }
