@@ -427,7 +427,8 @@ mod tests {
 }
 
 /// Framing of an attached terminal stream (after an HTTP upgrade to [`ATTACH_PROTOCOL`]),
-/// the same end to end: CLI ↔ daemon (which only copies bytes) ↔ host.
+/// the same end to end: CLI ↔ daemon (which copies frames, taking out only
+/// [`attach::FORGET`]) ↔ host.
 /// A frame is one kind byte, a big-endian u32 length, then the payload.
 pub mod attach {
     pub const ATTACH_PROTOCOL: &str = "relay-attach";
@@ -439,6 +440,10 @@ pub mod attach {
     pub const INPUT: u8 = 1;
     /// Client → host: the window size, cols then rows, two big-endian u16.
     pub const RESIZE: u8 = 2;
+    /// Client → daemon, empty: the exit frame has arrived, the terminal may go. The
+    /// daemon takes it out of the stream and purges the terminal once the attach is over
+    /// (`relay sandbox`; docs/routes.md#attaching-to-a-terminal).
+    pub const FORGET: u8 = 3;
     /// Largest payload either side accepts.
     pub const FRAME_MAX: usize = 1024 * 1024;
 

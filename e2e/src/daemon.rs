@@ -567,6 +567,11 @@ impl Relay {
         }
     }
 
+    /// Waits for `n` events (after those already consumed) matching `pred`, in order.
+    pub fn wait_events(&self, n: usize, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        (0..n).map(|_| self.wait_event(&pred)).collect()
+    }
+
     /// One turn of a headless session over the API (`POST /api/sessions/{id}/message`),
     /// which must answer 200: the reply's text.
     pub fn turn(&self, id: &str, text: &str) -> String {

@@ -148,6 +148,9 @@ pub struct Attach<'a> {
     /// `?lossless=true`: the host paces the terminal to this attach (`relay sandbox`;
     /// docs/routes.md#attaching-to-a-terminal).
     pub lossless: bool,
+    /// Once the exit frame is here, ask the daemon to purge the terminal when the
+    /// attach is over ([`attach::FORGET`]; `relay sandbox`).
+    pub forget: bool,
 }
 
 /// What terminal modes a session may have left on, turned off when this terminal leaves
@@ -290,6 +293,9 @@ impl Attach<'_> {
                     }
                     attach::EXIT => {
                         result = serde_json::from_slice(&payload).ok();
+                        if self.forget {
+                            send(&frame(attach::FORGET, &[]));
+                        }
                         break 'read;
                     }
                     _ => {}
@@ -396,6 +402,7 @@ pub fn terminal(
         keys: &keys,
         to_stderr: json_out,
         lossless: false,
+        forget: false,
     }
     .run();
     let (code, line) = match end {

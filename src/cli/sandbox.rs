@@ -57,15 +57,6 @@ fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
     code
 }
 
-/// Purges an ended terminal; a failure is said on stderr (the run itself went well).
-fn forget(client: &Client, id: &str) {
-    match client.call("POST", &format!("/api/terminals/{id}/purge")) {
-        Ok(a) if a.status == 200 => {}
-        Ok(a) => eprintln!("relay: terminal {id} kept: {}", a.error_text()),
-        Err(e) => eprintln!("relay: terminal {id} kept: {e}"),
-    }
-}
-
 pub fn run(config: &Path, o: Options) -> ExitCode {
     let client = Client::new(config);
     let keys = match attach::detach_keys(config, o.detach_keys) {
@@ -104,16 +95,15 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         keys: &keys,
         to_stderr: o.json_out,
         lossless: true,
+        // The run is printed: the terminal has nothing more to give, so it goes (its
+        // record, logs and temp folder; docs/cli.md#relay-sandbox). The daemon purges
+        // it once this attach is over, so this command does not wait for that.
+        forget: true,
     }
     .run();
     match end {
         Err(e) => fail(e),
-        Ok(End::Exited(result)) => {
-            // The run is printed: the terminal has nothing more to give, so it goes
-            // (its record, logs and temp folder; docs/cli.md#relay-sandbox).
-            forget(&client, &id);
-            finished(&id, &result, o.json_out)
-        }
+        Ok(End::Exited(result)) => finished(&id, &result, o.json_out),
         Ok(End::Gone(entry)) => finished(&id, &entry, o.json_out),
         Ok(End::Detached) => {
             eprint!("{}", attach::detached_note(&id, o.config_flag));

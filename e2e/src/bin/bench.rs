@@ -4,7 +4,9 @@
 //!
 //! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
 //! with case one of `launch`, `first-turn`, `terminal-first-output`, `concurrent`, `leak`,
-//! `memory`, `throughput`, `plot`.
+//! `memory`, `throughput`, `plot`, and `hold` (no figures: keeps the launch case's instance
+//! up and prints the command line of one `relay sandbox true` against it, for a profiler
+//! such as `perf trace`, until its stdin ends).
 //! Run `cargo build --release --workspace` first: the instance runs the binaries beside
 //! this one. Not a test: `cargo test` never runs it.
 
@@ -19,7 +21,7 @@ use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|plot> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|plot|hold> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         "leak" => leak(o.runs.unwrap_or(1000)),
         "memory" => memory(o.runs.unwrap_or(50)),
         "throughput" => throughput(o.runs.unwrap_or(200)),
+        "hold" => hold(o.no_api),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");
             return ExitCode::from(2);
@@ -121,6 +124,17 @@ fn instance_with(no_api: bool) -> Relay {
     // No token here to look for; a 200 MB log would only slow the scan at drop.
     r.scan_on_drop = false;
     r
+}
+
+/// The `hold` case: the launch case's instance, up until stdin ends.
+fn hold(no_api: bool) -> Report {
+    let r = instance_with(no_api);
+    println!("{:?}", sandbox_cmd(&r, &["true"]));
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    Report {
+        text: String::new(),
+        json: json!({"case": "hold"}),
+    }
 }
 
 fn sandbox_cmd(r: &Relay, args: &[&str]) -> Command {

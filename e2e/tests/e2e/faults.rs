@@ -100,8 +100,10 @@ fn sixty_four_relay_sandbox_runs_at_once_each_print_their_line_and_exit_4() {
         lost.len(),
         lost.join("\n")
     );
-    // Every run was a terminal of its own, each ended with status 4, and each run
-    // purged its terminal once it had printed it (none is left listed).
+    // Every run was a terminal of its own, each ended with status 4, and each run's
+    // terminal was purged once the run had printed it (the daemon does it after the
+    // attach; none is left listed).
+    r.wait_events(128, |e| e["name"] == "session.purged");
     let events = r.all_events();
     let ended = events
         .iter()

@@ -78,6 +78,8 @@ fn fifty_relay_sandbox_runs_and_twenty_ended_terminals_leave_no_descriptor_behin
     for _ in 0..3 {
         assert_eq!(sandbox(&r, "true").0, 0);
     }
+    // Each run's terminal is purged by the daemon after its attach: wait for that too.
+    r.wait_events(3, |e| e["name"] == "session.purged");
     let warm = r.shell_terminal("true");
     r.wait_exited(warm["id"].as_str().unwrap());
     let host = host_pid(&r);
@@ -87,6 +89,7 @@ fn fifty_relay_sandbox_runs_and_twenty_ended_terminals_leave_no_descriptor_behin
         let (code, out) = sandbox(&r, &format!("echo run-{i}-end; exit 3"));
         assert_eq!((code, out.trim_end()), (3, format!("run-{i}-end").as_str()));
     }
+    r.wait_events(50, |e| e["name"] == "session.purged");
     // Ended terminals nobody purges: listed, their output kept, their descriptors not.
     let mut kept = Vec::new();
     for i in 0..20 {

@@ -1,7 +1,9 @@
 //! The terminal routes: start, list, log, attach (stop and purge are shared)
 //! (docs/routes.md#attaching-to-a-terminal).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::Request;
@@ -10,9 +12,9 @@ use hyper_util::rt::TokioIo;
 use super::{err, host_error, host_passthrough, launch_body, launch_detached, refuse, Peer, Resp};
 use crate::daemon::error::{ApiError, Code};
 use crate::daemon::launch::{self, LaunchInput};
-use crate::daemon::{Daemon, EntryState};
+use crate::daemon::{purge, Daemon, EntryState};
 use crate::http;
-use crate::protocol::{PtySize, SessionKind};
+use crate::protocol::{attach, PtySize, SessionKind};
 use crate::wire::{self, TerminalStart};
 
 /// A request refused before the launch path, audited as a launch refusal.
@@ -93,16 +95,21 @@ pub(super) async fn log(d: &Daemon, id: &str) -> Resp {
     }
 }
 
+/// After the host's side of an attach has ended, how long the client may take to close
+/// its side (and send FORGET before it does).
+const CLIENT_LAST_WORD: Duration = Duration::from_secs(2);
+
 /// `GET /api/terminals/{id}/attach` with `Upgrade: relay-attach`: the daemon joins the
-/// caller's upgraded connection to the host's and only copies bytes.
+/// caller's upgraded connection to the host's and copies frames between them.
 /// Copies an attach both ways until the host's side has ended and everything it sent
 /// has reached the client. The host's side comes first: an ended terminal's host
 /// writes its output and exit frame and closes at once, so the client's first frame
 /// (its window size) can meet a closed host socket; that must not cut off the frames
 /// still on their way to the client, as one bidirectional copy did (it stops at the
 /// first error in either direction: `relay sandbox` then saw the stream end without
-/// output or exit frame).
-async fn relay_attach<C, H>(client: C, host: H)
+/// output or exit frame). True when the client sent [`attach::FORGET`]: it has the
+/// exit frame, and the terminal may be purged.
+async fn relay_attach<C, H>(client: C, host: H) -> bool
 where
     C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     H: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -110,17 +117,32 @@ where
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut client_rd, mut client_wr) = tokio::io::split(client);
     let (mut host_rd, mut host_wr) = tokio::io::split(host);
-    // Client to host, by hand: a client whose connection fails (reset) ends the attach
-    // at once, as a clean end or a host that stopped reading does not.
+    let forget = AtomicBool::new(false);
+    // Client to host, frame by frame: a client whose connection fails (reset) or whose
+    // framing is broken ends the attach at once, as a clean end or a host that stopped
+    // reading does not. FORGET is the daemon's, never the host's.
     let up = async {
         let mut buf = vec![0u8; 8192];
+        let mut pending = Vec::new();
         let client_failed = loop {
             let n = match client_rd.read(&mut buf).await {
                 Ok(0) => break false,
                 Ok(n) => n,
                 Err(_) => break true,
             };
-            if host_wr.write_all(&buf[..n]).await.is_err() {
+            pending.extend_from_slice(&buf[..n]);
+            let Ok(frames) = attach::take_frames(&mut pending) else {
+                break true;
+            };
+            let mut out = Vec::new();
+            for (kind, payload) in frames {
+                if kind == attach::FORGET {
+                    forget.store(true, Ordering::Relaxed);
+                } else {
+                    out.extend_from_slice(&attach::frame(kind, &payload));
+                }
+            }
+            if !out.is_empty() && host_wr.write_all(&out).await.is_err() {
                 break false;
             }
         };
@@ -141,9 +163,13 @@ where
                 down.await;
             }
         }
-        // The host has ended and all it sent is delivered: the attach is over.
-        () = &mut down => {}
+        // The host has ended and all it sent is delivered: the attach is over once
+        // the client has said its last (FORGET follows the exit frame), within a bound.
+        () = &mut down => {
+            let _ = tokio::time::timeout(CLIENT_LAST_WORD, &mut up).await;
+        }
     }
+    forget.load(Ordering::Relaxed)
 }
 
 pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
@@ -154,7 +180,7 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
         Some(e) if e.kind == SessionKind::Pty => e.state == EntryState::Running,
         _ => return refuse(Code::NotFound, format!("no terminal {id}")),
     };
-    if !crate::protocol::attach::wants(http::header(&req, hyper::header::UPGRADE)) {
+    if !attach::wants(http::header(&req, hyper::header::UPGRADE)) {
         return refuse(Code::InvalidRequest, "attach needs Upgrade: relay-attach");
     }
     // `?lossless=true`: the host paces the terminal to this attach instead of skipping
@@ -173,10 +199,112 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
         Err(e) => return refuse(Code::HostUnavailable, e.to_string()),
     };
     let client_side = hyper::upgrade::on(&mut req);
+    let id = id.to_string();
     tokio::spawn(async move {
-        if let Ok(client) = client_side.await {
-            relay_attach(TokioIo::new(client), TokioIo::new(host_side)).await;
+        let Ok(client) = client_side.await else {
+            return;
+        };
+        if relay_attach(TokioIo::new(client), TokioIo::new(host_side)).await {
+            // `relay sandbox` has printed the run and gone: its terminal goes too, as a
+            // purge request would take it; a failure keeps the record, listed.
+            if let Err(e) = purge::purge(&d, &id, SessionKind::Pty, "purged").await {
+                tracing::warn!(
+                    "terminal {id} kept after its attach: {} ({})",
+                    e.message,
+                    e.code
+                );
+            }
         }
     });
-    http::upgrade(crate::protocol::attach::ATTACH_PROTOCOL)
+    http::upgrade(attach::ATTACH_PROTOCOL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use attach::frame;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The host's side: sends `out`, closes its writing half, and returns what the
+    /// daemon forwarded to it.
+    async fn host(mut h: tokio::io::DuplexStream, out: Vec<u8>) -> Vec<u8> {
+        h.write_all(&out).await.unwrap();
+        h.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        let _ = h.read_to_end(&mut got).await;
+        got
+    }
+
+    #[tokio::test]
+    async fn forget_after_the_exit_frame_is_taken_out_and_reported_other_frames_pass_whole() {
+        let (client, daemon_client) = tokio::io::duplex(64);
+        let (daemon_host, host_side) = tokio::io::duplex(64);
+        let exit = frame(attach::EXIT, br#"{"exit_status":4,"signal":null}"#);
+        let host_task = tokio::spawn(host(host_side, exit.clone()));
+        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let mut up = frame(attach::RESIZE, &[0, 80, 0, 24]);
+        up.extend(frame(attach::INPUT, b"typed"));
+        up.extend(frame(attach::FORGET, &[]));
+        up.extend(frame(attach::INPUT, b"after"));
+        // One byte at a time: frames split across reads are still seen whole.
+        for b in &up[..up.len() - 8] {
+            wr.write_all(&[*b]).await.unwrap();
+        }
+        let mut got = vec![0u8; exit.len()];
+        rd.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, exit);
+        wr.write_all(&up[up.len() - 8..]).await.unwrap();
+        wr.shutdown().await.unwrap();
+        assert!(relay.await.unwrap(), "FORGET was not reported");
+        let mut want = frame(attach::RESIZE, &[0, 80, 0, 24]);
+        want.extend(frame(attach::INPUT, b"typed"));
+        want.extend(frame(attach::INPUT, b"after"));
+        assert_eq!(
+            host_task.await.unwrap(),
+            want,
+            "the host saw other than the frames"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_attach_without_forget_reports_none() {
+        let (client, daemon_client) = tokio::io::duplex(64);
+        let (daemon_host, host_side) = tokio::io::duplex(64);
+        let exit = frame(attach::EXIT, br#"{"exit_status":0,"signal":null}"#);
+        let host_task = tokio::spawn(host(host_side, exit.clone()));
+        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let mut got = Vec::new();
+        rd.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, exit);
+        wr.shutdown().await.unwrap();
+        assert!(!relay.await.unwrap());
+        assert!(host_task.await.unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_keeps_its_side_open_after_the_end_is_let_go_and_broken_framing_ends_it()
+    {
+        // The host ends; the client neither sends nor closes: the attach is over after
+        // CLIENT_LAST_WORD (paused time moves on by itself).
+        let (client, daemon_client) = tokio::io::duplex(64);
+        let (daemon_host, host_side) = tokio::io::duplex(64);
+        let host_task = tokio::spawn(host(host_side, Vec::new()));
+        assert!(!relay_attach(daemon_client, daemon_host).await);
+        host_task.await.unwrap();
+        drop(client);
+        // A frame longer than FRAME_MAX ends the attach at once, nothing forwarded.
+        let (client, daemon_client) = tokio::io::duplex(64);
+        let (daemon_host, mut host_side) = tokio::io::duplex(64);
+        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let (_rd, mut wr) = tokio::io::split(client);
+        wr.write_all(&[attach::INPUT, 0xff, 0xff, 0xff, 0xff])
+            .await
+            .unwrap();
+        assert!(!relay.await.unwrap());
+        let mut got = Vec::new();
+        host_side.read_to_end(&mut got).await.unwrap();
+        assert!(got.is_empty());
+    }
 }
