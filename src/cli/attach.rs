@@ -293,8 +293,10 @@ impl Attach<'_> {
                     }
                     attach::EXIT => {
                         result = serde_json::from_slice(&payload).ok();
-                        if self.forget {
-                            send(&frame(attach::FORGET, &[]));
+                        if self.forget && !send(&frame(attach::FORGET, &[])) {
+                            // The stream was shut meanwhile (the detach keys or a signal
+                            // at the very end): the purge is asked for on its own.
+                            purge(self.client, self.id);
                         }
                         break 'read;
                     }
@@ -330,6 +332,15 @@ impl Attach<'_> {
                 .and_then(|e| serde_json::to_value(e).ok())
                 .unwrap_or(Value::Null),
         ))
+    }
+}
+
+/// Purges an ended terminal; a failure is said on stderr (the run itself went well).
+fn purge(client: &Client, id: &str) {
+    match client.call("POST", &format!("/api/terminals/{id}/purge")) {
+        Ok(a) if a.status == 200 => {}
+        Ok(a) => eprintln!("relay: terminal {id} kept: {}", a.error_text()),
+        Err(e) => eprintln!("relay: terminal {id} kept: {e}"),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Purging ended sessions: the ledger record, the host's record and disk logs, and the
 //! session's temp folder (`$TMPDIR/relay-<id>`, with Claude's config and transcripts)
-//! go together. On request (`POST /api/{sessions,terminals}/{id}/purge`) or once
+//! go together. On request (`POST /api/{sessions,terminals}/{id}/purge`, or a `forget`
+//! frame on a terminal's attach: `relay sandbox`, docs/routes.md#attaching-to-a-terminal) or once
 //! `retain_ended` has passed since the session ended (the token watcher's tick calls
 //! [`sweep`]). docs/THREAT-MODEL.md, "Leftovers".
 //!
@@ -95,8 +96,8 @@ pub async fn purge(
 
 /// A session the host has already seen end, whose exit line the daemon has not read
 /// yet (it reads the host's stdout on its own task): waits, bounded, until the ledger
-/// has it ended. `relay sandbox` purges its terminal right after the exit frame, which
-/// the host sends after that line (docs/routes.md#attaching-to-a-terminal).
+/// has it ended. `relay sandbox`'s terminal is purged right after its attach got the
+/// exit frame, which the host sends after that line (docs/routes.md#attaching-to-a-terminal).
 async fn settle_reported_exit(d: &Daemon, id: &str) {
     let running = |d: &Daemon| {
         d.ledger()

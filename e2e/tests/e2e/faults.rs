@@ -773,3 +773,39 @@ fn a_host_of_another_protocol_version_is_refused_and_replaced() {
     assert_eq!(started[0]["pid"], host);
     launches_work(&r, "real-host");
 }
+
+/// Input still flowing when the tool ends: the host closes its side right after the exit
+/// frame, so the CLI's last input frames meet a closed side in the daemon; the `forget`
+/// frame behind them must still be read, or the terminal is never purged.
+#[test]
+fn relay_sandbox_fed_input_to_its_end_still_has_its_terminal_purged() {
+    use std::io::Write;
+    let r = Relay::start(base_settings(None));
+    const RUNS: usize = 12;
+    for i in 0..RUNS {
+        let mut child = r
+            .cli_command(&["sandbox", "shell", "--", "-c", "exit 3"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run relay sandbox");
+        let mut stdin = child.stdin.take().unwrap();
+        // Until the CLI exits and the pipe breaks.
+        let feeder = std::thread::spawn(move || {
+            let chunk = [b'y'; 4096];
+            while stdin.write_all(&chunk).is_ok() {}
+        });
+        let out = child.wait_with_output().expect("wait for relay sandbox");
+        feeder.join().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "run {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    r.wait_events(RUNS, |e| e["name"] == "session.purged");
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(list["terminals"], json!([]), "{list}");
+}

@@ -119,11 +119,14 @@ where
     let (mut host_rd, mut host_wr) = tokio::io::split(host);
     let forget = AtomicBool::new(false);
     // Client to host, frame by frame: a client whose connection fails (reset) or whose
-    // framing is broken ends the attach at once, as a clean end or a host that stopped
-    // reading does not. FORGET is the daemon's, never the host's.
+    // framing is broken ends the attach at once, as a clean end does not. FORGET is the
+    // daemon's, never the host's. Once the host's side is closed (an ended terminal's
+    // host closes right after the exit frame), the client's frames are still read, for
+    // the FORGET that follows its last keystrokes or window size.
     let up = async {
         let mut buf = vec![0u8; 8192];
         let mut pending = Vec::new();
+        let mut host_open = true;
         let client_failed = loop {
             let n = match client_rd.read(&mut buf).await {
                 Ok(0) => break false,
@@ -142,8 +145,8 @@ where
                     out.extend_from_slice(&attach::frame(kind, &payload));
                 }
             }
-            if !out.is_empty() && host_wr.write_all(&out).await.is_err() {
-                break false;
+            if host_open && !out.is_empty() && host_wr.write_all(&out).await.is_err() {
+                host_open = false;
             }
         };
         let _ = host_wr.shutdown().await;
@@ -264,6 +267,34 @@ mod tests {
             host_task.await.unwrap(),
             want,
             "the host saw other than the frames"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn forget_after_the_host_closed_and_a_frame_met_its_closed_side_is_still_read() {
+        // The host sends the exit frame and drops its whole connection at once; the
+        // client's keystrokes then meet a closed side, and its FORGET comes after them.
+        let (client, daemon_client) = tokio::io::duplex(64);
+        let (daemon_host, mut host_side) = tokio::io::duplex(64);
+        let exit = frame(attach::EXIT, br#"{"exit_status":0,"signal":null}"#);
+        host_side.write_all(&exit).await.unwrap();
+        drop(host_side);
+        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let mut got = Vec::new();
+        rd.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, exit);
+        wr.write_all(&frame(attach::INPUT, b"late keys"))
+            .await
+            .unwrap();
+        // Paused time moves on only once every task waits: the daemon has read the
+        // keystrokes and met the host's closed side before FORGET is sent.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        wr.write_all(&frame(attach::FORGET, &[])).await.unwrap();
+        wr.shutdown().await.unwrap();
+        assert!(
+            relay.await.unwrap(),
+            "the FORGET after a closed host side was lost"
         );
     }
 
