@@ -441,18 +441,43 @@ impl Relay {
 
     /// `relay terminal start --project p1 --template shell --extra-arg -c --extra-arg SCRIPT`.
     pub fn shell_terminal(&self, script: &str) -> Value {
+        self.template_terminal("shell", script)
+    }
+
+    /// `relay terminal start --project p1 --template TEMPLATE --extra-arg -c
+    /// --extra-arg SCRIPT`, which must succeed: its `--json` line.
+    pub fn template_terminal(&self, template: &str, script: &str) -> Value {
         self.cli_json(&[
             "terminal",
             "start",
             "--project",
             "p1",
             "--template",
-            "shell",
+            template,
             "--extra-arg",
             "-c",
             "--extra-arg",
             script,
         ])
+    }
+
+    /// `relay sandbox shell -- -c SCRIPT` with stdin null, which must print nothing on
+    /// stderr: its exit code and stdout.
+    pub fn sandbox_shell(&self, script: &str) -> (i32, String) {
+        let out = self
+            .cli_command(&["sandbox", "shell", "--", "-c", script])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run relay sandbox");
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
     }
 
     pub fn socket(&self) -> PathBuf {

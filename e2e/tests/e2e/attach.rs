@@ -246,18 +246,7 @@ fn a_caller_inside_a_session_cannot_attach_to_a_terminal() {
         relay = r.relay_bin().display(),
         cfg = r.config.display()
     );
-    let inner = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "open",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        &script,
-    ]);
+    let inner = r.template_terminal("open", &script);
     let inner = inner["id"].as_str().unwrap();
     r.wait_exited(inner);
     let log = r.cli(&["terminal", "log", "--id", inner]).stdout;

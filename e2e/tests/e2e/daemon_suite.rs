@@ -253,18 +253,7 @@ fn a_caller_inside_a_session_cannot_drive_relay() {
         relay = relay.display(),
         cfg = r.config.display()
     );
-    let v = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
-        "open",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
-        &script,
-    ]);
+    let v = r.template_terminal("open", &script);
     let id = v["id"].as_str().unwrap();
     r.wait_exited(id);
     let log = r.cli(&["terminal", "log", "--id", id]).stdout;
@@ -348,18 +337,10 @@ fn a_dead_host_is_restarted_and_launches_work_again() {
     let id = v["id"].as_str().unwrap().to_string();
     // An unsandboxed target that shrugs off HUP and TERM: only a kill of its own
     // process group ends it when the host is gone.
-    let stubborn = r.cli_json(&[
-        "terminal",
-        "start",
-        "--project",
-        "p1",
-        "--template",
+    let stubborn = r.template_terminal(
         "open",
-        "--extra-arg",
-        "-c",
-        "--extra-arg",
         "trap '' HUP TERM; echo $$ > \"$TMPDIR/pid\"; while :; do sleep 1; done",
-    ]);
+    );
     let sid = stubborn["id"].as_str().unwrap().to_string();
     let pid_file = r.tmp.join(format!("relay-{sid}/pid"));
     // The shell creates the file before it writes the pid: wait for a whole line.

@@ -5,7 +5,6 @@
 //! other threads (an unsandboxed terminal would lose the port).
 
 use std::net::TcpListener;
-use std::process::Stdio;
 
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::json;
@@ -24,24 +23,6 @@ for p in sys.argv[2:]:
     except OSError as e:
         print(p, "errno", e.errno)
 "#;
-
-/// `relay sandbox shell -- -c SCRIPT`: its exit code and stdout.
-fn sandbox(r: &Relay, script: &str) -> (i32, String) {
-    let out = r
-        .cli_command(&["sandbox", "shell", "--", "-c", script])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run relay sandbox");
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
 
 /// The names of the host's threads (`/proc/<pid>/task/*/comm`).
 fn thread_names(pid: u64) -> Vec<String> {
@@ -78,18 +59,7 @@ fn after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_n
     // An unsandboxed terminal: launched on one of the host's ordinary threads after
     // `first` sandboxed launches have gone through the confined thread.
     let unsandboxed = |tag: &str| {
-        let v = r.cli_json(&[
-            "terminal",
-            "start",
-            "--project",
-            "p1",
-            "--template",
-            "open",
-            "--extra-arg",
-            "-c",
-            "--extra-arg",
-            &format!("exec python3 probe.py {tag} {dp} {ap}"),
-        ]);
+        let v = r.template_terminal("open", &format!("exec python3 probe.py {tag} {dp} {ap}"));
         assert_eq!(v["sandboxed"], false, "{v}");
         let id = v["id"].as_str().unwrap();
         let ev = r.wait_exited(id);
@@ -102,12 +72,12 @@ fn after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_n
     // shows only in the terminals launched there.
     for round in 0..5 {
         for _ in 0..8 {
-            assert_eq!(sandbox(&r, "true"), (0, String::new()));
+            assert_eq!(r.sandbox_shell("true"), (0, String::new()));
         }
         // The sandboxed target: the denied port refuses (Landlock's EACCES), the other
         // one answers.
         let tag = format!("sandboxed-{round}");
-        let (code, out) = sandbox(&r, &format!("exec python3 probe.py {tag} {dp} {ap}"));
+        let (code, out) = r.sandbox_shell(&format!("exec python3 probe.py {tag} {dp} {ap}"));
         assert_eq!(code, 0, "{out}");
         assert!(
             out.contains(&format!("{dp} errno {}", libc::EACCES)),

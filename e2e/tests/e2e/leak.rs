@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 
 use relay_e2e::daemon::{base_settings, Relay};
 use relay_e2e::{wait, WAIT};
@@ -51,24 +50,6 @@ fn host_pid(r: &Relay) -> u64 {
         .expect("a host.started event with a pid")
 }
 
-/// One `relay sandbox shell -- -c SCRIPT` with no terminal; its exit code and stdout.
-fn sandbox(r: &Relay, script: &str) -> (i32, String) {
-    let out = r
-        .cli_command(&["sandbox", "shell", "--", "-c", script])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run relay sandbox");
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 #[test]
 fn fifty_relay_sandbox_runs_and_twenty_ended_terminals_leave_no_descriptor_behind() {
     let r = Relay::start(base_settings(None));
@@ -76,7 +57,7 @@ fn fifty_relay_sandbox_runs_and_twenty_ended_terminals_leave_no_descriptor_behin
     // Warm-up: what the first launches open once (the audit and event files, the
     // host's first connection) is not growth.
     for _ in 0..3 {
-        assert_eq!(sandbox(&r, "true").0, 0);
+        assert_eq!(r.sandbox_shell("true").0, 0);
     }
     // Each run's terminal is purged by the daemon after its attach: wait for that too.
     r.wait_events(3, |e| e["name"] == "session.purged");
@@ -86,7 +67,7 @@ fn fifty_relay_sandbox_runs_and_twenty_ended_terminals_leave_no_descriptor_behin
     let before = (fds(daemon, &r.root), fds(host, &r.root));
 
     for i in 0..50 {
-        let (code, out) = sandbox(&r, &format!("echo run-{i}-end; exit 3"));
+        let (code, out) = r.sandbox_shell(&format!("echo run-{i}-end; exit 3"));
         assert_eq!((code, out.trim_end()), (3, format!("run-{i}-end").as_str()));
     }
     r.wait_events(50, |e| e["name"] == "session.purged");
