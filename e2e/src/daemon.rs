@@ -55,6 +55,10 @@ pub struct Relay {
     pub ready: wire::Ready,
     /// `relay audit scan` at drop (on by default; off for a test that plants the token).
     pub scan_on_drop: bool,
+    /// Paths every Seatbelt launch of this instance must keep read-only (the pinned
+    /// folders of what a token launch runs), for the policy file; set before
+    /// `launch_daemon`.
+    pub seatbelt_pins: Vec<PathBuf>,
     /// The settings last written, for the Seatbelt policy file.
     settings: Mutex<Value>,
     output: Arc<Mutex<Vec<u8>>>,
@@ -197,6 +201,7 @@ impl Relay {
                 api: None,
             },
             scan_on_drop: true,
+            seatbelt_pins: Vec::new(),
             settings: Mutex::new(Value::Null),
             output: Arc::default(),
             cursor: Mutex::new(0),
@@ -308,7 +313,7 @@ impl Relay {
 
     /// What every Seatbelt launch of this instance must refuse, for the fake
     /// `sandbox-exec` (e2e/src/seatbelt.rs): the token file the settings name, the
-    /// config dir, relay's three sockets and its API port.
+    /// config dir, the paths in `seatbelt_pins`, relay's three sockets and its API port.
     pub fn write_seatbelt_policy(&self) {
         let settings = self.settings.lock().unwrap().clone();
         let mut deny = Vec::new();
@@ -328,7 +333,7 @@ impl Relay {
             self.config.join("sessions/host.sock"),
         ];
         let ports: Vec<u16> = self.api_port().into_iter().collect();
-        seatbelt::write_policy(&self.root, &deny, &sockets, &ports);
+        seatbelt::write_policy(&self.root, &deny, &self.seatbelt_pins, &sockets, &ports);
     }
 
     /// The loopback API port from ready.json, once the daemon is up with `api.listen`.

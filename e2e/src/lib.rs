@@ -410,6 +410,7 @@ impl Instance {
         seatbelt::write_policy(
             &self.root,
             &all,
+            &[],
             &[self.socket(), self.bridge.path.clone()],
             ports,
         );

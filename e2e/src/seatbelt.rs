@@ -33,9 +33,16 @@ pub fn enforced() -> bool {
     cfg!(target_os = "macos")
 }
 
-/// Writes the policy file: the paths relay must deny, its sockets and its ports.
-pub fn write_policy(root: &Path, deny: &[PathBuf], sockets: &[PathBuf], ports: &[u16]) {
-    let policy = json!({"deny": deny, "sockets": sockets, "ports": ports});
+/// Writes the policy file: the paths relay must deny, those it must keep read-only, its
+/// sockets and its ports.
+pub fn write_policy(
+    root: &Path,
+    deny: &[PathBuf],
+    pinned: &[PathBuf],
+    sockets: &[PathBuf],
+    ports: &[u16],
+) {
+    let policy = json!({"deny": deny, "pinned": pinned, "sockets": sockets, "ports": ports});
     let path = root.join(POLICY_FILE);
     let partial = root.join(format!("{POLICY_FILE}.partial"));
     std::fs::write(&partial, policy.to_string()).expect("policy file");

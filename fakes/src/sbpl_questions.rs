@@ -7,14 +7,17 @@
 //!
 //! - the **policy file** named by `$FAKE_SANDBOX_EXEC_POLICY` (JSON), written by the e2e
 //!   harness from what it set up: the paths relay must deny (the token file as the
-//!   settings name it, the config dir), relay's sockets, the denied loopback ports, and
-//!   any grant every launch of that instance has;
+//!   settings name it, the config dir), the paths relay must keep read-only (the pinned
+//!   folders of what a token launch runs), relay's sockets, the denied loopback ports,
+//!   and any grant every launch of that instance has;
 //! - the **launch itself**: the working directory (the session directory, always
 //!   granted read-write) and `$TMPDIR` (the session's temp dir, likewise).
 //!
 //! From those, per launch: every spelling of every denied path (as written and as the
 //! kernel resolves it) and, for a folder, every entry in it and a new name, refuse read, stat, write,
 //! create, unlink, clone and link; every ancestor of every spelling refuses unlink,
+//! rename and clone; every spelling of every pinned path (and, for a folder, every entry
+//! and a new name) refuses write, create, unlink, rename and link, and its ancestors unlink,
 //! rename and clone; `/dev/fd/5` reads; every grant (and something inside a read-write
 //! one) allows its access, and its ancestors allow `stat`; relay's sockets and ports are
 //! refused; a setuid or setgid file does not execute while a plain one does.
@@ -23,6 +26,7 @@
 //!
 //! ```json
 //! {"deny": ["/home/ada/.config/acme-ltt/token", "/home/ada/.config/relay"],
+//!  "pinned": ["/home/ada/.local/bin"],
 //!  "grants": [{"path": "/home/ada/project", "access": "read_write"}],
 //!  "sockets": ["/home/ada/.config/relay/relay.sock"],
 //!  "ports": [4100]}
@@ -41,6 +45,16 @@ pub const POLICY_ENV: &str = "FAKE_SANDBOX_EXEC_POLICY";
 pub const ANSWERS_LOG: &str = "fake-sandbox-exec-answers.jsonl";
 /// The entry name asked about inside a denied folder or a read-write grant.
 pub const PROBE_NAME: &str = "fake-sandbox-exec-probe";
+
+/// Every write a pinned path must refuse (reading it is the grants' business); renaming
+/// is asked as `file-write-unlink` on the source.
+pub const PINNED_FILE_OPS: &[&str] = &[
+    "file-write-data",
+    "file-write-create",
+    "file-write-unlink",
+    "rename",
+    "file-link",
+];
 
 /// Every file operation a denied path must refuse.
 pub const DENIED_FILE_OPS: &[&str] = &[
@@ -63,6 +77,7 @@ pub enum Access {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
     pub deny: Vec<PathBuf>,
+    pub pinned: Vec<PathBuf>,
     pub grants: Vec<(PathBuf, Access)>,
     pub sockets: Vec<PathBuf>,
     pub ports: Vec<u16>,
@@ -116,6 +131,7 @@ impl Policy {
         }
         Ok(Policy {
             deny: paths("deny")?,
+            pinned: paths("pinned")?,
             grants,
             sockets: paths("sockets")?,
             ports,
@@ -180,6 +196,29 @@ pub fn questions(policy: &Policy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<Ques
             for ancestor in proper_ancestors(&spelling) {
                 for op in ["file-write-unlink", "rename", "file-clone"] {
                     ask("deny_ancestor", op, path(&ancestor), false);
+                }
+            }
+        }
+    }
+
+    for pinned in &policy.pinned {
+        let mut inside = vec![std::ffi::OsString::from(PROBE_NAME)];
+        if let Ok(entries) = std::fs::read_dir(pinned) {
+            inside.extend(entries.flatten().map(|e| e.file_name()));
+        }
+        let is_dir = std::fs::metadata(pinned).is_ok_and(|m| m.is_dir());
+        for spelling in spellings(pinned) {
+            for op in PINNED_FILE_OPS {
+                ask("pin", op, path(&spelling), false);
+                if is_dir {
+                    for name in &inside {
+                        ask("pin", op, path(&spelling.join(name)), false);
+                    }
+                }
+            }
+            for ancestor in proper_ancestors(&spelling) {
+                for op in ["file-write-unlink", "rename", "file-clone"] {
+                    ask("pin_ancestor", op, path(&ancestor), false);
                 }
             }
         }
@@ -377,6 +416,7 @@ mod tests {
     fn policy() -> Policy {
         Policy::from_json(
             r#"{"deny": ["/home/ada/.config/acme-ltt/token", "/home/ada/.config/relay"],
+                "pinned": ["/home/ada/.local/bin"],
                 "grants": [{"path": "/home/ada/.config", "access": "read"}],
                 "sockets": ["/home/ada/.config/relay/relay.sock"],
                 "ports": [4100]}"#,
@@ -415,7 +455,8 @@ mod tests {
 (deny file-write* (subpath "/home/ada/.config"))
 (allow file-read-metadata (literal "/home") (literal "/tmp"))
 (deny file-read* file-write* file-clone file-link (subpath "/home/ada/.config/acme-ltt/token") (subpath "/home/ada/.config/relay"))
-(deny file-write-unlink file-clone (literal "/home") (literal "/home/ada") (literal "/home/ada/.config") (literal "/home/ada/.config/acme-ltt"))
+(deny file-write* file-link (literal "/home/ada/.local/bin") (subpath "/home/ada/.local/bin"))
+(deny file-write-unlink file-clone (literal "/home") (literal "/home/ada") (literal "/home/ada/.config") (literal "/home/ada/.config/acme-ltt") (literal "/home/ada/.local"))
 (deny network-outbound (remote unix-socket (path-literal "/home/ada/.config/relay/relay.sock")))
 (deny network-outbound (remote ip "localhost:4100"))
 (deny process-exec* (file-mode #o4000) (file-mode #o2000))
@@ -458,6 +499,13 @@ mod tests {
         for op in ["file-write-unlink", "rename", "file-clone"] {
             assert!(has("deny_ancestor", op, Target::path("/home/ada")));
             assert!(has("deny_ancestor", op, Target::path("/home")));
+        }
+        // (Names inside a pinned folder are asked when it exists: the e2e tests.)
+        for op in PINNED_FILE_OPS {
+            assert!(has("pin", op, Target::path("/home/ada/.local/bin")));
+        }
+        for op in ["file-write-unlink", "rename", "file-clone"] {
+            assert!(has("pin_ancestor", op, Target::path("/home/ada/.local")));
         }
         assert!(has("token_fd", "file-read-data", Target::path("/dev/fd/5")));
         assert!(has(
@@ -503,8 +551,21 @@ mod tests {
         );
         assert!(f
             .iter()
-            .all(|l| l.contains("\"deny_ancestor\"") && l.contains("file-clone")));
-        assert!(!f.is_empty());
+            .all(|l| l.contains("_ancestor\"") && l.contains("file-clone")));
+        assert!(f.iter().any(|l| l.contains("\"deny_ancestor\"")), "{f:?}");
+        assert!(f.iter().any(|l| l.contains("\"pin_ancestor\"")), "{f:?}");
+        // The pin dropped, or its folder's parent left renamable.
+        let f = broken(
+            "(deny file-write* file-link (literal \"/home/ada/.local/bin\") (subpath \"/home/ada/.local/bin\"))\n",
+            "",
+        );
+        assert!(f.iter().any(|l| l.contains("\"pin\"")), "{f:?}");
+        assert!(f.iter().all(|l| l.contains("\"pin\"")), "{f:?}");
+        let f = broken(" (literal \"/home/ada/.local\"))", ")");
+        assert!(
+            !f.is_empty() && f.iter().all(|l| l.contains("\"pin_ancestor\"")),
+            "{f:?}"
+        );
         // Clone and link dropped from the deny.
         let f = broken(
             "file-write* file-clone file-link (subpath",

@@ -154,10 +154,13 @@ pub struct Attach<'a> {
 }
 
 /// What terminal modes a session may have left on, turned off when this terminal leaves
-/// it by detaching: attributes, the alternate screen, a hidden cursor, mouse and focus
+/// it by detaching (or when relay goes away): attributes, the alternate screen, a hidden cursor, mouse and focus
 /// reporting, bracketed paste. Re-attaching replays the session's own sequences.
 const LEAVE_SCREEN: &[u8] =
     b"\x1b[0m\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l";
+
+/// The cursor to the screen's last row, then a new line: below whatever the session drew.
+const BELOW_THE_SCREEN: &[u8] = b"\x1b[999B\r\n";
 
 impl Attach<'_> {
     /// Attaches and copies both ways until the session ends, the detach keys are typed,
@@ -310,9 +313,16 @@ impl Attach<'_> {
             buf.extend_from_slice(&chunk[..n]);
         }
         let how = ended.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if matches!(how, Some(End::Detached)) && result.is_none() && std::io::stdout().is_terminal()
+        // Detached, or the stream cut (relay went away): the screen is left as the session
+        // drew it, its modes off, and what relay says next goes below it on a line of its
+        // own rather than over the session's prompt. (A terminal that went away gets
+        // nothing.)
+        if result.is_none()
+            && !matches!(how, Some(End::Signal(_)))
+            && std::io::stdout().is_terminal()
         {
             let _ = out.write_all(LEAVE_SCREEN);
+            let _ = out.write_all(BELOW_THE_SCREEN);
             let _ = out.flush();
         }
         raw.restore();
@@ -323,7 +333,10 @@ impl Attach<'_> {
             return Ok(how);
         }
         // The stream ended without an exit frame: ask for the terminal's state.
-        let a = self.client.call("GET", "/api/terminals")?;
+        let a = self
+            .client
+            .call("GET", "/api/terminals")
+            .map_err(|e| format!("the attach to {} was cut: {e}", self.id))?;
         let list: crate::wire::Terminals = a.typed("GET /api/terminals")?;
         Ok(End::Gone(
             list.terminals

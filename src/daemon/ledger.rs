@@ -386,7 +386,7 @@ pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
             None => "could not be moved; not read".into(),
         };
         let message = format!("ledger file {}: {}; {whereto}", a.file.display(), a.why);
-        eprintln!("relay: {message}");
+        tracing::warn!("{message}");
         let row = d.audit.record(&super::journal::AuditRow {
             action: "ledger_set_aside",
             outcome: super::error::Outcome::Error,
@@ -394,7 +394,7 @@ pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
             ..Default::default()
         });
         if let Err(e) = row {
-            eprintln!("relay: audit: ledger_set_aside: {e}");
+            tracing::error!("audit: ledger_set_aside: {e}");
         }
     }
     let now = super::journal::now_ms();
@@ -411,9 +411,9 @@ pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
         }
     }
     if total > 0 || !loaded.set_aside.is_empty() {
-        eprintln!(
-            "relay: ledger: {total} sessions read back ({ended} ended {RELAY_RESTARTED}), {} \
-             files set aside",
+        tracing::info!(
+            "ledger: {total} sessions read back ({ended} ended {RELAY_RESTARTED}), {} files set \
+             aside",
             loaded.set_aside.len()
         );
     }

@@ -126,7 +126,10 @@ pub fn build(input: EnvInput<'_>) -> BTreeMap<OsString, OsString> {
     }
     if input.token_launch {
         env.retain(|name, _| name.to_str().is_none_or(|n| !is_sign_in(n)));
-        env.insert(TOKEN_FD_VAR.into(), "5".into());
+        env.insert(
+            TOKEN_FD_VAR.into(),
+            relay_shim::fds::TOKEN_FD.to_string().into(),
+        );
     }
     env
 }

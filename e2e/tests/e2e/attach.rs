@@ -120,6 +120,31 @@ fn two_attached_clients_see_the_same_output_one_detaches_the_other_keeps_typing_
 }
 
 #[test]
+fn closing_the_window_of_relay_terminal_attach_only_detaches_and_another_window_attaches() {
+    let r = Relay::start(base_settings(None));
+    let id = shell(&r);
+    let mut a = attach(&r, &id, 100, 30);
+    run_in(&mut a, "echo before-$((6*7))-close", "before-42-close");
+    // The window closes: its terminal sends the client SIGHUP.
+    // Safety: SIGHUP to our own child.
+    unsafe { libc::kill(a.child.id() as libc::pid_t, libc::SIGHUP) };
+    assert_eq!(exit_code(&mut a), 128 + libc::SIGHUP);
+    assert_eq!(state(&r, &id), "running");
+    // Another window: the recent output first, then the session as it was.
+    let mut b = attach(&r, &id, 100, 30);
+    b.wait_for("before-42-close");
+    run_in(&mut b, "echo after-$((6*7))-close", "after-42-close");
+    b.write(DETACH);
+    assert_eq!(exit_code(&mut b), 0);
+    assert!(
+        b.screen().contains("relay: detached from"),
+        "{}",
+        b.screen()
+    );
+    assert_eq!(state(&r, &id), "running");
+}
+
+#[test]
 fn detaching_from_relay_sandbox_leaves_the_session_running_and_prints_how_to_attach_again() {
     let r = Relay::start(base_settings(None));
     let mut s = Pty::spawn(r.cli_command(&["sandbox", "shell"]), 100, 30);

@@ -213,6 +213,72 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
     assert_token_in_no_file(&r, &token, &path);
 }
 
+/// Every way a session with `~` read-write could swap the `#!` interpreter of the Claude
+/// program for a wrapper that copies fd 5 into the project and runs the real shell.
+const SWAP_THE_INTERPRETER: &str = r#"
+export T="$HOME/tools" W="$TMPDIR/wrapper"
+printf '#!/bin/sh\ncat <&5 >"$HOME/project/stolen"\nexec /bin/sh "$@" 5<"$HOME/project/stolen"\n' >"$W"
+chmod +x "$W"
+try() { if sh -c "$1" 2>/dev/null; then echo "WORKED: $1"; else echo "failed: $1"; fi; }
+{
+try 'cp "$W" "$T/sh"'
+try 'cp "$W" "$T/sh.new" && mv -f "$T/sh.new" "$T/sh"'
+try 'ln -sfn "$W" "$T/sh"'
+try 'rm -f "$T/sh"'
+try 'mv "$T" "$HOME/tools.old" && mkdir "$T" && cp "$W" "$T/sh"'
+echo end
+} >"$TMPDIR/attempts"
+"#;
+
+#[test]
+fn a_session_cannot_replace_the_interpreter_of_a_script_claude_program() {
+    // The Claude program is a `#!` script whose interpreter lives in the home, which a
+    // session of another template can write: the kernel hands fd 5 to the interpreter.
+    let token = fake_token();
+    let mut s = settings(true, &[("home-rw", json!({"read_write": ["~"]}))]);
+    s["terminal_templates"][0]["read"] = json!(["~/.config", "~/tools"]);
+    let r = Relay::start(s);
+    let path = r.write_token(&token);
+    let tools = r.home.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let interpreter = tools.join("sh");
+    std::fs::copy("/bin/sh", &interpreter).unwrap();
+    let bin = r.home.join(".local/bin");
+    std::fs::rename(bin.join("claude"), bin.join("agent")).unwrap();
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o755)
+        .open(bin.join("claude"))
+        .unwrap()
+        .write_all(
+            format!(
+                "#!{}\nexec \"$(dirname \"$0\")/agent\" \"$@\"\n",
+                text(&interpreter)
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let original = std::fs::read(&interpreter).unwrap();
+
+    let id = started(&r, "p1", "home-rw", Some(SWAP_THE_INTERPRETER));
+    r.wait_exited(&id);
+
+    the_real_program_gets_the_token(&r, &token);
+    let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
+    assert!(attempts.ends_with("end\n"), "{attempts}");
+    assert!(!attempts.contains("WORKED"), "{attempts}");
+    assert_eq!(attempts.matches("failed: ").count(), 5, "{attempts}");
+    assert_eq!(
+        std::fs::read(&interpreter).unwrap(),
+        original,
+        "the interpreter changed"
+    );
+    assert_eq!(names(&tools), ["sh"]);
+    assert!(!r.home.join("tools.old").exists());
+    assert_token_in_no_file(&r, &token, &path);
+}
+
 #[test]
 fn a_program_planted_before_the_token_setting_never_gets_the_token() {
     // No token yet: a session that plants a wrapper now, and ends, is waiting for the
@@ -347,6 +413,9 @@ fn a_planted_link_cannot_redirect_a_read_grant() {
 
 #[test]
 fn a_link_swapped_in_after_the_check_is_not_followed() {
+    if relay_e2e::bwrap_only("a_link_swapped_in_after_the_check_is_not_followed") {
+        return;
+    }
     // The host level: the test plays the daemon, which resolved `~/docs` to a real
     // folder and wrote the profile; a link swapped in before the shim runs bwrap.
     let inst = Instance::start();
@@ -430,6 +499,48 @@ fn a_planted_link_cannot_move_a_project_folder() {
         )],
     );
     assert!(names(&r.home.join("outside")).is_empty());
+}
+
+#[test]
+fn a_planted_link_cannot_move_a_session_directory() {
+    // One project; a launch asks for a folder in it, which another session of the
+    // project turned into a link to a folder of its choosing.
+    let mut s = settings(false, &[]);
+    s["projects"] = json!([project("work", "~/work")]);
+    let r = Relay::start(s);
+    let sub = r.home.join("work/sub");
+    let elsewhere = r.home.join("work/elsewhere");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let start_in_sub = |script: &str| {
+        let body = json!({
+            "project": "work",
+            "template": "shell",
+            "directory": text(&sub),
+            "extra_args": ["-c", script],
+        });
+        let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
+        (status, v)
+    };
+    let (status, v) = start_in_sub("pwd");
+    assert_eq!(status, 201, "{v}");
+    let ev = r.wait_exited(v["id"].as_str().unwrap());
+    assert_eq!(ev["exit_status"], 0, "{ev}");
+
+    let plant = "rm -r \"$HOME/work/sub\" && ln -s \"$HOME/work/elsewhere\" \"$HOME/work/sub\"";
+    run_ok(&r, "work", "shell", plant);
+    assert_eq!(std::fs::read_link(&sub).unwrap(), elsewhere);
+    let (status, v) = start_in_sub("touch \"$PWD/was-here\"");
+    assert_refused(
+        status,
+        &v,
+        &[&format!(
+            "{}: goes through symlink {}",
+            text(&sub),
+            text(&sub)
+        )],
+    );
+    assert!(names(&elsewhere).is_empty());
 }
 
 #[test]

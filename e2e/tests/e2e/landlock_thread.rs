@@ -36,6 +36,11 @@ fn thread_names(pid: u64) -> Vec<String> {
 
 #[test]
 fn after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_not() {
+    if relay_e2e::bwrap_only(
+        "after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_not",
+    ) {
+        return;
+    }
     let denied = TcpListener::bind("127.0.0.1:0").unwrap();
     let allowed = TcpListener::bind("127.0.0.1:0").unwrap();
     let (dp, ap) = (

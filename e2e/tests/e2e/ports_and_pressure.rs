@@ -11,7 +11,8 @@ use std::time::Duration;
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::{json, Value};
 
-/// Runs every way into TCP against each target and writes one JSON line per attempt to
+/// Runs each way into TCP named in `probe-methods.json` against each target (and
+/// `io_uring_setup` once, when named) and writes one JSON line per attempt to
 /// `probe-out.jsonl`: `ok`, or the errno and the step that failed. Sockets are blocking,
 /// so a Fast Open send that gets through completes its connection before it returns.
 const PROBE: &str = r#"
@@ -19,6 +20,7 @@ import ctypes, json, signal, socket, struct
 signal.alarm(60)
 libc = ctypes.CDLL(None, use_errno=True)
 targets = json.load(open("probe-targets.json"))
+methods = json.load(open("probe-methods.json"))
 out = open("probe-out.jsonl", "w")
 
 def rec(**kw):
@@ -56,7 +58,7 @@ def sendmmsg(s, tag, af, host, port):
         e = ctypes.get_errno()
         raise OSError(e, "sendmmsg")
 
-for method in ["connect", "mptcp", "sendto", "sendmsg", "sendmmsg", "tfo_connect"]:
+for method in [m for m in methods if m != "io_uring_setup"]:
     for label, fam, host, port in targets:
         af = socket.AF_INET if fam == "v4" else socket.AF_INET6
         addr = (host, port) if fam == "v4" else (host, port, 0, 0)
@@ -82,12 +84,13 @@ for method in ["connect", "mptcp", "sendto", "sendmsg", "sendmmsg", "tfo_connect
             if s is not None:
                 s.close()
 
-params = ctypes.create_string_buffer(120)
-fd = libc.syscall(425, 4, params)
-if fd >= 0:
-    rec(method="io_uring_setup", target="-", result="ok")
-else:
-    rec(method="io_uring_setup", target="-", result="errno", errno=ctypes.get_errno(), step="io_uring_setup")
+if "io_uring_setup" in methods:
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(425, 4, params)
+    if fd >= 0:
+        rec(method="io_uring_setup", target="-", result="ok")
+    else:
+        rec(method="io_uring_setup", target="-", result="errno", errno=ctypes.get_errno(), step="io_uring_setup")
 out.close()
 "#;
 
@@ -110,8 +113,13 @@ fn drain(l: &TcpListener) -> Vec<String> {
     got
 }
 
-#[test]
-fn a_session_cannot_reach_a_denied_port_through_mptcp_or_tcp_fast_open() {
+/// Runs the probe with `methods` in a sandboxed shell terminal whose settings deny one
+/// loopback port (and the API port), and checks every attempt's outcome and what each
+/// listener received. Panics with every wrong outcome.
+fn probe_ports(methods: &[&str]) {
+    if relay_e2e::bwrap_only(&format!("denied ports through {methods:?}")) {
+        return;
+    }
     let (denied, denied4, denied6) = dual_listener();
     let (allowed, allowed4, allowed6) = dual_listener();
     let mut s = base_settings(None);
@@ -128,7 +136,13 @@ fn a_session_cannot_reach_a_denied_port_through_mptcp_or_tcp_fast_open() {
         ["allowed-v6", "v6", "::1", allowed],
         ["allowed-mapped", "v6", "::ffff:127.0.0.1", allowed],
     ]);
+    let n_targets = targets.as_array().unwrap().len();
     std::fs::write(r.project.join("probe-targets.json"), targets.to_string()).unwrap();
+    std::fs::write(
+        r.project.join("probe-methods.json"),
+        json!(methods).to_string(),
+    )
+    .unwrap();
     std::fs::write(r.project.join("probe.py"), PROBE).unwrap();
 
     // A sandboxed shell terminal (bwrap, Landlock for the denied ports and the API port).
@@ -173,8 +187,12 @@ fn a_session_cannot_reach_a_denied_port_through_mptcp_or_tcp_fast_open() {
             wrong.push(format!("{method} {target}: got {got}, want {expected}"));
         }
     }
-    // Six methods against eight targets, and io_uring.
-    assert_eq!(seen, 6 * 8 + 1, "probe output: {lines:?}\n{log}");
+    // Each method against every target; io_uring once.
+    let want_seen: usize = methods
+        .iter()
+        .map(|m| if *m == "io_uring_setup" { 1 } else { n_targets })
+        .sum();
+    assert_eq!(seen, want_seen, "probe output: {lines:?}\n{log}");
 
     // Nothing reached the denied listener on either address; the allowed one got exactly
     // the plain connections.
@@ -184,21 +202,56 @@ fn a_session_cannot_reach_a_denied_port_through_mptcp_or_tcp_fast_open() {
             wrong.push(format!("{name} received {got:?}, want {want:?}"));
         }
     };
+    let plain = methods.contains(&"connect");
     reached(&denied4, "denied port on 127.0.0.1", &[], &mut wrong);
     reached(&denied6, "denied port on ::1", &[], &mut wrong);
-    reached(
-        &allowed4,
-        "allowed port on 127.0.0.1",
-        &["connect/allowed-mapped", "connect/allowed-v4"],
-        &mut wrong,
-    );
-    reached(
-        &allowed6,
-        "allowed port on ::1",
-        &["connect/allowed-v6"],
-        &mut wrong,
-    );
+    let want4: &[&str] = if plain {
+        &["connect/allowed-mapped", "connect/allowed-v4"]
+    } else {
+        &[]
+    };
+    let want6: &[&str] = if plain { &["connect/allowed-v6"] } else { &[] };
+    reached(&allowed4, "allowed port on 127.0.0.1", want4, &mut wrong);
+    reached(&allowed6, "allowed port on ::1", want6, &mut wrong);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+// Attack 2 of issue 7, one test per way into TCP: each tries IPv4, IPv6 and a
+// v4-mapped address against a denied port, relay's API port and an allowed port.
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_by_a_plain_connect_and_reaches_an_allowed_one() {
+    probe_ports(&["connect"]);
+}
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_through_an_mptcp_socket() {
+    probe_ports(&["mptcp"]);
+}
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_through_tcp_fast_open_by_sendto() {
+    probe_ports(&["sendto"]);
+}
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_through_tcp_fast_open_by_sendmsg() {
+    probe_ports(&["sendmsg"]);
+}
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_through_tcp_fast_open_by_sendmmsg() {
+    probe_ports(&["sendmmsg"]);
+}
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_through_tcp_fastopen_connect() {
+    probe_ports(&["tfo_connect"]);
+}
+
+#[test]
+fn a_session_cannot_reach_a_denied_port_through_io_uring() {
+    probe_ports(&["io_uring_setup"]);
 }
 
 /// A sustained flood: connections to `addr`, each with a request head that never ends,

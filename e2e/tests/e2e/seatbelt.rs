@@ -4,8 +4,9 @@
 //! (fakes/src/sbpl_questions.rs); on macOS it is the real `/usr/bin/sandbox-exec` and
 //! the same checks are probed from inside the session (e2e/src/seatbelt.rs).
 //!
-//! The template grants all of `~` read-write with the token's folder and the config dir
-//! (`~/.config/relay`) inside it, and the token setting names the file through a
+//! The template grants all of `~` read-write with the token's folder, the config dir
+//! (`~/.config/relay`) and the Claude program's folder (`~/.local/bin`, pinned) inside it,
+//! and the token setting names the file through a
 //! symlinked folder, so the token has two spellings and every deny has a grant to beat.
 
 use std::path::{Path, PathBuf};
@@ -44,6 +45,8 @@ fn launch() -> Launched {
     });
     s["terminal_templates"][0]["read_write"] = json!(["~"]);
     std::fs::create_dir_all(r.home.join("scratch")).unwrap();
+    // `claude` is `~/.local/bin/claude`, in a folder the template writes: pinned.
+    r.seatbelt_pins = vec![r.home.join(".local/bin")];
     r.write_settings(&s);
     r.launch_daemon();
 
@@ -187,6 +190,33 @@ fn seatbelt_session_cannot_rename_unlink_or_clone_the_folders_above_the_token_or
         ),
     );
     assert!(moved.contains("renamed"), "{moved}");
+    end(l);
+}
+
+#[test]
+fn seatbelt_session_cannot_write_rename_or_link_the_pinned_claude_program() {
+    // Attack 1 of issue 7 on Seatbelt: `~` is read-write, so the folder of the program a
+    // token launch runs must stay read-only, and the folders above it in place.
+    let l = launch();
+    let bin = l.r.home.join(".local/bin");
+    let program = bin.join("claude");
+    let mut checks = Vec::new();
+    for op in ["file-write-data", "file-write-unlink", "file-link"] {
+        checks.push(Check::denied(op, path(&program)));
+    }
+    checks.push(Check::denied("file-write-create", path(&bin)));
+    for op in ["rename", "file-write-unlink"] {
+        checks.push(Check::denied(op, path(&bin)));
+    }
+    for op in ["rename", "file-write-unlink", "file-clone"] {
+        checks.push(Check::denied(op, path(l.r.home.join(".local"))));
+    }
+    let failed = failures(&l, &checks);
+    assert!(
+        failed.is_empty(),
+        "Seatbelt checks failed:\n{}",
+        failed.join("\n")
+    );
     end(l);
 }
 
