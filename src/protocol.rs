@@ -331,7 +331,7 @@ impl HostCode {
     ];
 
     /// The code's wire spelling and its HTTP status.
-    fn spec(self) -> (&'static str, u16) {
+    const fn spec(self) -> (&'static str, u16) {
         match self {
             HostCode::InvalidSpec => ("invalid_spec", 400),
             HostCode::NotFound => ("not_found", 404),
@@ -347,7 +347,7 @@ impl HostCode {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         self.spec().0
     }
 

@@ -59,7 +59,7 @@ mod token_hygiene;
 
 use std::path::{Path, PathBuf};
 
-use relay::protocol::{Backend, LaunchRequest, PtySize, Secret, SessionKind};
+use relay::protocol::{Backend, HostCode, LaunchRequest, PtySize, Secret, SessionKind};
 use relay::sandbox::{build_spec, render_bwrap, render_sbpl, Network, SpecInput};
 use relay_e2e::*;
 use serde_json::Value;
@@ -311,7 +311,11 @@ fn missing_or_non_executable_target_is_spawn_failed_not_a_start() {
         }
         let (status, body, raw) = inst.launch(&req);
         assert_eq!(status, 500, "{id}: {body}");
-        assert_eq!(body["error"], "spawn_failed", "{id}: {body}");
+        assert_eq!(
+            body["error"],
+            HostCode::SpawnFailed.as_str(),
+            "{id}: {body}"
+        );
         assert_absent(&raw, &token, "the refusal");
         let (_, list, _) = inst.request("GET", "/sessions", None);
         assert_eq!(
@@ -630,7 +634,7 @@ fn token_on_an_unsandboxed_or_non_claude_launch_is_invalid_spec_and_never_echoed
         let (status, body, raw) = inst.launch(&req);
         assert_eq!(
             (status, body["error"].as_str()),
-            (400, Some("invalid_spec")),
+            (400, Some(HostCode::InvalidSpec.as_str())),
             "{body}"
         );
         assert_absent(&raw, &token, "the refusal");
@@ -652,7 +656,7 @@ fn one_id_namespace_across_kinds_and_identity_refusal_is_502() {
     let (status, body, _) = inst.launch(&pty);
     assert_eq!(
         (status, body["error"].as_str()),
-        (409, Some("session_exists"))
+        (409, Some(HostCode::SessionExists.as_str()))
     );
 
     // The bridge knows another secret for this session: the Hello is refused.
@@ -662,7 +666,7 @@ fn one_id_namespace_across_kinds_and_identity_refusal_is_502() {
     let (status, body, _) = inst.launch(&req);
     assert_eq!(
         (status, body["error"].as_str()),
-        (502, Some("identity_refused")),
+        (502, Some(HostCode::IdentityRefused.as_str())),
         "{body}"
     );
     assert!(inst

@@ -5,6 +5,7 @@
 //! ("Planted programs and links", "A token that appears or changes", "Code a project
 //! names"); `docs/testing.md` says which guard was removed to see each test fail.
 
+use relay::daemon::error::Code;
 use std::io::Write;
 use std::os::unix::fs::{symlink, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use relay_e2e::daemon::{base_settings, Relay, RelayOptions, TOKEN_SETTING};
 use relay_e2e::{assert_absent, fake_token, sha256_hex, wait, Instance, WAIT};
 use serde_json::{json, Value};
 
-const REFUSED: &str = "sandbox_unavailable";
+const REFUSED: &str = Code::SandboxUnavailable.as_str();
 
 /// The suite's settings plus sandboxed `/bin/sh` templates given as `(id, grants)`.
 fn settings(token: bool, templates: &[(&str, Value)]) -> Value {
@@ -461,7 +462,7 @@ fn a_link_swapped_in_after_the_check_is_not_followed() {
     // The shim's walk met the link (`ELOOP`) instead of bwrap following it.
     assert_eq!(
         (status, body["error"].as_str()),
-        (500, Some("spawn_failed")),
+        (500, Some(Code::SpawnFailed.as_str())),
         "the launch followed the link: {body}"
     );
     assert!(

@@ -2,6 +2,7 @@
 //! from the same tree, and a program missing from relay's `PATH` is a refusal that
 //! names the `PATH` searched and the setting to change (docs/cli.md).
 
+use relay::daemon::error::Code;
 use relay_e2e::daemon::{base_settings, Relay, RelayOptions};
 
 #[test]
@@ -125,7 +126,7 @@ fn start_without_a_directory_runs_here_inside_the_project_else_in_the_projects_f
     ]);
     assert_eq!(out.status, 1, "{}", out.stdout);
     assert!(
-        out.stderr.contains("directory_outside_project"),
+        out.stderr.contains(Code::DirectoryOutsideProject.as_str()),
         "{}",
         out.stderr
     );

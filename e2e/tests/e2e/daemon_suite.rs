@@ -2,6 +2,7 @@
 //! CLI's failure contract, `relay sandbox` on a real pty, callers inside a session,
 //! the TCP listener's bearer, the API port denied to sessions, host restart, SIGTERM.
 
+use relay::daemon::error::Code;
 use relay::wire::Terminals;
 use relay_e2e::daemon::{base_settings, Relay};
 use relay_e2e::pty::Pty;
@@ -119,7 +120,11 @@ fn malformed_settings_refuse_launches_keep_relay_up_and_a_fixed_file_recovers() 
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("settings_invalid"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(Code::SettingsInvalid.as_str()),
+        "{}",
+        out.stderr
+    );
     let status = r.cli_json(&["status"]);
     assert_eq!(status["settings"]["ok"], false);
     // Fixed, with an unknown key: reported, not fatal, and no restart needed.
@@ -149,31 +154,35 @@ fn every_authorization_refusal_has_a_code_an_event_and_an_audit_row() {
     let outside = r.home.join("elsewhere");
     std::fs::create_dir_all(&outside).unwrap();
     let cases: Vec<(Value, u16, &str)> = vec![
-        (json!({"template": "shell"}), 400, "project_required"),
+        (
+            json!({"template": "shell"}),
+            400,
+            Code::ProjectRequired.as_str(),
+        ),
         (
             json!({"project": "nope", "template": "shell"}),
             404,
-            "unknown_project",
+            Code::UnknownProject.as_str(),
         ),
         (
             json!({"project": "p1", "template": "nope"}),
             404,
-            "unknown_template",
+            Code::UnknownTemplate.as_str(),
         ),
         (
             json!({"project": "narrow", "template": "shell"}),
             403,
-            "template_not_allowed",
+            Code::TemplateNotAllowed.as_str(),
         ),
         (
             json!({"project": "p1", "template": "shell", "directory": outside}),
             403,
-            "directory_outside_project",
+            Code::DirectoryOutsideProject.as_str(),
         ),
         (
             json!({"project": "p1", "template": "shell", "directory": "~/project/../elsewhere"}),
             403,
-            "directory_outside_project",
+            Code::DirectoryOutsideProject.as_str(),
         ),
     ];
     for (body, status, code) in &cases {
@@ -209,7 +218,9 @@ fn every_authorization_refusal_has_a_code_an_event_and_an_audit_row() {
         row["project"].as_str().unwrap().chars().count() <= 257,
         "{row}"
     );
-    let ev = r.wait_event(|e| e["name"] == "session.launch" && e["code"] == "unknown_project");
+    let ev = r.wait_event(|e| {
+        e["name"] == "session.launch" && e["code"] == Code::UnknownProject.as_str()
+    });
     let reason = ev["reason"].as_str().unwrap();
     assert!(
         reason.ends_with('…') && reason.chars().count() <= 257,
@@ -226,14 +237,14 @@ fn every_authorization_refusal_has_a_code_an_event_and_an_audit_row() {
     );
     assert_eq!(
         (st, v["code"].as_str()),
-        (400, Some("invalid_request")),
+        (400, Some(Code::InvalidRequest.as_str())),
         "{v}"
     );
     // A malformed launch body is a refused launch too: audited.
     let row = r.audit_rows().into_iter().last().unwrap();
     assert_eq!(
         (row["code"].as_str(), row["outcome"].as_str()),
-        (Some("invalid_request"), Some("denied")),
+        (Some(Code::InvalidRequest.as_str()), Some("denied")),
         "{row}"
     );
     assert_eq!(r.api("GET", "/api/nothing", None).0, 404);
@@ -266,7 +277,7 @@ fn a_caller_inside_a_session_cannot_drive_relay() {
     let row = r
         .audit_rows()
         .into_iter()
-        .find(|row| row["code"] == "inside_session")
+        .find(|row| row["code"] == Code::InsideSession.as_str())
         .expect("audit row");
     assert_eq!(row["outcome"], "denied");
     // Only the outside terminal exists.

@@ -3,6 +3,7 @@
 //! Settings page shows for a running terminal of that template, the token's folder
 //! among the denied, for this platform's backend and the other's.
 
+use relay::daemon::error::Code;
 use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
 use relay_e2e::fake_token;
 use serde_json::{json, Value};
@@ -182,14 +183,17 @@ fn sandbox_explain_for_the_other_backend_and_its_refusals() {
             out.stderr
         );
     };
-    fails(&["sandbox", "explain", "nope"], "unknown_template");
+    fails(
+        &["sandbox", "explain", "nope"],
+        Code::UnknownTemplate.as_str(),
+    );
     fails(
         &["sandbox", "explain", "shell", "--directory", "/"],
-        "unknown_project",
+        Code::UnknownProject.as_str(),
     );
     fails(
         &["sandbox", "explain", "shell", "--directory", "missing"],
-        "invalid_directory",
+        Code::InvalidDirectory.as_str(),
     );
     let bad = r.cli(&["sandbox", "explain", "shell", "--backend", "firejail"]);
     assert_eq!(bad.status, 1);

@@ -4,6 +4,7 @@
 //! disk, a host of another protocol version) leaves nothing lost and nothing behind
 //! (docs/testing.md, "Faults").
 
+use relay::daemon::error::Code;
 use std::process::{Child, Command, Stdio};
 
 use relay_e2e::daemon::{base_settings, Relay};
@@ -430,7 +431,7 @@ fn settings_made_invalid_mid_run_refuse_launches_and_leave_running_sessions_alon
     );
     assert_eq!(
         (st, v["code"].as_str()),
-        (500, Some("settings_invalid")),
+        (500, Some(Code::SettingsInvalid.as_str())),
         "{v}"
     );
     assert!(
@@ -506,7 +507,11 @@ fn the_host_stays_responsive_through_a_flood_a_deaf_target_a_failed_start_and_a_
         "/api/terminals",
         Some(&json!({"project": "p1", "template": "missing"})),
     );
-    assert_eq!((st, v["code"].as_str()), (500, Some("spawn_failed")), "{v}");
+    assert_eq!(
+        (st, v["code"].as_str()),
+        (500, Some(Code::SpawnFailed.as_str())),
+        "{v}"
+    );
     assert!(
         v["error"].as_str().unwrap().contains("/nonexistent/tool"),
         "{v}"
@@ -528,7 +533,7 @@ fn the_host_stays_responsive_through_a_flood_a_deaf_target_a_failed_start_and_a_
         .unwrap();
     assert_eq!(
         (row["outcome"].as_str(), row["code"].as_str()),
-        (Some("error"), Some("spawn_failed")),
+        (Some("error"), Some(Code::SpawnFailed.as_str())),
         "{row}"
     );
     launches_work(&r, "alive-2");

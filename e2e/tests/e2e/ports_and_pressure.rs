@@ -1,6 +1,7 @@
 //! Denied ports hold for every way into TCP (MPTCP, TCP Fast Open, io_uring), probed
 //! from inside a real bwrap session; and a flood of connections cannot take relay down.
 
+use relay::daemon::error::Code;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -483,12 +484,12 @@ fn an_audit_row_that_cannot_be_written_refuses_the_launch() {
     assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     assert!(
-        out.stderr.contains("audit_unavailable") && out.stderr.contains("audit.jsonl"),
+        out.stderr.contains(Code::AuditUnavailable.as_str()) && out.stderr.contains("audit.jsonl"),
         "{}",
         out.stderr
     );
     let ev = r.wait_event(|e| e["name"] == "session.launch" && e["status"] == "error");
-    assert_eq!(ev["code"], "audit_unavailable", "{ev}");
+    assert_eq!(ev["code"], Code::AuditUnavailable.as_str(), "{ev}");
     // Nothing runs: no terminal is listed, and the program it started is gone.
     let list = r.cli_json(&["terminal", "list"]);
     assert_eq!(list["terminals"], json!([]), "{list}");

@@ -6,6 +6,7 @@
 //! "Leftovers and purge"); docs/testing.md says which guard was removed to see each test
 //! fail.
 
+use relay::daemon::error::Code;
 use std::io::Write;
 use std::os::unix::fs::{symlink, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -299,12 +300,16 @@ fn purge_removes_an_ended_sessions_record_logs_and_temp_folder() {
     // Running: refused; the wrong kind: not found.
     let out = r.cli(&["session", "purge", "--id", &s]);
     assert_eq!(out.status, 1);
-    assert!(out.stderr.contains("session_running"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(Code::SessionRunning.as_str()),
+        "{}",
+        out.stderr
+    );
     assert!(session_tmp(&r, &s).is_dir());
     let (status, v, _) = r.api("POST", &format!("/api/terminals/{s}/purge"), None);
     assert_eq!(
         (status, v["code"].as_str()),
-        (404, Some("not_found")),
+        (404, Some(Code::NotFound.as_str())),
         "{v}"
     );
 
@@ -338,7 +343,7 @@ fn purge_removes_an_ended_sessions_record_logs_and_temp_folder() {
     let (status, v, _) = r.api("POST", &format!("/api/sessions/{s}/resume"), None);
     assert_eq!(
         (status, v["code"].as_str()),
-        (404, Some("not_found")),
+        (404, Some(Code::NotFound.as_str())),
         "{v}"
     );
     assert_eq!(
@@ -347,7 +352,7 @@ fn purge_removes_an_ended_sessions_record_logs_and_temp_folder() {
     );
     let out = r.cli(&["session", "purge", "--id", &s]);
     assert!(
-        out.status == 1 && out.stderr.contains("not_found"),
+        out.status == 1 && out.stderr.contains(Code::NotFound.as_str()),
         "{}",
         out.stderr
     );
@@ -391,7 +396,7 @@ fn purge_never_follows_a_link_the_session_planted_or_one_in_the_temp_folders_pat
     std::fs::rename(&real, &r.tmp).unwrap();
     assert_eq!(
         (status, v["code"].as_str()),
-        (500, Some("purge_failed")),
+        (500, Some(Code::PurgeFailed.as_str())),
         "{v}"
     );
     assert!(
@@ -461,7 +466,7 @@ fn purging_an_unpinned_session_does_not_make_relay_forget_what_it_could_write() 
         let (status, v, raw) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
         assert_eq!(
             (status, v["code"].as_str()),
-            (400, Some("sandbox_unavailable")),
+            (400, Some(Code::SandboxUnavailable.as_str())),
             "{v}"
         );
         assert_absent(&raw, &token, "the refusal");

@@ -6,6 +6,7 @@
 //! controls), and the token is in no response it fetched and not in its DOM, in any of
 //! the forms `relay audit scan` looks for. Screenshots are kept in e2e/artifacts.
 
+use relay::daemon::error::Code;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -362,7 +363,11 @@ fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says
         (Some(true), Some("bwrap"))
     );
     let (st, x, _) = r.api("GET", &format!("/api/sessions/{tid}/sandbox"), None);
-    assert_eq!((st, x["code"].as_str()), (404, Some("not_found")), "{x}");
+    assert_eq!(
+        (st, x["code"].as_str()),
+        (404, Some(Code::NotFound.as_str())),
+        "{x}"
+    );
     let (st, _, _) = r.api("POST", &format!("/api/terminals/{tid}/sandbox"), None);
     assert_eq!(st, 405);
     let bare = r.cli_json(&[

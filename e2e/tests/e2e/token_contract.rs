@@ -2,6 +2,7 @@
 //! and bwrap, from the CLI and the API. Each test has its own instance and its own
 //! fake token; every test checks that the token's bytes appear nowhere they must not.
 
+use relay::daemon::error::Code;
 use std::path::{Path, PathBuf};
 
 use relay_e2e::daemon::{base_settings, Relay, RelayOptions, TOKEN_SETTING};
@@ -270,7 +271,7 @@ fn t07_another_template_with_home_read_write_cannot_read_the_token() {
 fn assert_refused_with_path(r: &Relay, status: u16, v: &Value, path: &Path) {
     assert_eq!(
         (status, v["code"].as_str()),
-        (400, Some("sandbox_unavailable")),
+        (400, Some(Code::SandboxUnavailable.as_str())),
         "{v}"
     );
     let msg = v["error"].as_str().unwrap();
@@ -285,7 +286,7 @@ fn assert_refused_with_path(r: &Relay, status: u16, v: &Value, path: &Path) {
         .find(|row| row["action"] == "session_launch")
         .expect("audit row");
     assert_eq!(row["outcome"], "error", "{row}");
-    assert_eq!(row["code"], "sandbox_unavailable", "{row}");
+    assert_eq!(row["code"], Code::SandboxUnavailable.as_str(), "{row}");
     assert!(
         row["error"]
             .as_str()
@@ -294,7 +295,7 @@ fn assert_refused_with_path(r: &Relay, status: u16, v: &Value, path: &Path) {
         "{row}"
     );
     let ev = r.wait_event(|e| e["name"] == "session.launch" && e["status"] == "error");
-    assert_eq!(ev["code"], "sandbox_unavailable");
+    assert_eq!(ev["code"], Code::SandboxUnavailable.as_str());
 }
 
 #[test]
@@ -345,7 +346,7 @@ fn t09_an_unreadable_token_file_refuses_the_terminal_naming_the_path() {
     );
     assert_eq!(
         (status, v["code"].as_str()),
-        (400, Some("sandbox_unavailable")),
+        (400, Some(Code::SandboxUnavailable.as_str())),
         "{v}"
     );
     let msg = v["error"].as_str().unwrap();
@@ -484,7 +485,7 @@ fn t13_a_token_path_through_a_planted_folder_link_refuses_every_sandboxed_launch
     );
     assert_eq!(
         (status, v["code"].as_str()),
-        (400, Some("sandbox_unavailable")),
+        (400, Some(Code::SandboxUnavailable.as_str())),
         "{v}"
     );
     assert!(

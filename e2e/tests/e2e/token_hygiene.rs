@@ -6,6 +6,7 @@
 //! `docs/THREAT-MODEL.md` ("Other sign-ins", "Hardened processes"); `docs/testing.md`
 //! says which guard was removed to see each test fail.
 
+use relay::daemon::error::Code;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,7 @@ use relay_e2e::daemon::{base_settings, Relay, RelayOptions, TOKEN_SETTING};
 use relay_e2e::{assert_absent, fake_token};
 use serde_json::{json, Value};
 
-const REFUSED: &str = "sandbox_unavailable";
+const REFUSED: &str = Code::SandboxUnavailable.as_str();
 
 /// A value a hostile file would carry: 16 random bytes in hex, made inside the
 /// session's shell so the command line that planted it never holds it.
