@@ -371,6 +371,37 @@ fn real_api_401_fails_the_turn_with_its_status_and_the_next_turn_works() {
 }
 
 #[test]
+fn real_api_429_and_500_fail_the_turn_naming_the_status_and_the_session_goes_on() {
+    let Some(claude) = claude_code() else { return };
+    let error = |status: u16, message: &str| json!({"turns": [{"error": {"status": status, "message": message}}]});
+    let (r, api, token) = relay_with_api(&claude, error(429, "fakeapi: slow down"), true);
+    let id = start_session(&r, &[]);
+    let pid = session_entry(&r, &id)["root_pid"].clone();
+    for (status, said) in [(429, "fakeapi: slow down"), (500, "fakeapi: broken")] {
+        api.set_script(&error(status, said));
+        let out = message(&r, &id, &format!("turn meeting {status}"), &[]);
+        assert_eq!(out.status, 1, "{status}: {}", out.stdout);
+        assert_eq!(out.stdout, "", "{status}");
+        assert_eq!(out.stderr.lines().count(), 1, "{status}: {}", out.stderr);
+        assert!(
+            out.stderr
+                .starts_with(&format!("error: the turn failed (API status {status}): ")),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(said), "{}", out.stderr);
+    }
+    api.set_script(&json!({"turns": [{"text": "after the errors"}]}));
+    let out = message(&r, &id, "again", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "after the errors\n");
+    let e = session_entry(&r, &id);
+    assert_eq!(e["state"], "running");
+    assert_eq!(e["root_pid"], pid, "{e}");
+    assert_every_bearer_is(&api, &api.messages(), &token);
+}
+
+#[test]
 fn real_rewritten_token_file_reaches_the_next_launch_without_a_restart() {
     let Some(claude) = claude_code() else { return };
     let (r, api, first) = relay_with_api(&claude, json!({"turns": [{"text": "ok"}]}), true);

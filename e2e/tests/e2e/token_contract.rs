@@ -66,6 +66,9 @@ fn t02_sandboxed_session_gets_the_token_on_fd5_after_its_hello() {
     assert_eq!(line["env"][FD_VAR], "5", "{line}");
     assert_eq!(line["token_sha256"], sha256_hex(token.as_bytes()), "{line}");
     assert_eq!(line["fds"], json!([0, 1, 2, 5]), "{line}");
+    // Told it is sandboxed (Claude Code takes bypassPermissions as root only so).
+    let said = r.turn(&id, "!sh echo \"is_sandbox=[$IS_SANDBOX]\"");
+    assert!(said.contains("is_sandbox=[1]"), "{said}");
     let list = r.cli_json(&["session", "list"]);
     assert_eq!(list["sessions"][0]["token_passed"], true);
     // The profile of the running session: 0600, in the config dir, removed at teardown.
