@@ -292,6 +292,8 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         shim_pid,
         mut status,
     } = spawned;
+    // Kept until the shim is reaped (strays.rs).
+    let shim_record = host.shims.as_ref().and_then(|s| s.record(shim_pid));
 
     let target_pid = match spawn::wait_started(&mut status, req.identity.is_some()).await {
         Ok(pid) => pid,
@@ -399,6 +401,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
                 libc::SIGKILL,
             );
         }
+        drop(shim_record);
         let mut pump = pump;
         let mut drained = true;
         if let Some(p) = pump.as_mut() {

@@ -17,6 +17,7 @@ mod provider;
 mod redact;
 mod server;
 mod spawn;
+mod strays;
 mod terminal;
 mod termlog;
 
@@ -75,15 +76,19 @@ pub struct Host {
     /// The confined thread of each denied port set (`confined.rs`): building a ruleset
     /// costs hundreds of milliseconds, applying it tens, so each is done once.
     pub landlock: Mutex<HashMap<Vec<u16>, Arc<confined::Confined>>>,
+    /// A record per live shim, for the next host should this one be killed
+    /// (`strays.rs`); `None` when its folder could not be made.
+    pub shims: Option<strays::Shims>,
     stdout: Mutex<std::io::Stdout>,
 }
 
 impl Host {
-    pub fn new(cfg: HostConfig) -> Self {
+    pub fn new(cfg: HostConfig, shims: Option<strays::Shims>) -> Self {
         Host {
             cfg,
             sessions: Mutex::new(HashMap::new()),
             landlock: Mutex::new(HashMap::new()),
+            shims,
             stdout: Mutex::new(std::io::stdout()),
         }
     }
@@ -191,6 +196,23 @@ pub fn run() -> ExitCode {
         tracing::error!("reserve descriptors: {e}");
         return ExitCode::from(70);
     }
+    // What a killed host left running ends before this one starts anything.
+    let shims = match strays::Shims::open(args.state_dir.join("shims")) {
+        Ok(s) => {
+            let killed = s.sweep();
+            if killed > 0 {
+                tracing::warn!(
+                    "ended {killed} process(es) left running in the sessions of shims of a \
+                     host that was killed"
+                );
+            }
+            Some(s)
+        }
+        Err(e) => {
+            tracing::warn!("shim records: {e}");
+            None
+        }
+    };
     let cfg = HostConfig {
         state_dir: args.state_dir,
         shim: args.shim.unwrap_or_else(default_shim),
@@ -209,7 +231,7 @@ pub fn run() -> ExitCode {
         }
     };
     let cap = crate::listen::connection_cap(nofile);
-    match rt.block_on(server::serve(Arc::new(Host::new(cfg)), cap)) {
+    match rt.block_on(server::serve(Arc::new(Host::new(cfg, shims)), cap)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");

@@ -328,6 +328,77 @@ fn a_daemon_killed_with_sigkill_leaves_no_session_running() {
 }
 
 #[test]
+fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back() {
+    if relay_e2e::bwrap_only(
+        "a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back",
+    ) {
+        return;
+    }
+    // bwrap's inner process, forked an instant before relay died and before it armed
+    // its own parent-death signal, waits forever for its parent. A launcher standing in
+    // for bwrap makes that moment last: a child in the launch's session that no
+    // parent-death signal reaches.
+    let mut r = Relay::prepare(None, false);
+    let stray_file = r.root.join("stray.pid");
+    let launcher = r.root.join("bwrap-caught-mid-launch");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\n(trap '' HUP; exec sleep 600) &\necho $! > '{}.part' && mv '{0}.part' '{0}'\nexec sleep 600\n",
+            stray_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut s = fault_settings();
+    s["session_sandbox"] = json!({"bwrap_launcher": launcher});
+    r.write_settings(&s);
+    r.launch_daemon();
+    let id = terminal(&r, "shell", "true");
+    assert!(
+        wait::until(WAIT, || stray_file.exists()),
+        "the launcher never started"
+    );
+    let stray: u32 = std::fs::read_to_string(&stray_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(stray));
+
+    // relay goes, daemon and host at once: the shim and its target get their
+    // parent-death signals, the stray does not.
+    let host = host_pid(&r);
+    kill9(r.ready.pid);
+    kill9(host);
+    assert!(wait::until(WAIT, || !alive(host)), "the host survived");
+    assert!(
+        wait::until(WAIT, || session_pids(&id) == vec![stray]),
+        "not the stray alone is left of the launch: {:?} (the stray {stray} {})",
+        session_pids(&id),
+        if alive(stray) { "alive" } else { "gone" }
+    );
+
+    // relay is back: its new host ends what the killed one left in its shims' sessions.
+    r.launch_daemon();
+    assert!(
+        wait::until(WAIT, || !alive(stray)),
+        "a sandbox left by a killed relay is still running after relay came back"
+    );
+    assert_eq!(
+        std::fs::read_dir(r.config.join("sessions/shims"))
+            .unwrap()
+            .count(),
+        0,
+        "shim records left after the sweep"
+    );
+    // With bwrap itself again, launches work.
+    r.write_settings(&fault_settings());
+    launches_work(&r, "after-the-sweep");
+}
+
+#[test]
 fn a_token_file_rewritten_under_launches_gives_every_launch_one_whole_token() {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
