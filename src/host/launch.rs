@@ -292,8 +292,12 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         shim_pid,
         mut status,
     } = spawned;
-    // Kept until the shim is reaped (strays.rs).
-    let shim_record = host.shims.as_ref().and_then(|s| s.record(shim_pid));
+    // Kept until the shim is reaped (strays.rs): bwrap launches only, the ones whose
+    // sandbox can be left behind.
+    let shim_record = match (&host.shims, &req.sandbox) {
+        (Some(s), Some(sb)) if sb.backend == Backend::Bwrap => s.record(shim_pid),
+        _ => None,
+    };
 
     let target_pid = match spawn::wait_started(&mut status, req.identity.is_some()).await {
         Ok(pid) => pid,

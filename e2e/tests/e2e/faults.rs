@@ -336,16 +336,23 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
     }
     // bwrap's inner process, forked an instant before relay died and before it armed
     // its own parent-death signal, waits forever for its parent. A launcher standing in
-    // for bwrap makes that moment last: a child in the launch's session that no
-    // parent-death signal reaches.
+    // for bwrap makes that moment last: a process in a pid namespace of its own (as
+    // bwrap's inner process is), in the launch's session, that no parent-death signal
+    // reaches and that ignores the hangup. Beside it, a job of the same session outside
+    // any sandbox, as a person may leave from a terminal: relay leaves that one alone.
     let mut r = Relay::prepare(None, false);
-    let stray_file = r.root.join("stray.pid");
+    let pids_file = r.root.join("stray.pids");
     let launcher = r.root.join("bwrap-caught-mid-launch");
     std::fs::write(
         &launcher,
         format!(
-            "#!/bin/sh\n(trap '' HUP; exec sleep 600) &\necho $! > '{}.part' && mv '{0}.part' '{0}'\nexec sleep 600\n",
-            stray_file.display()
+            "#!/bin/sh\n\
+             (trap '' HUP; exec unshare --user --map-root-user --pid --fork sleep 600) &\n\
+             u=$!\n\
+             (trap '' HUP; exec sleep 600) &\n\
+             echo \"$u $!\" > '{0}.part' && mv '{0}.part' '{0}'\n\
+             exec sleep 600\n",
+            pids_file.display()
         ),
     )
     .unwrap();
@@ -357,27 +364,52 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
     r.launch_daemon();
     let id = terminal(&r, "shell", "true");
     assert!(
-        wait::until(WAIT, || stray_file.exists()),
+        wait::until(WAIT, || pids_file.exists()),
         "the launcher never started"
     );
-    let stray: u32 = std::fs::read_to_string(&stray_file)
+    let pids: Vec<u32> = std::fs::read_to_string(&pids_file)
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(alive(stray));
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (unshare, job) = (pids[0], pids[1]);
+    // The sandboxed one: unshare's child, pid 1 of its namespace.
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    assert!(
+        wait::until(WAIT, || children(unshare).len() == 1),
+        "unshare started nothing"
+    );
+    let stray = children(unshare)[0];
+    let nspid = std::fs::read_to_string(format!("/proc/{stray}/status")).unwrap();
+    assert!(
+        nspid
+            .lines()
+            .any(|l| l.starts_with("NSpid:") && l.ends_with("\t1")),
+        "not pid 1 of a namespace of its own: {nspid}"
+    );
 
     // relay goes, daemon and host at once: the shim and its target get their
-    // parent-death signals, the stray does not.
+    // parent-death signals, the two others do not.
     let host = host_pid(&r);
     kill9(r.ready.pid);
     kill9(host);
     assert!(wait::until(WAIT, || !alive(host)), "the host survived");
+    let mut left = vec![unshare, stray, job];
+    left.sort();
     assert!(
-        wait::until(WAIT, || session_pids(&id) == vec![stray]),
-        "not the stray alone is left of the launch: {:?} (the stray {stray} {})",
-        session_pids(&id),
-        if alive(stray) { "alive" } else { "gone" }
+        wait::until(WAIT, || {
+            let mut now = session_pids(&id);
+            now.sort();
+            now == left
+        }),
+        "not the stray, its unshare and the job alone are left of the launch: {:?}",
+        session_pids(&id)
     );
 
     // relay is back: its new host ends what the killed one left in its shims' sessions.
@@ -386,6 +418,13 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
         wait::until(WAIT, || !alive(stray)),
         "a sandbox left by a killed relay is still running after relay came back"
     );
+    assert!(
+        wait::until(WAIT, || !alive(unshare)),
+        "unshare outlived its child"
+    );
+    // The job outside every sandbox is the person's: it runs on.
+    assert!(alive(job), "relay killed a process outside every sandbox");
+    kill9(job);
     assert_eq!(
         std::fs::read_dir(r.config.join("sessions/shims"))
             .unwrap()
