@@ -153,6 +153,18 @@ fn the_real_program_gets_the_token(r: &Relay, token: &str) {
     );
 }
 
+/// The attack script of session `id` ran to its end and none of its attempts worked
+/// (`$TMPDIR/attempts`: one `failed:` or `WORKED:` line each, then `end`); `n` of them,
+/// when given.
+fn every_attempt_failed(r: &Relay, id: &str, n: Option<usize>) {
+    let attempts = std::fs::read_to_string(session_tmp(r, id).join("attempts")).unwrap();
+    assert!(attempts.ends_with("end\n"), "{attempts}");
+    assert!(!attempts.contains("WORKED"), "{attempts}");
+    if let Some(n) = n {
+        assert_eq!(attempts.matches("failed: ").count(), n, "{attempts}");
+    }
+}
+
 /// Every way a session with `~` read-write could swap the program a token launch runs for
 /// a wrapper that copies fd 5 into the project and runs (a copy of) the real program with
 /// the copy. Each line of `$TMPDIR/attempts` says whether one worked.
@@ -190,10 +202,7 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
     // The next token launch runs the real program, and the token reaches it alone.
     the_real_program_gets_the_token(&r, &token);
 
-    let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
-    assert!(attempts.ends_with("end\n"), "{attempts}");
-    assert!(!attempts.contains("WORKED"), "{attempts}");
-    assert_eq!(attempts.matches("failed: ").count(), 9, "{attempts}");
+    every_attempt_failed(&r, &id, Some(9));
     // On the host: the link, its target and the program as they were.
     assert_eq!(std::fs::read_link(&link).unwrap(), real);
     assert_eq!(
@@ -266,10 +275,7 @@ fn a_session_cannot_replace_the_interpreter_of_a_script_claude_program() {
     r.wait_exited(&id);
 
     the_real_program_gets_the_token(&r, &token);
-    let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
-    assert!(attempts.ends_with("end\n"), "{attempts}");
-    assert!(!attempts.contains("WORKED"), "{attempts}");
-    assert_eq!(attempts.matches("failed: ").count(), 5, "{attempts}");
+    every_attempt_failed(&r, &id, Some(5));
     assert_eq!(
         std::fs::read(&interpreter).unwrap(),
         original,
@@ -291,9 +297,7 @@ fn a_program_planted_before_the_token_setting_never_gets_the_token() {
     let program = std::fs::read(&real).unwrap();
     let id = started(&r, "p1", "home-rw", Some(SWAP_THE_PROGRAM));
     r.wait_exited(&id);
-    let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
-    assert!(attempts.ends_with("end\n"), "{attempts}");
-    assert!(!attempts.contains("WORKED"), "{attempts}");
+    every_attempt_failed(&r, &id, None);
 
     r.write_settings(&settings(true, &templates));
     let path = r.write_token(&token);
@@ -953,9 +957,7 @@ fn a_template_path_cannot_point_the_token_launch_at_another_claude() {
     let program = std::fs::read(&real).unwrap();
     let id = started(&r, "p1", "home-rw", Some(SWAP_THE_PROGRAM));
     r.wait_exited(&id);
-    let attempts = std::fs::read_to_string(session_tmp(&r, &id).join("attempts")).unwrap();
-    assert!(attempts.ends_with("end\n"), "{attempts}");
-    assert!(!attempts.contains("WORKED"), "{attempts}");
+    every_attempt_failed(&r, &id, None);
 
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");

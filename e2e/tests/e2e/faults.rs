@@ -340,6 +340,8 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
     // bwrap's inner process is), in the launch's session, that no parent-death signal
     // reaches and that ignores the hangup. Beside it, a job of the same session outside
     // any sandbox, as a person may leave from a terminal: relay leaves that one alone.
+    // Each in a process group of its own, so that however the host ends (its group
+    // kills at a shutdown, or none when it is killed first) both are left.
     let mut r = Relay::prepare(None, false);
     let pids_file = r.root.join("stray.pids");
     let launcher = r.root.join("bwrap-caught-mid-launch");
@@ -347,9 +349,10 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
         &launcher,
         format!(
             "#!/bin/sh\n\
-             (trap '' HUP; exec unshare --user --map-root-user --pid --fork sleep 600) &\n\
+             own_group='import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])'\n\
+             (trap '' HUP; exec python3 -c \"$own_group\" unshare --user --map-root-user --pid --fork sleep 600) &\n\
              u=$!\n\
-             (trap '' HUP; exec sleep 600) &\n\
+             (trap '' HUP; exec python3 -c \"$own_group\" sleep 600) &\n\
              echo \"$u $!\" > '{0}.part' && mv '{0}.part' '{0}'\n\
              exec sleep 600\n",
             pids_file.display()

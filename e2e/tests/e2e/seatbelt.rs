@@ -97,6 +97,16 @@ fn failures(l: &Launched, checks: &[Check]) -> Vec<String> {
     failed
 }
 
+/// Every check held for the session ([`failures`] is empty).
+fn assert_checks_hold(l: &Launched, checks: &[Check]) {
+    let failed = failures(l, checks);
+    assert!(
+        failed.is_empty(),
+        "Seatbelt checks failed:\n{}",
+        failed.join("\n")
+    );
+}
+
 fn path(p: impl Into<PathBuf>) -> Target {
     Target::Path(p.into())
 }
@@ -145,12 +155,7 @@ fn seatbelt_session_with_home_read_write_is_refused_the_token_in_every_spelling_
     // What the session needs still works: the token pipe and its own folders.
     checks.push(Check::allowed("file-read-data", path("/dev/fd/5")));
     checks.push(Check::allowed("file-write-create", path(&l.r.project)));
-    let failed = failures(&l, &checks);
-    assert!(
-        failed.is_empty(),
-        "Seatbelt checks failed:\n{}",
-        failed.join("\n")
-    );
+    assert_checks_hold(&l, &checks);
     end(l);
 }
 
@@ -174,12 +179,7 @@ fn seatbelt_session_cannot_rename_unlink_or_clone_the_folders_above_the_token_or
             checks.push(Check::denied(op, path(a)));
         }
     }
-    let failed = failures(&l, &checks);
-    assert!(
-        failed.is_empty(),
-        "Seatbelt checks failed:\n{}",
-        failed.join("\n")
-    );
+    assert_checks_hold(&l, &checks);
     // Renaming something that is not above a denied path still works.
     let sibling = l.r.home.join("scratch");
     let moved = l.r.turn(
@@ -211,12 +211,7 @@ fn seatbelt_session_cannot_write_rename_or_link_the_pinned_claude_program() {
     for op in ["rename", "file-write-unlink", "file-clone"] {
         checks.push(Check::denied(op, path(l.r.home.join(".local"))));
     }
-    let failed = failures(&l, &checks);
-    assert!(
-        failed.is_empty(),
-        "Seatbelt checks failed:\n{}",
-        failed.join("\n")
-    );
+    assert_checks_hold(&l, &checks);
     end(l);
 }
 
@@ -238,12 +233,7 @@ fn seatbelt_session_cannot_reach_relays_sockets_or_its_api_port() {
         .map(|s| Check::denied("network-outbound", Target::Socket(s.clone())))
         .collect();
     checks.push(Check::denied("network-outbound", Target::Port(port)));
-    let failed = failures(&l, &checks);
-    assert!(
-        failed.is_empty(),
-        "Seatbelt checks failed:\n{}",
-        failed.join("\n")
-    );
+    assert_checks_hold(&l, &checks);
     end(l);
 }
 
