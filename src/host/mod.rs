@@ -14,7 +14,8 @@ pub(crate) mod env;
 mod fds;
 mod launch;
 mod provider;
-mod redact;
+/// Public for the bench's `redact` case (the redactor alone).
+pub mod redact;
 mod server;
 mod spawn;
 mod strays;

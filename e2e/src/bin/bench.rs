@@ -21,7 +21,7 @@ use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|plot|hold> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -84,6 +84,7 @@ fn main() -> ExitCode {
         "leak" => leak(o.runs.unwrap_or(1000)),
         "memory" => memory(o.runs.unwrap_or(50)),
         "throughput" => throughput(o.runs.unwrap_or(200)),
+        "redact" => redact(o.runs.unwrap_or(200)),
         "hold" => hold(o.no_api),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");
@@ -837,6 +838,53 @@ fn writer_script(mb: usize) -> String {
         "yes 'relay bench line of text 0123456789' | head -c {}",
         mb * 1_000_000
     )
+}
+
+/// The redactor alone, in this process: `mb` MB of the throughput case's text, fed in
+/// 4 KiB reads (what the host's pty reader hands it), with no token (the credential
+/// shapes only) and with one (its encodings too), against copying the same reads.
+fn redact(mb: usize) -> Report {
+    use relay::host::redact::{Patterns, Redactor};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+    let line = b"relay bench line of text 0123456789\r\n";
+    let chunk: Vec<u8> = line.iter().copied().cycle().take(4096).collect();
+    let reads = mb * 1_000_000 / chunk.len();
+    let token = relay::protocol::Secret::new(relay_e2e::fake_token());
+    let mut rows = Vec::new();
+    let mut text = format!("redact: {mb} MB in 4 KiB reads through the redactor alone\n");
+    text += "contender        seconds      MB/s\n";
+    // The copy: what a pass-through costs (a read's bytes into a new buffer).
+    let t = Instant::now();
+    let mut copied = 0usize;
+    for _ in 0..reads {
+        let out = std::hint::black_box(chunk.clone());
+        copied += out.len();
+    }
+    let copy_s = t.elapsed().as_secs_f64();
+    rows.push(("copy", copy_s, copied));
+    for (label, secret) in [("no token", None), ("with a token", Some(&token))] {
+        let mut r = Redactor::new(Arc::new(Patterns::new(secret)), Arc::new(AtomicU64::new(0)));
+        let t = Instant::now();
+        let mut out = 0usize;
+        for _ in 0..reads {
+            out += std::hint::black_box(r.feed(&chunk)).len();
+        }
+        out += r.finish().len();
+        rows.push((label, t.elapsed().as_secs_f64(), out));
+    }
+    let mb_f = (reads * chunk.len()) as f64 / 1e6;
+    let mut json_rows = Vec::new();
+    for (label, s, bytes) in &rows {
+        text += &format!("{label:<14} {s:>9.3}  {:>8.1}\n", mb_f / s);
+        json_rows.push(
+            json!({"contender": label, "seconds": s, "mb_per_s": mb_f / s, "bytes_out": bytes}),
+        );
+    }
+    Report {
+        text,
+        json: json!({"case": "redact", "mb": mb_f, "rows": json_rows}),
+    }
 }
 
 fn throughput(mb: usize) -> Report {
