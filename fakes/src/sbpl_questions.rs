@@ -177,48 +177,33 @@ pub fn questions(policy: &Policy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<Ques
     let path = |p: &Path| Target::path(bytes(p));
 
     let denied: Vec<PathBuf> = policy.deny.iter().flat_map(|d| spellings(d)).collect();
-    for d in &policy.deny {
-        // Inside a folder: a name that is not there yet, and every entry that is.
-        let mut inside = vec![std::ffi::OsString::from(PROBE_NAME)];
-        if let Ok(entries) = std::fs::read_dir(d) {
-            inside.extend(entries.flatten().map(|e| e.file_name()));
-        }
-        let is_dir = std::fs::metadata(d).is_ok_and(|m| m.is_dir());
-        for spelling in spellings(d) {
-            for op in DENIED_FILE_OPS {
-                ask("deny", op, path(&spelling), false);
-                if is_dir {
-                    for name in &inside {
-                        ask("deny", op, path(&spelling.join(name)), false);
+    // Denied paths refuse everything, pinned ones every write; the folders above either
+    // refuse unlink, rename and clone. Inside a folder: a name that is not there yet, and
+    // every entry that is.
+    let closed: [(&Vec<PathBuf>, &[&str], &'static str, &'static str); 2] = [
+        (&policy.deny, DENIED_FILE_OPS, "deny", "deny_ancestor"),
+        (&policy.pinned, PINNED_FILE_OPS, "pin", "pin_ancestor"),
+    ];
+    for (paths, ops, check, ancestor_check) in closed {
+        for d in paths {
+            let mut inside = vec![std::ffi::OsString::from(PROBE_NAME)];
+            if let Ok(entries) = std::fs::read_dir(d) {
+                inside.extend(entries.flatten().map(|e| e.file_name()));
+            }
+            let is_dir = std::fs::metadata(d).is_ok_and(|m| m.is_dir());
+            for spelling in spellings(d) {
+                for op in ops {
+                    ask(check, op, path(&spelling), false);
+                    if is_dir {
+                        for name in &inside {
+                            ask(check, op, path(&spelling.join(name)), false);
+                        }
                     }
                 }
-            }
-            for ancestor in proper_ancestors(&spelling) {
-                for op in ["file-write-unlink", "rename", "file-clone"] {
-                    ask("deny_ancestor", op, path(&ancestor), false);
-                }
-            }
-        }
-    }
-
-    for pinned in &policy.pinned {
-        let mut inside = vec![std::ffi::OsString::from(PROBE_NAME)];
-        if let Ok(entries) = std::fs::read_dir(pinned) {
-            inside.extend(entries.flatten().map(|e| e.file_name()));
-        }
-        let is_dir = std::fs::metadata(pinned).is_ok_and(|m| m.is_dir());
-        for spelling in spellings(pinned) {
-            for op in PINNED_FILE_OPS {
-                ask("pin", op, path(&spelling), false);
-                if is_dir {
-                    for name in &inside {
-                        ask("pin", op, path(&spelling.join(name)), false);
+                for ancestor in proper_ancestors(&spelling) {
+                    for op in ["file-write-unlink", "rename", "file-clone"] {
+                        ask(ancestor_check, op, path(&ancestor), false);
                     }
-                }
-            }
-            for ancestor in proper_ancestors(&spelling) {
-                for op in ["file-write-unlink", "rename", "file-clone"] {
-                    ask("pin_ancestor", op, path(&ancestor), false);
                 }
             }
         }

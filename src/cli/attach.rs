@@ -154,8 +154,9 @@ pub struct Attach<'a> {
 }
 
 /// What terminal modes a session may have left on, turned off when this terminal leaves
-/// it by detaching (or when relay goes away): attributes, the alternate screen, a hidden cursor, mouse and focus
-/// reporting, bracketed paste. Re-attaching replays the session's own sequences.
+/// it by detaching (or when relay goes away): attributes, the alternate screen, a
+/// hidden cursor, mouse and focus reporting, bracketed paste. Re-attaching replays the
+/// session's own sequences.
 const LEAVE_SCREEN: &[u8] =
     b"\x1b[0m\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l";
 

@@ -24,8 +24,8 @@
 //! whole pid range to wrap in that time; and the host itself and its parent are never
 //! candidates.
 //!
-//! macOS has no parent-death signal: there the shim and its target outlive a killed
-//! host and daemon (docs/macos.md), the shim is alive, and the files are only removed.
+//! macOS has no parent-death signal and no bwrap: there the shim and its target outlive
+//! a killed host and daemon (docs/macos.md), no record is written and nothing is swept.
 
 use std::io;
 use std::path::PathBuf;
@@ -117,12 +117,18 @@ fn strays(procs: &[Proc], gone: &[(u32, u64)], uid: u32, window: u64, spared: &[
         .collect()
 }
 
-/// The session id and start time from `/proc/<pid>/stat`: the fields after the
-/// command's closing parenthesis (the command may hold spaces and parentheses).
+/// The fields of a `/proc/<pid>/stat` line from the third on (state, ppid, pgrp,
+/// session, …): those after the command's closing parenthesis (the command may hold
+/// spaces and parentheses).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace().collect())
+}
+
+/// The session id and start time from a `/proc/<pid>/stat` line.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn session_and_start(stat: &str) -> Option<(u32, u64)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields = stat_fields(stat)?;
     // state(3) ppid(4) pgrp(5) session(6) … starttime(22): indices from field 3.
     let session = fields.get(6 - 3)?.parse().ok()?;
     let start = fields.get(22 - 3)?.parse().ok()?;
@@ -249,7 +255,9 @@ impl Shims {
 
 #[cfg(target_os = "linux")]
 mod platform {
-    use super::{session_and_start, strays, uid_and_nested, Proc, Record, LAUNCH_WINDOW_SECS};
+    use super::{
+        session_and_start, stat_fields, strays, uid_and_nested, Proc, Record, LAUNCH_WINDOW_SECS,
+    };
 
     pub fn boot_id() -> Option<String> {
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
@@ -276,10 +284,7 @@ mod platform {
     pub fn alive(pid: u32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
-            .and_then(|stat| {
-                let rest = &stat[stat.rfind(')')? + 1..];
-                rest.split_whitespace().next().map(|state| state != "Z")
-            })
+            .and_then(|stat| stat_fields(&stat)?.first().map(|state| *state != "Z"))
             .unwrap_or(false)
     }
 
