@@ -262,6 +262,9 @@ fn with_keep_a_session_that_could_see_the_new_token_is_still_stopped() {
     let r = Relay::start(settings);
     let path = r.write_token(&first);
     let s = start_session(&r);
+    // Its sandbox is set up (a folder replaced while bwrap mounts it fails the launch
+    // instead: seen on a CI run, exit 1).
+    assert_eq!(r.turn(&s, "hi"), "echo: hi");
     let folder = path.parent().unwrap();
     let fresh = r.home.join(".config/acme-ltt.new");
     std::fs::create_dir(&fresh).unwrap();
