@@ -12,11 +12,13 @@
 //! - [`http`]: answers, bodies, serving and the client, for the daemon, the host and the CLI.
 //! - [`logging`]: `tracing` for the daemon and the host: the capped log files, stderr.
 //! - [`harden`]: no core dumps and no same-uid memory readers for the daemon and the host.
+//! - [`helpers`]: relay's own programs, opened once and run by descriptor, started clean.
 
 pub mod cli;
 pub mod cloexec;
 pub mod daemon;
 pub mod harden;
+pub mod helpers;
 pub mod host;
 pub mod http;
 pub mod listen;

@@ -122,6 +122,11 @@ pub struct LaunchRequest {
     /// Template environment, applied after the base scrub and before the host's names.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The base of the target's environment: `relay serve`'s own (UTF-8 names and
+    /// values). The host itself starts with a fixed minimal environment, so nothing a
+    /// loader reads from the person's shell reaches it (docs/session-host.md#what-a-child-inherits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub base_env: Vec<(String, String)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pty: Option<PtySize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -49,6 +49,8 @@ pub struct Relay {
     pub path: Option<String>,
     /// `relay serve --log-level` (set before `launch_daemon`).
     pub log_level: Option<String>,
+    /// More variables for `relay serve` (not for CLI calls); set before `launch_daemon`.
+    pub serve_env: Vec<(String, String)>,
     child: Option<Child>,
     /// `ready.json` as the daemon wrote it (`relay::wire::Ready`); a placeholder
     /// (pid 0) until `launch_daemon`.
@@ -192,6 +194,7 @@ impl Relay {
             nofile_limit: None,
             path: None,
             log_level: None,
+            serve_env: Vec::new(),
             child: None,
             ready: wire::Ready {
                 pid: 0,
@@ -242,6 +245,7 @@ impl Relay {
             cmd.arg("--log-level").arg(level);
         }
         self.env(&mut cmd);
+        cmd.envs(self.serve_env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -389,6 +393,16 @@ impl Relay {
         cmd.arg("--config-dir").arg(&self.config).args(args);
         self.env(&mut cmd);
         cmd
+    }
+
+    /// Puts relay's three binaries in `dir` (as `cargo install` would in
+    /// `~/.cargo/bin`) and runs them from there; before `launch_daemon`.
+    pub fn install_in(&mut self, dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        for b in ["relay", "relay-sessions", "relay-shim", "relay-e2e-http"] {
+            std::fs::copy(self.bin_dir.join(b), dir.join(b)).unwrap();
+        }
+        self.bin_dir = dir.to_path_buf();
     }
 
     pub fn relay_bin(&self) -> PathBuf {

@@ -315,6 +315,7 @@ impl Instance {
             state_dir: state.clone(),
             secret_fd,
             shim: Some(bin("relay-shim")),
+            shim_fd: None,
             bridge_socket: Some(bridge.path.clone()),
             log_level: None,
         };
@@ -521,6 +522,18 @@ impl Instance {
             ]
             .into_iter()
             .collect(),
+            // What the daemon sends: its own environment (the host starts with none),
+            // here the test's and the fake sandbox-exec's policy.
+            base_env: std::env::vars()
+                .filter(|(k, _)| !k.starts_with("RELAY_"))
+                .chain([(
+                    seatbelt::POLICY_ENV.to_string(),
+                    self.root
+                        .join(seatbelt::POLICY_FILE)
+                        .to_string_lossy()
+                        .into_owned(),
+                )])
+                .collect(),
             pty: None,
             sandbox: None,
             identity: None,

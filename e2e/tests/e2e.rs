@@ -28,6 +28,8 @@ mod ledger;
 mod logs;
 #[path = "e2e/lossless.rs"]
 mod lossless;
+#[path = "e2e/own_programs.rs"]
+mod own_programs;
 #[path = "e2e/ports_and_pressure.rs"]
 mod ports_and_pressure;
 #[path = "e2e/readme_flow.rs"]

@@ -74,6 +74,7 @@ pub fn parse_args(argv: &[OsString]) -> Result<Invocation, String> {
 
 /// The whole fake: check, record, exec. Returns only by exiting.
 pub fn run() -> ! {
+    adopt_target();
     let argv: Vec<OsString> = std::env::args_os().collect();
     let invocation = match parse_args(&argv) {
         Ok(invocation) => invocation,
@@ -102,6 +103,25 @@ pub fn run() -> ! {
         fail(crate::EXIT_RECORD_FAILED, &err);
     }
     exec(&invocation.command)
+}
+
+/// relay's shim starts the launcher with the target's environment and folder as data
+/// (`relay_shim::target`), applied inside by `relay-shim enter`. This fake records and
+/// asks its questions where the target will be: its `TMPDIR`, its policy variable and
+/// its folder, taken from that data. (The real `sandbox-exec` needs none of them.)
+fn adopt_target() {
+    let Ok(target) = relay_shim::target::Target::from_process() else {
+        return;
+    };
+    for name in ["TMPDIR", sbpl_questions::POLICY_ENV] {
+        if let Some(v) = target.var(name) {
+            // Single-threaded: nothing else reads the environment meanwhile.
+            std::env::set_var(name, v);
+        }
+    }
+    if let Some(cwd) = &target.cwd {
+        let _ = std::env::set_current_dir(cwd);
+    }
 }
 
 /// Asks the questions of this launch ([`crate::sbpl_questions`]) and appends one line:
@@ -159,17 +179,31 @@ fn record(invocation: &Invocation, profile: &[u8]) -> Result<(), String> {
     save_copy(&tmp.join(PROFILE_COPIES), &sha256, profile)?;
 
     let lossy = |s: &OsString| s.to_string_lossy().into_owned();
+    let (enter, target) = split_enter(&invocation.command);
     let line = JsonLine::new()
         .field("profile", lossy(&invocation.profile))
         .field("sha256", sha256)
-        .field(
-            "argv",
-            invocation.command.iter().map(lossy).collect::<Vec<_>>(),
-        )
+        .field("argv", target.iter().map(lossy).collect::<Vec<_>>())
+        .field("enter", enter.iter().map(lossy).collect::<Vec<_>>())
         .field("pid", std::process::id())
         .finish();
     let log = tmp.join(CALL_LOG);
     call_log::append_line(&log, &line).map_err(|err| format!("call log {}: {err}", log.display()))
+}
+
+/// `relay-shim enter [--pty] -- TARGET…` split into the shim's part and the target's, so
+/// the log's `argv` is what runs inside whichever way relay starts it.
+fn split_enter(command: &[OsString]) -> (&[OsString], &[OsString]) {
+    let is_shim = command
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "relay-shim");
+    if is_shim && command.get(1).is_some_and(|a| a == "enter") {
+        if let Some(i) = command.iter().position(|a| a == "--") {
+            return (&command[..=i], &command[i + 1..]);
+        }
+    }
+    (&[], command)
 }
 
 /// Writes `<dir>/<sha256>.sb` (dir 0700, file 0600) through a private temporary name and a

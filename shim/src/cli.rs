@@ -7,6 +7,7 @@
 //! relay-shim exec --session-id ID [--identity] [--pty]
 //!     [--sandbox-backend seatbelt|bwrap --sandbox-profile ABS_PATH] [--sandbox-launcher PATH]
 //!     [--status-fd N] [--pass-token] [--landlock-fd N | --landlock-inherited PORT] -- ARGV…
+//! relay-shim enter [--pty] -- ARGV…      (inside the sandbox: crate::enter)
 //! relay-shim --version
 //! ```
 
@@ -20,7 +21,7 @@ use crate::fds::{default_status_fd, IDENTITY_FD, TOKEN_FD};
 /// The flags of `relay-shim exec`.
 pub mod flags {
     pub const EXEC: &str = "exec";
-    pub const PTY_INIT: &str = "pty-init";
+    pub const ENTER: &str = "enter";
     pub const VERSION: &str = "--version";
     pub const SESSION_ID: &str = "--session-id";
     pub const IDENTITY: &str = "--identity";
@@ -40,9 +41,12 @@ pub mod flags {
 pub enum Command {
     Version,
     Exec(ExecArgs),
-    /// `pty-init -- ARGV`: run inside a bwrap sandbox for a pty session (see
-    /// `crate::ptyinit`).
-    PtyInit(Vec<OsString>),
+    /// `enter [--pty] -- ARGV`: the first program inside a sandbox, which gives the
+    /// target its environment and folder (see `crate::enter`).
+    Enter {
+        pty: bool,
+        argv: Vec<OsString>,
+    },
 }
 
 /// The sandbox launcher a target runs under (one enum for the shim, the host and the
@@ -124,10 +128,17 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
         None => Err(usage("missing subcommand (expected exec)")),
         Some(Some(flags::VERSION)) if args.len() == 1 => Ok(Command::Version),
         Some(Some(flags::EXEC)) => parse_exec(&args[1..]).map(Command::Exec),
-        Some(Some(flags::PTY_INIT)) => match args.get(1).and_then(|a| a.to_str()) {
-            Some(flags::ARGV) if args.len() > 2 => Ok(Command::PtyInit(args[2..].to_vec())),
-            _ => Err(usage("pty-init needs -- ARGV")),
-        },
+        Some(Some(flags::ENTER)) => {
+            let pty = args.get(1).and_then(|a| a.to_str()) == Some(flags::PTY);
+            let rest = &args[1 + usize::from(pty)..];
+            match rest.first().and_then(|a| a.to_str()) {
+                Some(flags::ARGV) if rest.len() > 1 => Ok(Command::Enter {
+                    pty,
+                    argv: rest[1..].to_vec(),
+                }),
+                _ => Err(usage("enter needs [--pty] -- ARGV")),
+            }
+        }
         Some(other) => Err(usage(format!(
             "unknown subcommand {} (expected exec)",
             other.unwrap_or("<non-UTF-8>")
@@ -365,7 +376,7 @@ mod tests {
         full.extend_from_slice(args);
         match parse(&os(&full))? {
             Command::Exec(e) => Ok(e),
-            Command::Version | Command::PtyInit(_) => panic!("not exec"),
+            Command::Version | Command::Enter { .. } => panic!("not exec"),
         }
     }
 
@@ -776,7 +787,7 @@ mod tests {
         args.push(raw.clone());
         match parse(&args).unwrap() {
             Command::Exec(e) => assert_eq!(e.argv[1], raw),
-            Command::Version | Command::PtyInit(_) => unreachable!(),
+            Command::Version | Command::Enter { .. } => unreachable!(),
         }
     }
 }
@@ -793,7 +804,7 @@ mod fuzz {
         prop_oneof![
             prop::sample::select(vec![
                 "exec",
-                "pty-init",
+                "enter",
                 "--version",
                 "--session-id",
                 "--identity",
@@ -851,7 +862,10 @@ mod fuzz {
                 // What the host writes for it reads back as the same (`to_args`).
                 prop_assert_eq!(parse(&a.to_args()), Ok(Command::Exec(a.clone())));
             }
-            Ok(Command::PtyInit(argv)) => prop_assert_eq!(&argv[..], &args[2..]),
+            Ok(Command::Enter { pty, argv }) => {
+                prop_assert_eq!(&argv[..], &args[2 + usize::from(pty)..]);
+                prop_assert!(!argv.is_empty());
+            }
             Ok(Command::Version) => prop_assert_eq!(args.len(), 1),
             Err(_) => {}
         }

@@ -15,6 +15,7 @@ use crate::fds::{self, IDENTITY_FD, TOKEN_FD};
 use crate::resolve::{self, ResolveError};
 use crate::spawn::{self, Program, SpawnError, Stage};
 use crate::status::Event;
+use crate::target::{self, Target};
 use crate::wrap::{self, Wrap};
 use crate::{exit_codes, identity, landlock, seccomp};
 
@@ -104,7 +105,7 @@ pub(crate) fn run() -> ! {
             std::process::exit(0)
         }
         Ok(cli::Command::Exec(e)) => e,
-        Ok(cli::Command::PtyInit(argv)) => crate::ptyinit::run(&argv),
+        Ok(cli::Command::Enter { pty, argv }) => crate::enter::run(pty, &argv),
         Err(e) => die(format_args!("usage: {e}"), exit_codes::USAGE),
     };
 
@@ -143,8 +144,16 @@ pub(crate) fn run() -> ! {
     }
 }
 
-/// Steps 1-9; returns only on failure.
+/// Steps 0-9; returns only on failure.
 fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible, Failure> {
+    // 0. The target's environment and folder, as data: nothing outside the sandbox is
+    //    started with them (crate::target).
+    let target = Target::from_process().map_err(|e| {
+        Failure::new("target", e, exit_codes::USAGE).event(Event::SpawnFailed {
+            errno: libc::EINVAL,
+        })
+    })?;
+
     // 1. The token fd must be there before anything runs.
     if args.pass_token && !fds::is_open(TOKEN_FD) {
         return Err(Failure::new(
@@ -176,7 +185,8 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         let hello_refused = |why: String| {
             Failure::new("hello", why, exit_codes::IDENTITY).event(Event::HelloRefused)
         };
-        let socket = std::env::var_os(BRIDGE_SOCKET_ENV)
+        let socket = target
+            .var(BRIDGE_SOCKET_ENV)
             .filter(|s| !s.is_empty())
             .ok_or_else(|| hello_refused(format!("{BRIDGE_SOCKET_ENV} is not set")))?;
         identity::say_hello(&PathBuf::from(socket), &args.session_id, &secret)
@@ -210,22 +220,25 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
 
     // 6. The target.
     let argv0 = &args.argv[0];
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let path_env = std::env::var_os("PATH");
-    let resolved = resolve::resolve(argv0, path_env.as_deref(), &cwd, resolve::probe_fs)
+    let cwd = target.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let resolved = resolve::resolve(argv0, target.var("PATH"), &cwd, resolve::probe_fs)
         .map_err(|e| resolve_failure(argv0, e))?;
 
     // 7. The sandbox launcher.
     let bwrap_args;
     let mut bind_fds = Vec::new();
-    // A pty session under bwrap starts the target through `relay-shim pty-init`, which
-    // the daemon grants read-only inside the sandbox.
-    let self_exe = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    // Under a launcher the target starts through `relay-shim enter`, which the daemon
+    // grants read-only inside the sandbox and which applies the target's environment
+    // and folder there.
+    let self_exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Failure::setup("own path", e))?;
     let wrap = match &args.sandbox {
         None => Wrap::None,
         Some(s) if s.backend == Backend::Seatbelt => Wrap::Seatbelt {
             launcher: &s.launcher,
             profile: &s.profile,
+            enter: &self_exe,
         },
         Some(s) => {
             let rendered = wrap::read_bwrap_profile(&s.profile).map_err(|(errno, why)| {
@@ -252,12 +265,32 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
             Wrap::Bwrap {
                 launcher: &s.launcher,
                 args: &bwrap_args,
-                pty_init: if args.pty { self_exe.as_deref() } else { None },
+                enter: &self_exe,
+                pty: args.pty,
             }
         }
     };
-    let (program, argv) = wrap::command_line(wrap, &resolved, &args.argv);
-    let program = Program::new(&program, &argv).map_err(|e| Failure::setup("spawn", e))?;
+    let (path, argv) = wrap::command_line(wrap, &resolved, &args.argv);
+    let program = match wrap {
+        // No sandbox: the target is started here with what it was given.
+        Wrap::None => Program::new(&path, &argv, target.envp(), target.cwd.as_deref()),
+        // bwrap changes to the profile's `--chdir` itself; Seatbelt's `enter` changes
+        // to the target's folder inside.
+        Wrap::Bwrap { .. } | Wrap::Seatbelt { .. } => {
+            let inside = Target {
+                cwd: match wrap {
+                    Wrap::Bwrap { .. } => None,
+                    _ => target.cwd.clone(),
+                },
+                env: target.env.clone(),
+            };
+            let encoded = inside
+                .encode()
+                .map_err(|e| Failure::setup("target", io::Error::other(e)))?;
+            Program::new(&path, &argv, target::launcher_envp(&encoded), None)
+        }
+    }
+    .map_err(|e| Failure::setup("spawn", e))?;
 
     // 8. Spawn with the handled signals blocked, so none is lost before the wait loop.
     let signals = spawn::handled_signals();
@@ -307,6 +340,7 @@ fn spawn_failure(program: &Program, e: SpawnError) -> Failure {
                 Stage::Exec => ("exec", format!("{}: {err}", program.path().display())),
                 Stage::Setpgid => ("spawn", format!("setpgid in the child: {err}")),
                 Stage::Tcsetpgrp => ("spawn", format!("tcsetpgrp in the child: {err}")),
+                Stage::Chdir => ("working folder", err.to_string()),
             };
             Failure::new(step, reason, spawn::child_failure_code(stage, errno))
                 .event(Event::SpawnFailed { errno })

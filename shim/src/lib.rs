@@ -19,11 +19,12 @@ pub mod fds;
 pub mod hello;
 pub mod landlock;
 pub mod status;
+pub mod target;
 
+mod enter;
 mod exec;
 mod identity;
 mod json;
-mod ptyinit;
 mod resolve;
 mod seccomp;
 mod spawn;

@@ -35,14 +35,24 @@ pub(crate) fn handled_signals() -> SigSet {
     set
 }
 
-/// A program and its argv, converted before fork so the child allocates nothing.
+/// A program, its argv, its whole environment and the folder it starts in, converted
+/// before fork so the child allocates nothing.
 pub(crate) struct Program {
     path: CString,
     argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: Option<CString>,
 }
 
 impl Program {
-    pub(crate) fn new(path: &Path, argv: &[OsString]) -> io::Result<Program> {
+    /// `envp` is everything the program gets (nothing is inherited); with `cwd` the
+    /// child changes there before exec, else it starts where the shim is (`/`).
+    pub(crate) fn new(
+        path: &Path,
+        argv: &[OsString],
+        envp: Vec<CString>,
+        cwd: Option<&Path>,
+    ) -> io::Result<Program> {
         let c = |b: &[u8]| CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
         Ok(Program {
             path: c(path.as_os_str().as_bytes())?,
@@ -50,6 +60,8 @@ impl Program {
                 .iter()
                 .map(|a| c(a.as_bytes()))
                 .collect::<io::Result<_>>()?,
+            envp,
+            cwd: cwd.map(|d| c(d.as_os_str().as_bytes())).transpose()?,
         })
     }
 
@@ -64,6 +76,7 @@ pub(crate) enum Stage {
     Exec = 0,
     Setpgid = 1,
     Tcsetpgrp = 2,
+    Chdir = 3,
 }
 
 impl Stage {
@@ -72,6 +85,7 @@ impl Stage {
             0 => Some(Stage::Exec),
             1 => Some(Stage::Setpgid),
             2 => Some(Stage::Tcsetpgrp),
+            3 => Some(Stage::Chdir),
             _ => None,
         }
     }
@@ -128,6 +142,8 @@ pub(crate) fn spawn(program: &Program, pty: bool) -> Result<Pid, SpawnError> {
     // Everything the child touches is built here, before fork.
     let mut argv_ptrs: Vec<*const libc::c_char> = program.argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = program.envp.iter().map(|a| a.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
     let empty_mask = SigSet::empty();
     let parent = std::process::id() as libc::pid_t;
 
@@ -145,6 +161,7 @@ pub(crate) fn spawn(program: &Program, pty: bool) -> Result<Pid, SpawnError> {
             child(
                 program,
                 &argv_ptrs,
+                &env_ptrs,
                 &empty_mask,
                 err_w.as_raw_fd(),
                 pty,
@@ -192,18 +209,19 @@ pub(crate) fn spawn(program: &Program, pty: bool) -> Result<Pid, SpawnError> {
 /// The child side. Never returns.
 ///
 /// # Safety
-/// Must be called only in the child right after fork; `argv` must be the
-/// NULL-terminated pointers into `program.argv`.
+/// Must be called only in the child right after fork; `argv` and `envp` must be the
+/// NULL-terminated pointers into `program.argv` and `program.envp`.
 unsafe fn child(
     program: &Program,
     argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
     empty_mask: &SigSet,
     err_w: RawFd,
     pty: bool,
     parent: libc::pid_t,
 ) -> ! {
     // Safety: only async-signal-safe calls (prctl, getppid, setpgid, signal, tcsetpgrp,
-    // getpid, sigprocmask, execv, write, _exit), on pointers prepared before fork.
+    // getpid, sigprocmask, chdir, execve, write, _exit), on pointers prepared before fork.
     unsafe {
         // The target (or the launcher) dies with the shim: a shim killed, or taken down
         // with its host, leaves nothing running (docs/session-host.md#when-a-parent-dies).
@@ -233,7 +251,12 @@ unsafe fn child(
             libc::signal(sig, libc::SIG_DFL);
         }
         libc::sigprocmask(libc::SIG_SETMASK, empty_mask.as_ref(), std::ptr::null_mut());
-        libc::execv(program.path.as_ptr(), argv.as_ptr());
+        if let Some(cwd) = &program.cwd {
+            if libc::chdir(cwd.as_ptr()) != 0 {
+                report(err_w, Stage::Chdir);
+            }
+        }
+        libc::execve(program.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
         report(err_w, Stage::Exec)
     }
 }
@@ -379,8 +402,14 @@ mod tests {
 
     #[test]
     fn program_refuses_interior_nul() {
-        assert!(Program::new(Path::new("/bin/sh"), &[OsString::from("a\0b")]).is_err());
-        let p = Program::new(Path::new("/bin/sh"), &[OsString::from("sh")]).unwrap();
+        assert!(Program::new(
+            Path::new("/bin/sh"),
+            &[OsString::from("a\0b")],
+            vec![],
+            None
+        )
+        .is_err());
+        let p = Program::new(Path::new("/bin/sh"), &[OsString::from("sh")], vec![], None).unwrap();
         assert_eq!(p.path(), Path::new("/bin/sh"));
     }
 }

@@ -1,15 +1,21 @@
 //! Sandbox wrapping: which program the shim actually execs, with which argv.
 //!
 //! - no sandbox: the resolved target, with `argv[0]` as the caller gave it;
-//! - seatbelt: `<launcher> -f <profile> -- <resolved target> ARGV[1..]`;
-//! - bwrap: `<launcher> <profile args…> -- <resolved target> ARGV[1..]`, the arguments
-//!   read from the profile file the daemon rendered (see [`crate::bwrap_profile`]).
+//! - seatbelt: `<launcher> -f <profile> -- <shim> enter -- <resolved target> ARGV[1..]`;
+//! - bwrap: `<launcher> <profile args…> -- <shim> enter [--pty] -- <resolved target>
+//!   ARGV[1..]`, the arguments read from the profile file the daemon rendered (see
+//!   [`crate::bwrap_profile`]).
+//!
+//! Under a launcher the target's environment and folder are applied by `relay-shim
+//! enter` inside the sandbox ([`crate::target`]); the launcher itself runs with none of
+//! them.
 
 use std::ffi::OsString;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::bwrap_profile::{self, MAX_PROFILE_BYTES};
+use crate::cli::flags;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wrap<'a> {
@@ -17,12 +23,16 @@ pub(crate) enum Wrap<'a> {
     Seatbelt {
         launcher: &'a Path,
         profile: &'a Path,
+        /// This shim's own path, run inside as `enter -- target…`.
+        enter: &'a Path,
     },
     Bwrap {
         launcher: &'a Path,
         args: &'a [String],
-        /// With a pty: this shim's own path, run inside as `pty-init -- target…`.
-        pty_init: Option<&'a Path>,
+        /// This shim's own path, run inside as `enter [--pty] -- target…`.
+        enter: &'a Path,
+        /// A terminal: `enter` makes a process group inside the pid namespace.
+        pty: bool,
     },
 }
 
@@ -33,6 +43,15 @@ pub(crate) fn command_line(
     argv: &[OsString],
 ) -> (PathBuf, Vec<OsString>) {
     let rest = argv.iter().skip(1).cloned();
+    let enter_then_target = |full: &mut Vec<OsString>, enter: &Path, pty: bool| {
+        full.push(enter.into());
+        full.push(flags::ENTER.into());
+        if pty {
+            full.push(flags::PTY.into());
+        }
+        full.push(flags::ARGV.into());
+        full.push(resolved.into());
+    };
     match wrap {
         Wrap::None => {
             let mut full = Vec::with_capacity(argv.len());
@@ -40,32 +59,28 @@ pub(crate) fn command_line(
             full.extend(rest);
             (resolved.to_path_buf(), full)
         }
-        Wrap::Seatbelt { launcher, profile } => {
-            let mut full: Vec<OsString> = vec![
-                launcher.into(),
-                "-f".into(),
-                profile.into(),
-                "--".into(),
-                resolved.into(),
-            ];
+        Wrap::Seatbelt {
+            launcher,
+            profile,
+            enter,
+        } => {
+            let mut full: Vec<OsString> =
+                vec![launcher.into(), "-f".into(), profile.into(), "--".into()];
+            enter_then_target(&mut full, enter, false);
             full.extend(rest);
             (launcher.to_path_buf(), full)
         }
         Wrap::Bwrap {
             launcher,
             args,
-            pty_init,
+            enter,
+            pty,
         } => {
-            let mut full: Vec<OsString> = Vec::with_capacity(args.len() + argv.len() + 5);
+            let mut full: Vec<OsString> = Vec::with_capacity(args.len() + argv.len() + 6);
             full.push(launcher.into());
             full.extend(args.iter().map(OsString::from));
             full.push("--".into());
-            if let Some(init) = pty_init {
-                full.push(init.into());
-                full.push("pty-init".into());
-                full.push("--".into());
-            }
-            full.push(resolved.into());
+            enter_then_target(&mut full, enter, pty);
             full.extend(rest);
             (launcher.to_path_buf(), full)
         }
@@ -209,6 +224,7 @@ mod tests {
         let wrap = Wrap::Seatbelt {
             launcher: Path::new("/usr/bin/sandbox-exec"),
             profile: Path::new("/cfg/s1.sb"),
+            enter: Path::new("/opt/relay/relay-shim"),
         };
         let (prog, argv) = command_line(
             wrap,
@@ -223,6 +239,9 @@ mod tests {
                 "-f",
                 "/cfg/s1.sb",
                 "--",
+                "/opt/relay/relay-shim",
+                "enter",
+                "--",
                 "/usr/bin/claude",
                 "-p",
                 "--"
@@ -236,7 +255,8 @@ mod tests {
         let wrap = Wrap::Bwrap {
             launcher: Path::new("/usr/bin/bwrap"),
             args: &args,
-            pty_init: None,
+            enter: Path::new("/opt/relay/relay-shim"),
+            pty: true,
         };
         let (prog, argv) = command_line(wrap, Path::new("/bin/sh"), &os(&["sh", "-c", "id"]));
         assert_eq!(prog, PathBuf::from("/usr/bin/bwrap"));
@@ -247,6 +267,10 @@ mod tests {
                 "--unshare-pid",
                 "--proc",
                 "/proc",
+                "--",
+                "/opt/relay/relay-shim",
+                "enter",
+                "--pty",
                 "--",
                 "/bin/sh",
                 "-c",

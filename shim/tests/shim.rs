@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use relay_shim::status::Event;
+use relay_shim::target::{Target, TARGET_VAR};
 
 const SHIM: &str = env!("CARGO_BIN_EXE_relay-shim");
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -47,6 +48,28 @@ impl Drop for Scratch {
     }
 }
 
+/// The target's environment and folder as the host passes them (`relay_shim::target`):
+/// this test's own, plus `extra`, minus the names in `drop`.
+fn target_here(extra: &[(&str, &std::ffi::OsStr)], drop: &[&str]) -> String {
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !drop.iter().any(|d| k == d) && k != TARGET_VAR)
+        .collect();
+    env.extend(extra.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+    Target {
+        cwd: Some(std::env::current_dir().unwrap()),
+        env,
+    }
+    .encode()
+    .unwrap()
+}
+
+/// `relay-shim` with the target's data as the host passes it.
+fn shim_cmd() -> Command {
+    let mut cmd = Command::new(SHIM);
+    cmd.env(TARGET_VAR, target_here(&[], &[]));
+    cmd
+}
+
 /// `sh -c 'exec relay-shim ARGS <redirs>'`: the shim starts with the fd table `redirs`.
 fn shim_with_fds(redirs: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new("/bin/sh");
@@ -54,6 +77,7 @@ fn shim_with_fds(redirs: &str, args: &[&str]) -> Command {
         .arg(format!("exec \"$0\" \"$@\" {redirs}"))
         .arg(SHIM)
         .args(args)
+        .env(TARGET_VAR, target_here(&[], &[]))
         .stdin(Stdio::null());
     cmd
 }
@@ -134,7 +158,7 @@ fn fd_numbers(listing: &str) -> Vec<RawFd> {
 
 #[test]
 fn echo_reports_no_identity_started_exit_around_output() {
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",
@@ -356,7 +380,7 @@ fn missing_launcher_is_127_from_exec() {
 
 #[test]
 fn target_exit_code_and_signal_are_the_shims() {
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",
@@ -378,7 +402,7 @@ fn target_exit_code_and_signal_are_the_shims() {
         })
     );
 
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",
@@ -403,7 +427,7 @@ fn target_exit_code_and_signal_are_the_shims() {
 
 #[test]
 fn sigterm_to_shim_reaches_target_group() {
-    let mut child = Command::new(SHIM)
+    let mut child = shim_cmd()
         .args([
             "exec",
             "--session-id",
@@ -474,7 +498,7 @@ fn pty_target_is_foreground_of_its_own_terminal() {
         )
         .unwrap();
     }
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",
@@ -505,7 +529,7 @@ fn pty_target_is_foreground_of_its_own_terminal() {
 
 #[test]
 fn target_has_no_controlling_terminal_without_pty() {
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",
@@ -562,10 +586,14 @@ fn identity_run(
     let mut args = vec!["exec", "--session-id", "sess-1", "--identity", "--"];
     args.extend_from_slice(target);
     let mut cmd = shim_with_fds(&format!("3<{} 4>&1", secret.display()), &args);
-    cmd.env_remove("RELAY_BRIDGE_SOCKET");
-    if let Some(path) = bridge {
-        cmd.env("RELAY_BRIDGE_SOCKET", path);
-    }
+    let bridge_var: Vec<(&str, &std::ffi::OsStr)> = bridge
+        .map(|p| ("RELAY_BRIDGE_SOCKET", p.as_os_str()))
+        .into_iter()
+        .collect();
+    cmd.env(
+        TARGET_VAR,
+        target_here(&bridge_var, &["RELAY_BRIDGE_SOCKET"]),
+    );
     output(cmd)
 }
 
@@ -655,7 +683,13 @@ fn hello_without_bridge_is_refused() {
 const BWRAP: &str = "/usr/bin/bwrap";
 
 fn bwrap_profile(scratch: &Scratch) -> PathBuf {
+    // The shim itself runs inside as `relay-shim enter` (the daemon grants it the same way).
+    let shim = std::fs::canonicalize(SHIM).unwrap();
+    let shim = shim.to_str().unwrap();
     let args: Vec<String> = [
+        "--ro-bind",
+        shim,
+        shim,
         "--die-with-parent",
         "--unshare-user",
         "--unshare-pid",
@@ -770,7 +804,7 @@ fn denied_port_connect_is_eacces_inside_target() {
     let script = format!(
         "import socket\nfor p in ({denied_port}, {allowed_port}):\n    try:\n        socket.create_connection(('127.0.0.1', p)).close(); print(p, 'connected')\n    except OSError as e:\n        print(p, type(e).__name__, e.errno)\n"
     );
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",
@@ -826,7 +860,7 @@ fn place_at_fd6(cmd: &mut Command, fd: OwnedFd) {
 /// with `ruleset`, that Landlock domain before exec (what the host's confined thread
 /// gives it).
 fn inherited_run(port: u16, ruleset: Option<OwnedFd>, script: &str) -> Output {
-    let mut cmd = Command::new(SHIM);
+    let mut cmd = shim_cmd();
     cmd.args([
         "exec",
         "--session-id",

@@ -37,8 +37,8 @@ fn check(
 /// A short command's stdout, or None when it failed or took longer than 10 s.
 async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
     let mut cmd = tokio::process::Command::new(program);
+    crate::helpers::clean_tokio(&mut cmd);
     cmd.arg(arg)
-        .env_clear()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -60,27 +60,39 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
 }
 
 /// relay's helpers as the daemon runs them: `relay-sessions`, and the `relay-shim` it
-/// hands the host, both beside its own executable (`sibling` in `src/daemon/mod.rs`).
-/// Each must be there and answer `--version` with relay's own version, or a launch
-/// runs code from another build (docs/cli.md#relay-doctor).
-async fn helpers_check(d: &Daemon) -> Check {
+/// hands the host, both opened beside its own executable at start (`sibling` in
+/// `src/daemon/mod.rs`) and run through those descriptors (src/helpers.rs). Each must
+/// still be the file relay opened and answer `--version` with relay's own version. A
+/// file replaced since is never run here: doctor runs nothing it inspects. And relay's
+/// folder must lie outside every folder a session can write (docs/cli.md#relay-doctor).
+async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
     const VERSION: &str = env!("CARGO_PKG_VERSION");
     let mut problems = Vec::new();
-    for (name, path) in [
-        ("relay-sessions", &d.host.host_bin),
-        ("relay-shim", &d.host.shim_bin),
-    ] {
-        if !path.is_file() {
-            problems.push(format!("{name} is missing (no {})", path.display()));
+    for h in [&d.host.host_helper, &d.host.shim_helper] {
+        if !h.path.is_file() {
+            problems.push(format!("{} is missing (no {})", h.name, h.path.display()));
             continue;
         }
-        match quick_output(path, "--version").await {
-            None => problems.push(format!("{} --version failed", path.display())),
-            Some(out) => match helper_version(&out, name) {
+        if let Some(why) = h.replaced() {
+            problems.push(format!(
+                "{why}; relay runs the one it opened at start and not this one"
+            ));
+            continue;
+        }
+        let line = {
+            let h = h.try_clone();
+            tokio::task::spawn_blocking(move || h.and_then(|h| h.version_line()))
+                .await
+                .ok()
+                .flatten()
+        };
+        match line {
+            None => problems.push(format!("{} --version failed", h.path.display())),
+            Some(out) => match crate::helpers::version_of(&out, h.name) {
                 Some(v) if v == VERSION => {}
                 other => problems.push(format!(
                     "{} is version {}, relay is {VERSION}",
-                    path.display(),
+                    h.path.display(),
                     other.unwrap_or("unknown")
                 )),
             },
@@ -92,28 +104,47 @@ async fn helpers_check(d: &Daemon) -> Check {
         .parent()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    if problems.is_empty() {
-        check(
-            "helpers",
-            Status::Ok,
-            format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
-            None,
-        )
-    } else {
-        check(
+    let writable = guard::session_writable_roots(s, &d.home, &[]);
+    let inside: Vec<String> = guard::relay_programs()
+        .iter()
+        .filter_map(|p| {
+            let real = std::fs::canonicalize(p).ok()?;
+            writable.iter().find(|w| real.starts_with(w)).map(|w| {
+                format!(
+                    "{} lies in {}, which sessions can write",
+                    real.display(),
+                    w.display()
+                )
+            })
+        })
+        .collect();
+    if !problems.is_empty() {
+        return check(
             "helpers",
             Status::Fail,
             problems.join("; "),
             Some("install relay, relay-sessions and relay-shim together from one source tree: `cargo install --locked --path .` in it (README, Install), then restart relay"),
-        )
+        );
     }
-}
-
-/// The version in a helper's `--version` line (`relay-shim 0.1.0`,
-/// `relay-sessions 0.1.0 (protocol 3)`), when the line names that helper.
-fn helper_version<'a>(out: &'a str, name: &str) -> Option<&'a str> {
-    let mut words = out.lines().next()?.split_whitespace();
-    (words.next()? == name).then(|| words.next()).flatten()
+    if !inside.is_empty() {
+        return check(
+            "helpers",
+            Status::Fail,
+            format!(
+                "relay-sessions and relay-shim {VERSION} beside relay in {dir}; {}: relay keeps \
+                 that folder read-only in every sandbox, but a session started before could \
+                 have changed it",
+                inside.join("; ")
+            ),
+            Some("install relay outside every project and template grant (`cargo install --locked --path . --root /opt/relay`, then run /opt/relay/bin/relay), or narrow the project that covers it"),
+        );
+    }
+    check(
+        "helpers",
+        Status::Ok,
+        format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
+        None,
+    )
 }
 
 /// The launcher that launches use (`Settings::backend` and `Settings::launcher`).
@@ -517,7 +548,7 @@ async fn checks_without_probes(
         None,
     ));
     checks.push(launcher_check(&settings, &d.home).await);
-    checks.push(helpers_check(d).await);
+    checks.push(helpers_check(d, &settings).await);
     checks.push(kernel_check(d, &settings));
     checks.push(config_check(d));
     checks.push(super::ledger::doctor_check(d));
@@ -693,7 +724,7 @@ async fn is_fake(p: &std::path::Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{helper_version, plain, seatbelt_launcher_check, Status};
+    use super::{plain, seatbelt_launcher_check, Status};
     use crate::daemon::settings::{BackendChoice, SessionSandbox, Settings};
     use crate::protocol::Backend;
     use std::os::unix::fs::PermissionsExt;
@@ -757,21 +788,6 @@ mod tests {
         assert_eq!(missing.status, Status::Fail, "{missing:?}");
         assert!(missing.detail.starts_with("no sandbox-exec at "));
         assert!(missing.fix.is_some());
-    }
-
-    #[test]
-    fn helper_version_is_read_only_from_the_helpers_own_line() {
-        assert_eq!(
-            helper_version("relay-shim 0.1.0\n", "relay-shim"),
-            Some("0.1.0")
-        );
-        assert_eq!(
-            helper_version("relay-sessions 0.1.0 (protocol 3)\n", "relay-sessions"),
-            Some("0.1.0")
-        );
-        assert_eq!(helper_version("relay-shim 0.1.0", "relay-sessions"), None);
-        assert_eq!(helper_version("relay-shim", "relay-shim"), None);
-        assert_eq!(helper_version("", "relay-shim"), None);
     }
 
     #[test]

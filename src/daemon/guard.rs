@@ -75,6 +75,21 @@ impl ProgramPins {
     }
 }
 
+/// relay's own programs, which run outside every sandbox: `relay` (the person runs it
+/// by path) and the two helpers beside it. Their folders are pinned like the Claude
+/// program's (docs/THREAT-MODEL.md#relays-own-programs).
+pub fn relay_programs() -> Vec<PathBuf> {
+    let Ok(me) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let mut out = vec![me.clone()];
+    if let Some(dir) = me.parent() {
+        out.push(dir.join("relay-sessions"));
+        out.push(dir.join("relay-shim"));
+    }
+    out
+}
+
 /// The programs a token launch can run under these settings: the one Claude program
 /// (`Settings::claude_program`, docs/settings.md).
 pub fn token_programs(s: &Settings) -> Vec<String> {

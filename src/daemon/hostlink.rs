@@ -26,6 +26,10 @@ pub struct HostLink {
     pub state_dir: PathBuf,
     pub host_bin: PathBuf,
     pub shim_bin: PathBuf,
+    /// Both helpers, open since the daemon's start and run through those descriptors
+    /// (src/helpers.rs): a folder renamed and refilled later changes nothing.
+    pub host_helper: crate::helpers::Helper,
+    pub shim_helper: crate::helpers::Helper,
     pub bridge: PathBuf,
     secret: String,
     live: watch::Sender<Option<Live>>,
@@ -52,16 +56,18 @@ impl HostLink {
     /// `secret` is the host's bearer, minted once at the daemon's start.
     pub fn new(
         state_dir: PathBuf,
-        host_bin: PathBuf,
-        shim_bin: PathBuf,
+        host_helper: crate::helpers::Helper,
+        shim_helper: crate::helpers::Helper,
         bridge: PathBuf,
         secret: String,
     ) -> Self {
         let (live, _) = watch::channel(None);
         HostLink {
             state_dir,
-            host_bin,
-            shim_bin,
+            host_bin: host_helper.path.clone(),
+            shim_bin: shim_helper.path.clone(),
+            host_helper,
+            shim_helper,
             bridge,
             secret,
             live,
@@ -135,12 +141,21 @@ impl HostLink {
                 .map_err(|e| format!("secret pipe: {e}"))?;
         }
         let fd = read.as_raw_fd();
+        let shim_fd = self.shim_helper.raw_fd();
+        // Kept open across the exec too: a `#!` host is read by its interpreter through
+        // `/proc/self/fd/N` after it.
+        let host_fd = self.host_helper.raw_fd();
         let limit = crate::cloexec::sweep_limit();
-        let mut cmd = Command::new(&self.host_bin);
+        // The file checked at the daemon's start, whatever its folder holds now; started
+        // clean, with the base of the targets' environment sent per launch instead.
+        let mut cmd = Command::new(self.host_helper.exec_path()?);
+        cmd.arg0("relay-sessions");
+        crate::helpers::clean_tokio(&mut cmd);
         let args = crate::host::HostArgs {
             state_dir: self.state_dir.clone(),
             secret_fd: fd,
             shim: Some(self.shim_bin.clone()),
+            shim_fd: Some(shim_fd),
             bridge_socket: Some(self.bridge.clone()),
             // The host logs at the daemon's level (src/logging.rs).
             log_level: crate::logging::level(),
@@ -151,11 +166,11 @@ impl HostLink {
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
         // Safety: only fcntl/close_range between fork and exec, no allocation; the
-        // descriptor keeps its number, so std's exec-error pipe is never clobbered.
+        // descriptors keep their numbers, so std's exec-error pipe is never clobbered.
         // Everything else from 3 up is marked close-on-exec: on macOS std marks its own
         // descriptors (accepted sockets) outside the fork lock.
         unsafe {
-            cmd.pre_exec(move || crate::cloexec::keep_only(&[fd], limit));
+            cmd.pre_exec(move || crate::cloexec::keep_only(&[fd, shim_fd, host_fd], limit));
         }
         let child = cmd
             .spawn()

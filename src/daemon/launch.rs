@@ -224,6 +224,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         template_id: Some(decision.template.id.clone()),
         argv: decision.argv.clone(),
         env,
+        base_env: base_env(),
         pty: entry.pty,
         sandbox: boxed.map(|b| b.launch),
         identity: Some(IdentityLaunch {
@@ -235,6 +236,14 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     };
     let launched = call_host(&mut at, &id, req, decision.unfound.as_deref()).await?;
     record(&mut at, &id, launched).await
+}
+
+/// `relay serve`'s environment, the base of a target's (the host has none of it): the
+/// names and values that are UTF-8.
+fn base_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
 }
 
 /// Settings read fresh, then [`authorize`].

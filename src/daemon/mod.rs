@@ -877,17 +877,22 @@ fn build_daemon(
     let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
     // The helpers come from relay's own folder (docs/architecture.md#binaries): without
     // the host nothing can run, so say which file and how to get it, once.
-    let host_bin = sibling("relay-sessions");
-    if !host_bin.is_file() {
-        return Err(format!(
-            "{} is missing: relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)",
-            host_bin.display()
-        ));
-    }
+    // Each is opened once, checked to be relay's own version, and run through that
+    // descriptor from then on (src/helpers.rs).
+    let helper = |name: &'static str| -> Result<crate::helpers::Helper, String> {
+        let path = sibling(name);
+        let fix = "relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)";
+        if !path.is_file() {
+            return Err(format!("{} is missing: {fix}", path.display()));
+        }
+        let h = crate::helpers::Helper::open(name, &path)?;
+        h.check_version().map_err(|e| format!("{e}: {fix}"))?;
+        Ok(h)
+    };
     let host = Arc::new(hostlink::HostLink::new(
         paths.host_state(),
-        host_bin,
-        sibling("relay-shim"),
+        helper("relay-sessions")?,
+        helper("relay-shim")?,
         paths.bridge(),
         host_secret,
     ));

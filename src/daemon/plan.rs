@@ -139,15 +139,25 @@ fn writable_and_pins(
         .iter()
         .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
         .collect();
+    // relay's own programs run outside every sandbox (the helpers at every launch,
+    // `relay` at the person's next command): their folders are pinned the same way,
+    // and every launch needs those pins to have held (docs/THREAT-MODEL.md#relays-own-programs).
+    let own: Vec<guard::ProgramPins> = guard::relay_programs()
+        .iter()
+        .filter_map(|prog| prog.to_str())
+        .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
+        .collect();
     let mut pin_folders: Vec<PathBuf> = Vec::new();
     // Only where some session could write: elsewhere a pin changes nothing.
-    for f in pins.iter().flat_map(|p| p.folders.iter()) {
+    for f in pins.iter().chain(&own).flat_map(|p| p.folders.iter()) {
         if writable.iter().any(|r| f.starts_with(r)) && !pin_folders.contains(f) {
             pin_folders.push(f.clone());
         }
     }
+    let remembered = d.sandboxed_since_start(p.id);
+    pins_hold(&own, &writable, &remembered, "relay's own program")?;
     if p.token_launch {
-        pins_hold(&pins, &writable, &d.sandboxed_since_start(p.id))?;
+        pins_hold(&pins, &writable, &remembered, "the Claude program")?;
     }
     Ok((writable, pin_folders))
 }
@@ -173,12 +183,11 @@ fn spec_lists(d: &Daemon, p: &SandboxPlan, pins: &[PathBuf], labels: &mut Labels
             read.push(dir.to_string_lossy().into_owned());
         }
     }
-    if p.kind == SessionKind::Pty && p.backend == Backend::Bwrap {
-        // The shim starts a pty target through `relay-shim pty-init` inside bwrap.
-        if let Ok(shim) = std::fs::canonicalize(&d.host.shim_bin) {
-            labels.add(&shim, "relay-shim, which starts the tool inside (pty-init)");
-            read.push(shim.to_string_lossy().into_owned());
-        }
+    // The shim starts every sandboxed target through `relay-shim enter` inside, which
+    // gives it its environment and folder there (docs/session-host.md).
+    if let Ok(shim) = d.host.shim_helper.real_path() {
+        labels.add(&shim, "relay-shim, which starts the tool inside (enter)");
+        read.push(shim.to_string_lossy().into_owned());
     }
     labels.add(p.directory, "the session's directory");
     labels.add(p.temp_dir, "its own temp folder (TMPDIR)");
@@ -278,6 +287,7 @@ fn pins_hold(
     pins: &[guard::ProgramPins],
     writable: &[PathBuf],
     sessions: &[Entry],
+    what: &str,
 ) -> Result<(), String> {
     for p in pins {
         let program = p
@@ -287,7 +297,7 @@ fn pins_hold(
             .unwrap_or_else(|| "claude".into());
         if let Some((file, n)) = p.stray_links.first() {
             return Err(format!(
-                "the Claude program {program}: {} has {n} names (hard links), some outside \
+                "{what} {program}: {} has {n} names (hard links), some outside \
                  the folders relay keeps read-only, so a session could write it through \
                  another name; remove the extra links (or reinstall) and launch again",
                 file.display()
@@ -315,7 +325,7 @@ fn pins_hold(
             }) {
                 let running = matches!(e.state, EntryState::Running | EntryState::Launching);
                 return Err(format!(
-                    "the Claude program {program}: session {} {} write {} without the pin \
+                    "{what} {program}: session {} {} write {} without the pin \
                      that protects it, so what runs there may be its own; {}check the \
                      program, purge that session, then restart relay serve (it forgets \
                      purged sessions)",

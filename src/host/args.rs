@@ -32,6 +32,10 @@ pub struct HostArgs {
     /// The relay-shim binary (default: `relay-shim` beside this program).
     #[arg(long, value_name = "PATH")]
     pub shim: Option<PathBuf>,
+    /// An open descriptor of that binary, the file the daemon checked at its start: the
+    /// host runs the shim through it, never by path (src/helpers.rs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..))]
+    pub shim_fd: Option<i32>,
     /// The daemon's bridge socket, where each shim says Hello.
     #[arg(long, value_name = "PATH")]
     pub bridge_socket: Option<PathBuf>,
@@ -65,6 +69,9 @@ impl HostArgs {
         ];
         if let Some(shim) = &self.shim {
             a.extend(["--shim".into(), shim.clone().into()]);
+        }
+        if let Some(fd) = self.shim_fd {
+            a.extend(["--shim-fd".into(), fd.to_string().into()]);
         }
         if let Some(bridge) = &self.bridge_socket {
             a.extend(["--bridge-socket".into(), bridge.clone().into()]);
@@ -106,11 +113,13 @@ mod tests {
             state_dir: "/home/ada/.config/relay/sessions".into(),
             secret_fd: 7,
             shim: Some("/opt/relay/relay-shim".into()),
+            shim_fd: Some(9),
             bridge_socket: Some("/home/ada/.config/relay/bridge.sock".into()),
             log_level: Some("relay::host=debug,info".into()),
         };
         let bare = HostArgs {
             shim: None,
+            shim_fd: None,
             bridge_socket: None,
             log_level: None,
             secret_fd: 0,

@@ -193,6 +193,11 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         armed: true,
     };
     let failed = |what: &str, e: std::io::Error| LaunchError::SpawnFailed(format!("{what}: {e}"));
+    let shim = host
+        .cfg
+        .shim
+        .exec_path()
+        .map_err(LaunchError::SpawnFailed)?;
 
     let log_dir = host.cfg.log_dir();
     let log = DiskLog::create(&log_dir, &req.session_id).map_err(|e| failed("session log", e))?;
@@ -231,7 +236,11 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     let pty_size = req.pty.unwrap_or_default();
     let is_pty = req.kind == SessionKind::Pty;
     let mut env = env::build(env::EnvInput {
-        base: std::env::vars_os().collect(),
+        base: req
+            .base_env
+            .iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
         template: &req.env,
         host_names,
         token_launch,
@@ -262,7 +271,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     };
 
     let plan = Plan {
-        shim: host.cfg.shim.clone(),
+        shim,
         session_id: req.session_id.clone(),
         argv: req.argv.clone(),
         env,
@@ -530,6 +539,7 @@ mod tests {
             template_id: None,
             argv: vec!["/bin/true".into()],
             env: Default::default(),
+            base_env: Vec::new(),
             pty: None,
             sandbox: None,
             identity: None,

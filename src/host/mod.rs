@@ -37,7 +37,8 @@ pub use launch::LaunchError;
 
 pub struct HostConfig {
     pub state_dir: PathBuf,
-    pub shim: PathBuf,
+    /// The shim, open since the start and run through that descriptor (src/helpers.rs).
+    pub shim: crate::helpers::Helper,
     pub bridge_socket: Option<PathBuf>,
     pub secret: String,
 }
@@ -193,6 +194,25 @@ pub fn run() -> ExitCode {
         tracing::warn!("raise the descriptor limit: {e}");
         crate::listen::nofile()
     });
+    // The shim the daemon checked, moved clear of 3..=5 before the placeholders take
+    // those numbers; started alone, the host opens the one beside itself.
+    let shim_path = args.shim.clone().unwrap_or_else(default_shim);
+    let shim = match args.shim_fd {
+        Some(fd) => crate::helpers::Helper::adopt("relay-shim", &shim_path, fd),
+        None => std::fs::File::open(&shim_path)
+            .map_err(|e| format!("{}: {e}", shim_path.display()))
+            .and_then(|f| {
+                use std::os::fd::IntoRawFd;
+                crate::helpers::Helper::adopt("relay-shim", &shim_path, f.into_raw_fd())
+            }),
+    };
+    let shim = match shim {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("relay-shim: {e}");
+            return ExitCode::from(64);
+        }
+    };
     if let Err(e) = fds::reserve_placeholders() {
         tracing::error!("reserve descriptors: {e}");
         return ExitCode::from(70);
@@ -216,7 +236,7 @@ pub fn run() -> ExitCode {
     };
     let cfg = HostConfig {
         state_dir: args.state_dir,
-        shim: args.shim.unwrap_or_else(default_shim),
+        shim,
         bridge_socket: args.bridge_socket,
         secret,
     };

@@ -29,6 +29,7 @@ pub const STARTED_TIMEOUT: Duration = Duration::from_secs(10);
 const STATUS_LINE_MAX: usize = 4096;
 
 pub struct Plan {
+    /// What to exec for the shim: its descriptor's path (`relay::helpers`).
     pub shim: PathBuf,
     pub session_id: String,
     pub argv: Vec<String>,
@@ -134,11 +135,25 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
         staging.put(TOKEN_FD, r);
     }
 
+    // The shim runs outside every sandbox: it starts with one variable, the target's
+    // environment and folder as data, and in `/`, so no loader variable and no
+    // session-written library in the session's folder reaches it (relay_shim::target).
+    let target = relay_shim::target::Target {
+        cwd: Some(plan.cwd.clone()),
+        env: plan
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    }
+    .encode()
+    .map_err(LaunchError::SpawnFailed)?;
     let mut cmd = Command::new(&plan.shim);
-    cmd.args(shim_args(&plan, status_fd))
+    cmd.arg0("relay-shim")
+        .args(shim_args(&plan, status_fd))
         .env_clear()
-        .envs(&plan.env)
-        .current_dir(&plan.cwd)
+        .env(relay_shim::target::TARGET_VAR, target)
+        .current_dir("/")
         .stdin(plan.stdin)
         .stdout(plan.stdout)
         .stderr(plan.stderr)
@@ -172,8 +187,7 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
         }
         let spawned = cmd.spawn();
         let restored = fds::restore_placeholders(&g);
-        let child =
-            spawned.map_err(|e| failed(&format!("start shim {}", plan.shim.display()), e))?;
+        let child = spawned.map_err(|e| failed("start relay-shim", e))?;
         restored.map_err(|e| failed("restore descriptors", e))?;
         child
     };

@@ -142,13 +142,18 @@ fn sixty_four_relay_sandbox_runs_at_once_each_print_their_line_and_exit_4() {
 /// environment is gone, are not counted: they run nothing.
 fn session_pids(id: &str) -> Vec<u32> {
     let needle = format!("RELAY_SESSION_ID={id}\0");
+    // The shim and the launcher carry the target's environment hex-encoded
+    // (relay_shim::target), the target itself as plain variables.
+    let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         if let Ok(env) = std::fs::read(e.path().join("environ")) {
-            if env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            if env.windows(needle.len()).any(|w| w == needle.as_bytes())
+                || env.windows(hex.len()).any(|w| w == hex.as_bytes())
+            {
                 out.push(pid);
             }
         }
@@ -849,6 +854,7 @@ fn a_host_of_another_protocol_version_is_refused_and_replaced() {
     let pid_file = r.root.join("old-host-pid");
     let script = format!(
         "#!/bin/sh\n\
+         if [ \"$1\" = --version ]; then exec '{real}' --version; fi\n\
          if [ ! -e '{mark}' ]; then\n\
          : > '{mark}'\n\
          echo $$ > '{pid}'\n\

@@ -82,11 +82,11 @@ fn doctor_fails_a_helper_of_another_version_and_a_missing_one_with_a_fix() {
     assert_eq!(helpers["status"], "fail", "{helpers}");
     let detail = helpers["detail"].as_str().unwrap();
     let sessions = bin_dir.join("relay-sessions");
+    // A file replaced since relay opened it is never run (it may be a session's).
     assert!(
         detail.contains(&format!(
-            "{} is version 9.9.9, relay is {}",
-            sessions.display(),
-            env!("CARGO_PKG_VERSION")
+            "{} is not the relay-sessions relay started with: it was replaced since",
+            sessions.display()
         )),
         "{detail}"
     );
