@@ -316,13 +316,10 @@ fn pins_hold(
             ));
         }
         for folder in &p.folders {
-            if let Some(e) = sessions.iter().find(|e| {
-                e.reach
-                    .read_write
-                    .iter()
-                    .any(|r| folder.starts_with(r) || r.starts_with(folder))
-                    && !e.reach.pins.iter().any(|pin| folder.starts_with(pin))
-            }) {
+            if let Some(e) = sessions
+                .iter()
+                .find(|e| could_change_unpinned(folder, &e.reach))
+            {
                 let running = matches!(e.state, EntryState::Running | EntryState::Launching);
                 return Err(format!(
                     "{what} {program}: session {} {} write {} without the pin \
@@ -338,6 +335,18 @@ fn pins_hold(
         }
     }
     Ok(())
+}
+
+/// Whether a session that reached `reach` could change the pinned `folder` without the
+/// pin. Only a read-write grant of the folder itself or of a folder above it can: it
+/// replaces the folder's entries, or renames the folder away and puts another in its
+/// place. A grant below the folder writes inside that grant and nowhere else, so it
+/// leaves the folder as it is (every session's temp folder lies below `/`, which is
+/// pinned wherever `/bin` is a link). The session's own pin of the folder, or of a
+/// folder above it, kept the folder read-only.
+fn could_change_unpinned(folder: &Path, reach: &Reach) -> bool {
+    reach.read_write.iter().any(|r| folder.starts_with(r))
+        && !reach.pins.iter().any(|pin| folder.starts_with(pin))
 }
 
 /// The folder of the program and, when it is a link, of its real file: a sandboxed
@@ -356,4 +365,106 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
     }
     // System folders are in the baseline already; granting `/usr/bin` again is harmless.
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::ledger::{ReachRecord, Record, VERSION};
+
+    /// An ended terminal relay remembers, with these read-write grants and pins.
+    fn session(id: &str, read_write: &[&str], pins: &[&str]) -> Entry {
+        let record = Record {
+            v: VERSION,
+            id: id.into(),
+            kind: SessionKind::Pty,
+            name: None,
+            project_id: "p1".into(),
+            template_id: "shell".into(),
+            directory: "/home/ada/project".into(),
+            model: None,
+            permission_mode: None,
+            token_fingerprint: None,
+            token_passed: false,
+            claude: None,
+            state: EntryState::Exited,
+            exit_status: Some(0),
+            exit_signal: None,
+            exit_reason: None,
+            created_ms: 1,
+            ended_ms: Some(2),
+            sandboxed: true,
+            pty: None,
+            reach: ReachRecord {
+                read_write: read_write.iter().map(PathBuf::from).collect(),
+                pins: pins.iter().map(PathBuf::from).collect(),
+                ..Default::default()
+            },
+        };
+        record.into_entry(3).0
+    }
+
+    /// The pins of a program whose only pinned folder is `folder`.
+    fn pinned(folder: &str) -> Vec<guard::ProgramPins> {
+        vec![guard::ProgramPins {
+            program: Some(PathBuf::from("/home/ada/.local/bin/claude")),
+            folders: vec![PathBuf::from(folder)],
+            ..Default::default()
+        }]
+    }
+
+    #[test]
+    fn a_grant_of_the_pinned_folder_or_above_it_refuses_and_one_below_it_does_not() {
+        let folder = "/home/ada/.local/bin";
+        let refused = |rw: &str| {
+            let e = session("t-000000000001", &[rw], &[]);
+            let msg = pins_hold(&pinned(folder), &[], &[e]).unwrap_err();
+            assert!(
+                msg.contains("t-000000000001") && msg.contains(folder),
+                "{rw}: {msg}"
+            );
+        };
+        // The folder itself: its entries can be replaced.
+        refused(folder);
+        // A folder above it: it can be renamed away and another put in its place.
+        refused("/home/ada/.local");
+        refused("/home/ada");
+        refused("/");
+        let held = |rw: &str, pins: &[&str]| {
+            let e = session("t-000000000002", &[rw], pins);
+            assert_eq!(
+                pins_hold(&pinned(folder), &[], &[e]),
+                Ok(()),
+                "{rw} {pins:?}"
+            );
+        };
+        // Below it: the grant writes inside itself, never the folder's own entries.
+        held("/home/ada/.local/bin/sub", &[]);
+        // Beside it, or elsewhere.
+        held("/home/ada/.local/binaries", &[]);
+        held("/home/ada/project", &[]);
+        // With the pin (of the folder, or of a folder above it) the folder stayed
+        // read-only whatever the grant.
+        held("/home/ada", &[folder]);
+        held("/home/ada", &["/home/ada/.local"]);
+    }
+
+    #[test]
+    fn every_sessions_temp_folder_below_a_pinned_root_leaves_token_launches_alone() {
+        // `/bin` a link to `/usr/bin` and a `#!/bin/sh` program: `/` holds the link and
+        // is pinned. Every session writes only below it.
+        let pins = pinned("/");
+        let sessions = [
+            session("t-000000000003", &["/tmp/relay-t-000000000003"], &[]),
+            session(
+                "t-000000000004",
+                &["/home/ada/project", "/tmp/relay-t-000000000004"],
+                &[],
+            ),
+        ];
+        assert_eq!(pins_hold(&pins, &[], &sessions), Ok(()));
+        // A session granted `/` itself could rename `/bin` away.
+        let root = session("t-000000000005", &["/"], &[]);
+        assert!(pins_hold(&pins, &[], &[root]).is_err());
+    }
 }

@@ -377,6 +377,52 @@ fn an_unpinned_session_that_can_write_the_program_refuses_token_launches() {
 }
 
 #[test]
+fn a_harmless_session_does_not_block_token_launches_when_bin_is_a_link() {
+    // Where `/bin` is a link to `usr/bin` (Debian 12, and this test's premise), `/`
+    // holds a link on the way to a `#!/bin/sh` program's interpreter and is one of the
+    // pinned folders. Every session writes below `/` (its temp folder at least), which
+    // cannot change `/`: the pins' check must not count that as writing it.
+    let bin = std::fs::symlink_metadata("/bin").expect("lstat /bin");
+    assert!(
+        bin.file_type().is_symlink(),
+        "this test needs /bin to be a symlink (to usr/bin, as on Debian 12); here it is not"
+    );
+    let token = fake_token();
+    let templates = [("true", json!({"command": "/bin/true"}))];
+    let mut r = Relay::start(settings(true, &templates));
+    let path = r.write_token(&token);
+    // The Claude program is a `#!/bin/sh` script that runs the fake agent.
+    let local_bin = r.home.join(".local/bin");
+    let agent = local_bin.join("agent");
+    std::fs::rename(local_bin.join("claude"), &agent).unwrap();
+    let script = local_bin.join("claude");
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o755)
+        .open(&script)
+        .unwrap()
+        .write_all(format!("#!/bin/sh\nexec \"{}\" \"$@\"\n", text(&agent)).as_bytes())
+        .unwrap();
+    let mut s = settings(true, &templates);
+    s["claude_path"] = json!(text(&script));
+    r.write_settings(&s);
+
+    // An ordinary sandboxed terminal, run to its end.
+    let id = started(&r, "p1", "true", None);
+    let ev = r.wait_exited(&id);
+    assert_eq!(ev["exit_status"], 0, "{ev}");
+
+    // A token session starts, and the program that got the token answers its turn.
+    the_real_program_gets_the_token(&r, &token);
+    // relay remembers both sessions across a restart (the ledger): still no refusal.
+    r.stop();
+    r.launch_daemon();
+    the_real_program_gets_the_token(&r, &token);
+    assert_token_in_no_file(&r, &token, &path);
+}
+
+#[test]
 fn a_planted_link_cannot_redirect_a_read_grant() {
     // `reader` (in project p2) reads `~/project/docs`; sessions of p1 write `~/project`.
     let mut s = settings(false, &[("reader", json!({"read": ["~/project/docs"]}))]);
