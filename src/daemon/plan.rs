@@ -418,7 +418,7 @@ mod tests {
         let folder = "/home/ada/.local/bin";
         let refused = |rw: &str| {
             let e = session("t-000000000001", &[rw], &[]);
-            let msg = pins_hold(&pinned(folder), &[], &[e]).unwrap_err();
+            let msg = pins_hold(&pinned(folder), &[], &[e], "the Claude program").unwrap_err();
             assert!(
                 msg.contains("t-000000000001") && msg.contains(folder),
                 "{rw}: {msg}"
@@ -433,7 +433,7 @@ mod tests {
         let held = |rw: &str, pins: &[&str]| {
             let e = session("t-000000000002", &[rw], pins);
             assert_eq!(
-                pins_hold(&pinned(folder), &[], &[e]),
+                pins_hold(&pinned(folder), &[], &[e], "the Claude program"),
                 Ok(()),
                 "{rw} {pins:?}"
             );
@@ -462,9 +462,12 @@ mod tests {
                 &[],
             ),
         ];
-        assert_eq!(pins_hold(&pins, &[], &sessions), Ok(()));
+        assert_eq!(
+            pins_hold(&pins, &[], &sessions, "the Claude program"),
+            Ok(())
+        );
         // A session granted `/` itself could rename `/bin` away.
         let root = session("t-000000000005", &["/"], &[]);
-        assert!(pins_hold(&pins, &[], &[root]).is_err());
+        assert!(pins_hold(&pins, &[], &[root], "the Claude program").is_err());
     }
 }
