@@ -36,10 +36,14 @@ pub struct Helper {
 }
 
 impl Helper {
-    /// Opens `path` and reads its digest. Errors name the path, never content.
+    /// Opens `path` and reads its digest. Errors name the path, never content. The
+    /// descriptor sits at 10 or above, clear of the host's fixed numbers (src/host/fds.rs).
     pub fn open(name: &'static str, path: &Path) -> Result<Helper, String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Helper::from_file(name, path, file, &path.display().to_string())
+        let shown = path.display().to_string();
+        let file = File::open(path)
+            .and_then(above_fixed_numbers)
+            .map_err(|e| format!("{shown}: {e}"))?;
+        Helper::from_file(name, path, file, &shown)
     }
 
     /// The checks and the digest of an open `file`; `shown` names it in errors.
@@ -68,19 +72,11 @@ impl Helper {
     /// made close-on-exec.
     pub fn adopt(name: &'static str, path: &Path, fd: RawFd) -> Result<Helper, String> {
         use std::os::fd::FromRawFd;
-        // Safety: F_DUPFD_CLOEXEC on a descriptor number; the result is checked.
-        let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
-        if moved < 0 {
-            return Err(format!(
-                "{name} descriptor {fd}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // Safety: `fd` was handed to this process to own; it is closed once, here.
-        unsafe { libc::close(fd) };
-        // Safety: `moved` is a fresh descriptor owned by nothing else.
-        let file = unsafe { File::from_raw_fd(moved) };
-        Helper::from_file(name, path, file, &format!("{name} descriptor {fd}"))
+        let shown = format!("{name} descriptor {fd}");
+        // Safety: `fd` was handed to this process to own; nothing else holds it.
+        let file = above_fixed_numbers(unsafe { File::from_raw_fd(fd) })
+            .map_err(|e| format!("{shown}: {e}"))?;
+        Helper::from_file(name, path, file, &shown)
     }
 
     /// Where the opened file is now: on Linux the kernel's name for the descriptor (it
@@ -215,6 +211,18 @@ impl Helper {
     }
 }
 
+/// `file` on a close-on-exec descriptor numbered 10 or above (the original is closed).
+fn above_fixed_numbers(file: File) -> std::io::Result<File> {
+    use std::os::fd::FromRawFd;
+    // Safety: F_DUPFD_CLOEXEC on a descriptor `file` owns; the result is checked.
+    let moved = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
+    if moved < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Safety: `moved` is a fresh descriptor owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(moved) })
+}
+
 /// `/proc/self/fd/N`: exec'ing it runs the open file `N` (Linux's `fexecve`).
 pub fn fd_exec_path(fd: RawFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{fd}"))
@@ -224,11 +232,6 @@ pub fn fd_exec_path(fd: RawFd) -> PathBuf {
 /// `PATH`, and `/` as its folder, so neither a loader variable nor a library in a
 /// session-written folder reaches a program outside the sandbox.
 pub fn clean(cmd: &mut std::process::Command) {
-    cmd.env_clear().env("PATH", CLEAN_PATH).current_dir("/");
-}
-
-/// [`clean`] for tokio's command.
-pub fn clean_tokio(cmd: &mut tokio::process::Command) {
     cmd.env_clear().env("PATH", CLEAN_PATH).current_dir("/");
 }
 

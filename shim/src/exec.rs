@@ -278,10 +278,9 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         // to the target's folder inside.
         Wrap::Bwrap { .. } | Wrap::Seatbelt { .. } => {
             let inside = Target {
-                cwd: match wrap {
-                    Wrap::Bwrap { .. } => None,
-                    _ => target.cwd.clone(),
-                },
+                cwd: matches!(wrap, Wrap::Seatbelt { .. })
+                    .then(|| target.cwd.clone())
+                    .flatten(),
                 env: target.env.clone(),
             };
             let encoded = inside

@@ -37,7 +37,7 @@ fn check(
 /// A short command's stdout, or None when it failed or took longer than 10 s.
 async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
     let mut cmd = tokio::process::Command::new(program);
-    crate::helpers::clean_tokio(&mut cmd);
+    crate::helpers::clean(cmd.as_std_mut());
     cmd.arg(arg)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -100,7 +100,8 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
     }
     let dir = d
         .host
-        .host_bin
+        .host_helper
+        .path
         .parent()
         .map(|p| p.display().to_string())
         .unwrap_or_default();

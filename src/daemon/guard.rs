@@ -79,15 +79,14 @@ impl ProgramPins {
 /// by path) and the two helpers beside it. Their folders are pinned like the Claude
 /// program's (docs/THREAT-MODEL.md#relays-own-programs).
 pub fn relay_programs() -> Vec<PathBuf> {
-    let Ok(me) = std::env::current_exe() else {
-        return Vec::new();
-    };
-    let mut out = vec![me.clone()];
-    if let Some(dir) = me.parent() {
-        out.push(dir.join("relay-sessions"));
-        out.push(dir.join("relay-shim"));
+    match std::env::current_exe() {
+        Ok(me) => vec![
+            me,
+            super::sibling("relay-sessions"),
+            super::sibling("relay-shim"),
+        ],
+        Err(_) => Vec::new(),
     }
-    out
 }
 
 /// The programs a token launch can run under these settings: the one Claude program

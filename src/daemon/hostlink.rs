@@ -24,8 +24,6 @@ pub struct Live {
 
 pub struct HostLink {
     pub state_dir: PathBuf,
-    pub host_bin: PathBuf,
-    pub shim_bin: PathBuf,
     /// Both helpers, open since the daemon's start and run through those descriptors
     /// (src/helpers.rs): a folder renamed and refilled later changes nothing.
     pub host_helper: crate::helpers::Helper,
@@ -64,8 +62,6 @@ impl HostLink {
         let (live, _) = watch::channel(None);
         HostLink {
             state_dir,
-            host_bin: host_helper.path.clone(),
-            shim_bin: shim_helper.path.clone(),
             host_helper,
             shim_helper,
             bridge,
@@ -150,11 +146,11 @@ impl HostLink {
         // clean, with the base of the targets' environment sent per launch instead.
         let mut cmd = Command::new(self.host_helper.exec_path()?);
         cmd.arg0("relay-sessions");
-        crate::helpers::clean_tokio(&mut cmd);
+        crate::helpers::clean(cmd.as_std_mut());
         let args = crate::host::HostArgs {
             state_dir: self.state_dir.clone(),
             secret_fd: fd,
-            shim: Some(self.shim_bin.clone()),
+            shim: Some(self.shim_helper.path.clone()),
             shim_fd: Some(shim_fd),
             bridge_socket: Some(self.bridge.clone()),
             // The host logs at the daemon's level (src/logging.rs).
@@ -174,7 +170,7 @@ impl HostLink {
         }
         let child = cmd
             .spawn()
-            .map_err(|e| format!("start {}: {e}", self.host_bin.display()))?;
+            .map_err(|e| format!("start {}: {e}", self.host_helper.path.display()))?;
         drop(g);
         drop(read);
         Ok(child)

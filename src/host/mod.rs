@@ -199,12 +199,7 @@ pub fn run() -> ExitCode {
     let shim_path = args.shim.clone().unwrap_or_else(default_shim);
     let shim = match args.shim_fd {
         Some(fd) => crate::helpers::Helper::adopt("relay-shim", &shim_path, fd),
-        None => std::fs::File::open(&shim_path)
-            .map_err(|e| format!("{}: {e}", shim_path.display()))
-            .and_then(|f| {
-                use std::os::fd::IntoRawFd;
-                crate::helpers::Helper::adopt("relay-shim", &shim_path, f.into_raw_fd())
-            }),
+        None => crate::helpers::Helper::open("relay-shim", &shim_path),
     };
     let shim = match shim {
         Ok(s) => s,

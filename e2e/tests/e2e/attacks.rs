@@ -156,7 +156,7 @@ fn the_real_program_gets_the_token(r: &Relay, token: &str) {
 /// The attack script of session `id` ran to its end and none of its attempts worked
 /// (`$TMPDIR/attempts`: one `failed:` or `WORKED:` line each, then `end`); `n` of them,
 /// when given.
-fn every_attempt_failed(r: &Relay, id: &str, n: Option<usize>) {
+pub(crate) fn every_attempt_failed(r: &Relay, id: &str, n: Option<usize>) {
     let attempts = std::fs::read_to_string(session_tmp(r, id).join("attempts")).unwrap();
     assert!(attempts.ends_with("end\n"), "{attempts}");
     assert!(!attempts.contains("WORKED"), "{attempts}");

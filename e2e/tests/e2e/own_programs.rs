@@ -4,20 +4,15 @@
 //! docs/THREAT-MODEL.md ("relay's own programs") has the guards, docs/testing.md which
 //! guard was removed to see each fail.
 
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+
+use crate::attacks::every_attempt_failed;
+use crate::service::write_script;
 
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::{fake_token, sha256_hex};
 use serde_json::{json, Value};
-
-/// Writes an executable script by rename (nothing holds it open for writing).
-fn write_script(path: &Path, body: &str) {
-    let tmp = path.with_extension("new");
-    std::fs::write(&tmp, body).unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
 
 fn host_started(r: &Relay, after: Option<&Value>) -> Value {
     r.wait_event(|e| e["name"] == "host.started" && Some(&e["pid"]) != after.map(|a| &a["pid"]))
@@ -139,10 +134,7 @@ fn a_session_cannot_swap_relays_own_folder_under_a_home_project() {
     assert_eq!(status, 201, "{v}");
     let id = v["id"].as_str().unwrap();
     r.wait_exited(id);
-    let attempts = std::fs::read_to_string(r.tmp.join(format!("relay-{id}/attempts"))).unwrap();
-    assert!(attempts.ends_with("end\n"), "{attempts}");
-    assert!(!attempts.contains("WORKED"), "{attempts}");
-    assert_eq!(attempts.matches("failed: ").count(), 6, "{attempts}");
+    every_attempt_failed(&r, id, Some(6));
     for (b, bytes) in ["relay", "relay-sessions", "relay-shim"]
         .iter()
         .zip(&originals)

@@ -37,7 +37,7 @@ fn json_of(r: &Relay, cmd: &mut Command) -> (i32, Value) {
 
 /// Writes an executable script by rename, so nothing holds it open for writing when it
 /// runs (a running binary replaced this way keeps running its old file).
-fn write_script(path: &Path, body: &str) {
+pub(crate) fn write_script(path: &Path, body: &str) {
     let tmp = path.with_extension("new");
     std::fs::write(&tmp, body).unwrap();
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
