@@ -13,6 +13,8 @@
 //! - [`logging`]: `tracing` for the daemon and the host: the capped log files, stderr.
 //! - [`harden`]: no core dumps and no same-uid memory readers for the daemon and the host.
 //! - [`helpers`]: relay's own programs, opened once and run by descriptor, started clean.
+//! - [`tree`]: bounded walks without recursion over a tree a session could write (its
+//!   removal, `relay audit scan`'s reading).
 
 pub mod cli;
 pub mod cloexec;
@@ -27,4 +29,5 @@ pub mod peer;
 pub mod protocol;
 pub mod sandbox;
 pub mod token;
+pub mod tree;
 pub mod wire;

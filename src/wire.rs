@@ -358,8 +358,17 @@ pub struct ScanReport<S = String> {
     pub files: u64,
     pub bytes: u64,
     pub findings: Vec<Finding<S>>,
-    /// Files that could not be read, with why (names masked as findings are).
+    /// What could not be read, with why (names masked as findings are): files, and
+    /// folders too deep, past the walk's entry count or unreadable. At most 1000.
     pub skipped: Vec<Skipped<S>>,
+    /// Places not read beyond those listed in `skipped`.
+    #[serde(default)]
+    pub skipped_more: u64,
+    /// Whether everything was read (`skipped` empty, `skipped_more` 0): with `ok` and
+    /// not `complete`, the token is nowhere the scan could read. An answer without the
+    /// field (relay before it) cannot say, and reads as false.
+    #[serde(default)]
+    pub complete: bool,
 }
 
 /// One place the token was found.
@@ -373,7 +382,8 @@ pub struct Finding<S = String> {
     pub encoding: S,
 }
 
-/// A file the scan could not read, and why.
+/// A place the scan could not read, and why: `unreadable file`, `unreadable folder`,
+/// `too deep`, `too many entries`, `a link, not followed`, `moved while read`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped<S = String> {
     pub file: String,
@@ -683,7 +693,17 @@ mod tests {
                 file: "/c/x".into(),
                 why: "unreadable file".into(),
             }],
+            skipped_more: 2,
+            complete: false,
         });
+        // An answer from before `skipped_more` and `complete` still reads, and cannot
+        // vouch for having read everything.
+        let old: ScanReport = serde_json::from_str(
+            r#"{"ok": true, "token_fingerprint": "abcdef012345", "files": 1, "bytes": 2,
+                "findings": [], "skipped": []}"#,
+        )
+        .unwrap();
+        assert_eq!((old.skipped_more, old.complete), (0, false));
         let checks: Vec<Check> = [
             CheckStatus::Ok,
             CheckStatus::Warn,

@@ -576,7 +576,7 @@ impl Instance {
     /// Every regular file under the instance folder, except `skip`.
     pub fn all_files(&self, skip: &[&Path]) -> Vec<(PathBuf, Vec<u8>)> {
         let mut out = Vec::new();
-        walk(&self.root, &mut |p| {
+        walk_files(&self.root, &mut |p| {
             if !skip.contains(&p) {
                 if let Ok(b) = std::fs::read(p) {
                     out.push((p.to_path_buf(), b));
@@ -617,21 +617,22 @@ impl Drop for Instance {
     }
 }
 
-/// Calls `f` for every regular file under `dir`.
+/// Calls `f` for every regular file under `dir`, following no link. Its stack is on
+/// the heap: an instance holds what its sessions wrote, which can be folders nested far
+/// deeper than a recursion survives (past a path's length, they are simply not read).
 pub fn walk_files(dir: &Path, f: &mut dyn FnMut(&Path)) {
-    walk(dir, f)
-}
-
-fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        match e.file_type() {
-            Ok(t) if t.is_dir() => walk(&p, f),
-            Ok(t) if t.is_file() => f(&p),
-            _ => {}
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() => f(&p),
+                _ => {}
+            }
         }
     }
 }

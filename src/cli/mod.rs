@@ -504,13 +504,14 @@ fn purge(c: &Client, what: &str, id: &str) -> Result<Out, String> {
 }
 
 /// `relay audit scan`: the report on stdout either way; exit 1 when the token was found
-/// (as `relay doctor` does with a failed check).
+/// (as `relay doctor` does with a failed check), or when the scan could not read
+/// everything and so cannot say the token is nowhere.
 fn audit_scan(c: &Client, json_out: bool) -> ExitCode {
     let (r, v): (wire::ScanReport, _) = match get(c, "POST", "/api/audit/scan") {
         Ok(a) => a,
         Err(e) => return fail(e),
     };
-    let code = if r.findings.is_empty() {
+    let code = if r.findings.is_empty() && r.complete {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -529,16 +530,27 @@ fn audit_scan(c: &Client, json_out: bool) -> ExitCode {
     for f in &r.skipped {
         text.push_str(&format!("skipped  {}  {}\n", f.file, f.why));
     }
+    if r.skipped_more > 0 {
+        text.push_str(&format!(
+            "skipped  {} more places, not listed\n",
+            r.skipped_more
+        ));
+    }
+    let unread = r.skipped.len() as u64 + r.skipped_more;
+    let verdict = match (r.findings.len(), r.complete) {
+        (0, true) => "not found".to_string(),
+        (0, false) => "not found in what it could read".to_string(),
+        (n, _) => format!("found in {n} places"),
+    };
+    let missed = match (r.complete, unread) {
+        (true, _) => String::new(),
+        (false, 0) => "; it could not read everything".to_string(),
+        (false, 1) => "; 1 place could not be read".to_string(),
+        (false, n) => format!("; {n} places could not be read"),
+    };
     text.push_str(&format!(
-        "scanned {} files ({} bytes) for the token {}: {}",
-        r.files,
-        r.bytes,
-        r.token_fingerprint,
-        if r.findings.is_empty() {
-            "not found".to_string()
-        } else {
-            format!("found in {} places", r.findings.len())
-        }
+        "scanned {} files ({} bytes) for the token {}: {verdict}{missed}",
+        r.files, r.bytes, r.token_fingerprint,
     ));
     emit(&text_line(&text), code)
 }

@@ -83,8 +83,9 @@ struct Attempt<'a> {
     row: AuditRow,
     kind: SessionKind,
     profile: Option<PathBuf>,
-    /// The session temp dir when this attempt made it (a refusal removes it).
-    temp_dir: Option<PathBuf>,
+    /// The id whose temp dir (`<tmp>/relay-<id>`) this attempt made (a refusal removes
+    /// it).
+    temp_dir: Option<String>,
 }
 
 impl Attempt<'_> {
@@ -92,8 +93,14 @@ impl Attempt<'_> {
         if let Some(p) = self.profile.take() {
             let _ = std::fs::remove_file(p);
         }
-        if let Some(t) = self.temp_dir.take() {
-            let _ = std::fs::remove_dir_all(t);
+        if let Some(id) = self.temp_dir.take() {
+            // A launch refused after its session started (the host's answer, the audit
+            // row) may leave whatever the session wrote: removed as a purge removes it,
+            // bounded and following no link. Here, not on another thread: a resume of
+            // this id may make the folder again as soon as this answer is out.
+            if let Err(msg) = super::purge::remove_session_dir(&self.d.tmp_real, &id) {
+                tracing::warn!(session = %id, "refused launch: {msg}");
+            }
         }
         let mut row = self.row.clone();
         row.outcome = e.outcome();
@@ -335,7 +342,7 @@ fn temp_dir(at: &mut Attempt, id: &str, resume: bool) -> Result<PathBuf, ApiErro
     use std::os::unix::fs::DirBuilderExt;
     let temp_dir = at.d.tmp.join(format!("relay-{id}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&temp_dir) {
-        Ok(()) => at.temp_dir = Some(temp_dir.clone()),
+        Ok(()) => at.temp_dir = Some(id.to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && resume && temp_dir.is_dir() => {}
         Err(e) => {
             return Err(at.refuse(ApiError::new(

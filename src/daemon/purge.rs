@@ -5,12 +5,14 @@
 //! `retain_ended` has passed since the session ended (the token watcher's tick calls
 //! [`sweep`]). docs/THREAT-MODEL.md, "Leftovers".
 //!
-//! The temp folder was the session's to write, so its removal follows no link: nothing
-//! is removed unless the folder above it still resolves to itself, a link (or a file)
-//! planted in the folder's place is removed itself, and `remove_dir_all` does not follow
-//! links inside.
+//! The temp folder was the session's to write, so its removal follows no link and its
+//! work is bounded: nothing is removed unless the folder above it still resolves to
+//! itself, a link (or a file) planted in the folder's place is removed itself, and the
+//! walk inside (`crate::tree`) follows no link, keeps its stack on the heap and stops
+//! at a tree too deep or too large, which keeps the record (`500 purge_failed`)
+//! instead of taking the daemon down.
 
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::error::{ApiError, Code, Outcome};
@@ -19,6 +21,7 @@ use super::launch::kind_name;
 use super::settings::{self, Retention};
 use super::{Daemon, Entry, EntryState};
 use crate::protocol::SessionKind;
+use crate::tree::Limits;
 
 fn noun(kind: SessionKind) -> &'static str {
     match kind {
@@ -82,7 +85,8 @@ pub async fn purge(
         tracing::debug!(session = id, error = %e, "purge: the host is not there to forget it");
     }
     remove_logs(d, id);
-    if let Err(msg) = remove_session_dir(&d.tmp_real, id) {
+    if let Err(msg) = remove_session_dir_blocking(d, id).await {
+        // The record comes back: a restart still lists it, and the next purge tries again.
         d.ledger().insert(id.to_string(), entry);
         d.persist(id);
         return Err(ApiError::new(Code::PurgeFailed, msg));
@@ -163,14 +167,18 @@ fn remove_logs(d: &Daemon, id: &str) {
 
 /// Removes `<tmp_real>/relay-<id>` without following a link: only while `tmp_real` (the
 /// canonical temp folder found at start) still resolves to itself, so no component of
-/// the path has become a link; a link or a file in the folder's place is removed
-/// itself. A folder a session made unwritable inside is made writable again, through
-/// descriptors opened `O_NOFOLLOW`, and removed. `Ok(false)`: nothing was there.
+/// the path has become a link; then with the bounded walk of `crate::tree` (no
+/// recursion, a few descriptors, nothing followed: a link or a file in the folder's
+/// place is removed itself, a folder the session made unwritable is made writable
+/// through its own name or descriptor). A tree past the walk's limits is an error and
+/// stays. `Ok(false)`: nothing was there. Blocking: async callers use
+/// [`remove_session_dir_blocking`].
 pub fn remove_session_dir(tmp_real: &Path, id: &str) -> Result<bool, String> {
     if id.is_empty() || id.contains('/') || id.starts_with('.') {
         return Err(format!("session id {id:?} is not a folder name"));
     }
-    let dir = tmp_real.join(format!("relay-{id}"));
+    let name = format!("relay-{id}");
+    let dir = tmp_real.join(&name);
     match std::fs::canonicalize(tmp_real) {
         Ok(real) if real == tmp_real => {}
         _ => {
@@ -182,49 +190,32 @@ pub fn remove_session_dir(tmp_real: &Path, id: &str) -> Result<bool, String> {
             ))
         }
     }
-    let meta = match std::fs::symlink_metadata(&dir) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(format!("session temp folder {}: {e}", dir.display())),
-    };
-    if !meta.file_type().is_dir() {
-        // A link or a file planted in its place: it goes, what it points at stays.
-        return std::fs::remove_file(&dir)
-            .map(|()| true)
-            .map_err(|e| format!("session temp folder {}: {e}", dir.display()));
-    }
-    if std::fs::remove_dir_all(&dir).is_ok() {
-        return Ok(true);
-    }
-    make_writable(&dir, 0);
-    std::fs::remove_dir_all(&dir)
-        .map(|()| true)
-        .map_err(|e| format!("session temp folder {}: {e}", dir.display()))
+    crate::tree::remove_in(tmp_real, name.as_ref(), Limits::SESSION).map_err(|e| {
+        // What the session left is too big to walk: only a person can take it away.
+        let hint = if e.is_limit() {
+            " (remove it by hand, e.g. with rm -rf, then purge again)"
+        } else {
+            ""
+        };
+        format!(
+            "session temp folder {}: {e}; left in place{hint}",
+            dir.display()
+        )
+    })
 }
 
-/// Gives the owner `rwx` on `dir` and every folder below it, each opened with
-/// `O_NOFOLLOW|O_DIRECTORY` and changed through its descriptor (a link is never
-/// followed, and a folder swapped for a link in between is not opened).
-fn make_writable(dir: &Path, depth: usize) {
-    if depth > 256 {
-        return;
-    }
-    let Ok(f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-    else {
-        return;
-    };
-    let _ = f.set_permissions(std::fs::Permissions::from_mode(0o700));
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            make_writable(&e.path(), depth + 1);
-        }
-    }
+/// [`remove_session_dir`] on a blocking thread: a large tree takes a while, and the
+/// runtime's workers go on serving meanwhile.
+pub async fn remove_session_dir_blocking(d: &Daemon, id: &str) -> Result<bool, String> {
+    let (tmp_real, owned) = (d.tmp_real.clone(), id.to_string());
+    tokio::task::spawn_blocking(move || remove_session_dir(&tmp_real, &owned))
+        .await
+        .unwrap_or_else(|e| {
+            Err(format!(
+                "session temp folder {}: the removal did not finish: {e}",
+                d.tmp_real.join(format!("relay-{id}")).display()
+            ))
+        })
 }
 
 /// The timer's part: purges every ended session whose `retain_ended` has passed; with
@@ -261,13 +252,13 @@ pub async fn sweep(d: &Daemon, orphans: bool) {
         }
     }
     if orphans {
-        sweep_orphans(d, keep);
+        sweep_orphans(d, keep).await;
     }
 }
 
 /// Logs under `<config>/sessions/logs` of sessions the ledger does not know, whose files
 /// are all older than `keep` seconds: removed with the session's temp folder.
-fn sweep_orphans(d: &Daemon, keep: u64) {
+async fn sweep_orphans(d: &Daemon, keep: u64) {
     let logs = d.paths.host_state().join("logs");
     let Ok(rd) = std::fs::read_dir(&logs) else {
         return;
@@ -303,7 +294,7 @@ fn sweep_orphans(d: &Daemon, keep: u64) {
             continue;
         }
         remove_logs(d, &id);
-        match remove_session_dir(&d.tmp_real, &id) {
+        match remove_session_dir_blocking(d, &id).await {
             Ok(_) => {
                 let kind = if id.starts_with('s') {
                     SessionKind::Claude
@@ -326,6 +317,7 @@ fn sweep_orphans(d: &Daemon, keep: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn relay_ids_only() {
@@ -383,5 +375,47 @@ mod tests {
         assert!(e.contains("no longer resolves to itself"), "{e}");
         assert!(elsewhere.join("relay-t-000000000002/x").exists());
         assert!(remove_session_dir(&tmp, "../x").is_err());
+    }
+
+    #[test]
+    fn a_tree_too_deep_to_walk_fails_its_removal_naming_the_folder_and_stays() {
+        use nix::fcntl::OFlag;
+        use nix::sys::stat::{mkdirat, Mode};
+        use std::os::fd::AsRawFd;
+        // A tmpfs where there is one: ext4 is slow over thousands of nested folders.
+        let d = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let tmp = std::fs::canonicalize(d.path()).unwrap();
+        let dir = tmp.join("relay-t-000000000003");
+        std::fs::create_dir(&dir).unwrap();
+        // One level at a time by name, as a session would, past the walk's depth.
+        let open = |at: Option<i32>, name: &Path| {
+            nix::dir::Dir::openat(
+                at,
+                name,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap()
+        };
+        let mut cur = open(None, &dir);
+        for _ in 0..crate::tree::MAX_DEPTH + 10 {
+            mkdirat(Some(cur.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
+            cur = open(Some(cur.as_raw_fd()), Path::new("d"));
+        }
+        drop(cur);
+        let e = remove_session_dir(&tmp, "t-000000000003").unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "session temp folder {}: a folder more than 2048 levels down; left in place \
+                 (remove it by hand, e.g. with rm -rf, then purge again)",
+                dir.display()
+            )
+        );
+        assert!(dir.join("d/d").is_dir());
+        crate::tree::remove(&dir, crate::tree::Limits::NONE).unwrap();
+        assert_eq!(remove_session_dir(&tmp, "t-000000000003"), Ok(false));
     }
 }

@@ -2,12 +2,21 @@
 //! event logs, settings, profiles, the host's session logs) and every session temp
 //! folder `$TMPDIR/relay-<id>` (Claude's config and transcripts) — for the current
 //! token in its usual encodings, and reports the file, the offset and the encoding,
-//! never the value. The walk follows no link and opens no FIFO or device; a name that
-//! holds the token is reported with the token masked.
+//! never the value. The walk (`crate::tree::walk`) follows no link, opens no FIFO or
+//! device, and is bounded in depth and entries; what it could not read is reported,
+//! never passed over. A name that holds the token is reported with the token masked.
 
+use std::ffi::CStr;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::Mode;
+
+use crate::tree::{Kind, Limits, Place, Unread, Visitor};
 
 /// One place the token was found (`wire::Finding`, its words `&'static str`).
 pub type Finding = crate::wire::Finding<&'static str>;
@@ -20,8 +29,19 @@ pub struct Report {
     pub files: u64,
     pub bytes: u64,
     pub findings: Vec<Finding>,
-    /// Files that could not be read, with why (names masked as findings are).
+    /// What could not be read, with why (names masked as findings are), at most
+    /// [`MAX_SKIPPED`].
     pub skipped: Vec<Skipped>,
+    /// Places not read past the first [`MAX_SKIPPED`].
+    pub skipped_more: u64,
+}
+
+impl Report {
+    /// Whether everything was read: a scan that could not read something cannot say
+    /// the token is nowhere.
+    pub fn complete(&self) -> bool {
+        self.skipped.is_empty() && self.skipped_more == 0
+    }
 }
 
 /// Needles shorter than this are not searched for (a one-byte token would match
@@ -161,89 +181,184 @@ fn scan_reader(
     Ok((total, hits))
 }
 
-/// Scans `root` (a file or a folder, never through a link), skipping the file with
-/// `skip`'s `(dev, ino)` (the token file itself, should it live there).
+/// Most places the report lists as not read; the rest are only counted
+/// (`skipped_more`), so a tree of unreadable files cannot grow the answer without end.
+pub const MAX_SKIPPED: usize = 1000;
+
+/// Longest path shown whole; a deeper one is shown as its top, the level and its last
+/// name.
+const SHOWN_MAX: usize = 4096;
+
+/// Scans the folder `root` (never through a link) with the bounded walk of
+/// `crate::tree`, skipping the file with `skip`'s `(dev, ino)` (the token file itself,
+/// should it live there). What it could not read — a folder too deep, one past the
+/// walk's entry count, an unreadable folder or file — is in `report.skipped`.
 pub fn scan_tree(
     root: &Path,
     needles: &[(&'static str, Vec<u8>)],
     skip: Option<(u64, u64)>,
     report: &mut Report,
 ) {
-    let mut stack: Vec<(PathBuf, usize)> = vec![(root.to_path_buf(), 0)];
-    while let Some((path, depth)) = stack.pop() {
-        let (shown, in_name) = masked(&path, needles);
-        if let Some(enc) = in_name {
-            report.findings.push(Finding {
-                file: shown.clone(),
+    let root_text = root.to_string_lossy().into_owned();
+    let (shown, in_name) = masked(root, needles);
+    if let Some(enc) = in_name {
+        report.findings.push(Finding {
+            file: shown,
+            offset: None,
+            encoding: enc,
+        });
+    }
+    let mut w = Walker {
+        root: root_text.as_bytes(),
+        needles,
+        longest: needles.iter().map(|(_, n)| n.len()).max().unwrap_or(1),
+        skip,
+        report,
+    };
+    crate::tree::walk(root, Limits::SESSION, &mut w);
+}
+
+/// The scan's side of a walk over one root.
+struct Walker<'a> {
+    root: &'a [u8],
+    needles: &'a [(&'static str, Vec<u8>)],
+    longest: usize,
+    skip: Option<(u64, u64)>,
+    report: &'a mut Report,
+}
+
+impl Walker<'_> {
+    /// The needle whose copy ends in `name` (the entry of the folder `rel` below the
+    /// root), looked for in the path's last bytes only (a copy wholly above `name` was
+    /// found at the folder where it ends), so a long path costs no more than a short.
+    fn in_name(&self, rel: &[u8], name: &[u8]) -> Option<&'static str> {
+        let parts: [&[u8]; 4] = [
+            self.root,
+            b"/",
+            rel,
+            if rel.is_empty() { b"" } else { b"/" },
+        ];
+        let keep = self.longest.saturating_sub(1);
+        let mut window: Vec<u8> = Vec::with_capacity(keep + name.len());
+        let mut need = keep;
+        for part in parts.iter().rev() {
+            let take = need.min(part.len());
+            window.splice(0..0, part[part.len() - take..].iter().copied());
+            need -= take;
+        }
+        let before = window.len();
+        window.extend_from_slice(name);
+        self.needles.iter().find_map(|(enc, n)| {
+            find_all(&window, n)
+                .any(|at| at + n.len() > before)
+                .then_some(*enc)
+        })
+    }
+
+    /// The entry `name` of the folder `rel` (`depth` levels down itself) as the report
+    /// shows it: the whole path with every copy of the token masked, or, past
+    /// [`SHOWN_MAX`], the root, the level and the last name (masked whole when a copy
+    /// reaches into it).
+    fn shown(&self, rel: &[u8], name: &[u8], depth: usize) -> String {
+        let text = |b: &[u8]| masked(Path::new(std::ffi::OsStr::from_bytes(b)), self.needles).0;
+        if self.root.len() + rel.len() + name.len() + 2 <= SHOWN_MAX {
+            let mut full: Vec<u8> = self.root.to_vec();
+            for part in [rel, name] {
+                if !part.is_empty() {
+                    full.push(b'/');
+                    full.extend_from_slice(part);
+                }
+            }
+            return text(&full);
+        }
+        let last = match self.in_name(rel, name) {
+            Some(_) => MASK.to_string(),
+            None => text(name),
+        };
+        format!("{}/…/{last} ({depth} levels down)", text(self.root))
+    }
+
+    /// Lists the entry `name` of the folder `rel` as not read, or counts it once the
+    /// list is full.
+    fn skipped(&mut self, rel: &[u8], name: &[u8], depth: usize, why: &'static str) {
+        if self.report.skipped.len() < MAX_SKIPPED {
+            let file = self.shown(rel, name, depth);
+            self.report.skipped.push(Skipped { file, why });
+        } else {
+            self.report.skipped_more += 1;
+        }
+    }
+}
+
+impl Visitor for Walker<'_> {
+    fn entry(&mut self, dir: RawFd, name: &CStr, kind: Kind, at: Place<'_>) {
+        let bytes = name.to_bytes();
+        if let Some(encoding) = self.in_name(at.rel, bytes) {
+            self.report.findings.push(Finding {
+                file: self.shown(at.rel, bytes, at.depth + 1),
                 offset: None,
-                encoding: enc,
+                encoding,
             });
         }
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
+        if kind != Kind::File {
+            // Folders are walked; links, sockets, FIFOs, devices: nothing relay wrote.
+            return;
+        }
+        // Opened as itself (a link swapped in is not followed, a FIFO does not block)
+        // and read only when it is still a regular file.
+        let file = openat(
+            Some(dir),
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        // Safety: `fd` was just returned by openat(2) and is owned by nobody else.
+        .map(|fd| std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }));
+        let meta = file.as_ref().ok().and_then(|f| f.metadata().ok());
+        let (file, meta) = match (file, meta) {
+            (Ok(f), Some(m)) if m.is_file() => (f, m),
+            _ => return self.skipped(at.rel, bytes, at.depth + 1, "unreadable file"),
         };
-        if skip == Some((meta.dev(), meta.ino())) {
-            continue;
+        if self.skip == Some((meta.dev(), meta.ino())) {
+            return;
         }
-        let t = meta.file_type();
-        if t.is_dir() {
-            if depth > 64 {
-                continue;
-            }
-            let Ok(rd) = std::fs::read_dir(&path) else {
-                report.skipped.push(Skipped {
-                    file: shown,
-                    why: "unreadable folder",
-                });
-                continue;
-            };
-            let mut children: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-            children.sort();
-            for c in children.into_iter().rev() {
-                stack.push((c, depth + 1));
-            }
-            continue;
-        }
-        if !t.is_file() {
-            // Links, sockets, FIFOs, devices: nothing relay wrote.
-            continue;
-        }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(&path);
-        let file = match file {
-            Ok(f)
-                if f.metadata()
-                    .is_ok_and(|m| m.is_file() && m.ino() == meta.ino()) =>
-            {
-                f
-            }
-            _ => {
-                report.skipped.push(Skipped {
-                    file: shown,
-                    why: "unreadable file",
-                });
-                continue;
-            }
-        };
-        match scan_reader(file, needles) {
-            Ok((bytes, hits)) => {
-                report.files += 1;
-                report.bytes += bytes;
+        match scan_reader(file, self.needles) {
+            Ok((read, hits)) => {
+                self.report.files += 1;
+                self.report.bytes += read;
+                if hits.is_empty() {
+                    return;
+                }
+                let shown = self.shown(at.rel, bytes, at.depth + 1);
                 for (offset, encoding) in hits {
-                    report.findings.push(Finding {
+                    self.report.findings.push(Finding {
                         file: shown.clone(),
                         offset: Some(offset),
                         encoding,
                     });
                 }
             }
-            Err(_) => report.skipped.push(Skipped {
-                file: shown,
-                why: "unreadable file",
-            }),
+            Err(_) => self.skipped(at.rel, bytes, at.depth + 1, "unreadable file"),
         }
+    }
+
+    fn unread(&mut self, at: Place<'_>, why: Unread) {
+        let (rel, name) = match at.rel.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&at.rel[..i], &at.rel[i + 1..]),
+            None => (&b""[..], at.rel),
+        };
+        self.skipped(
+            rel,
+            name,
+            at.depth,
+            match why {
+                Unread::TooDeep => "too deep",
+                Unread::TooMany => "too many entries",
+                Unread::Unreadable(_) => "unreadable folder",
+                Unread::Link => "a link, not followed",
+                Unread::Moved => "moved while read",
+            },
+        );
     }
 }
 
@@ -399,6 +514,104 @@ mod tests {
         assert_eq!(r.findings[0].offset, None);
         let shown = serde_json::to_string(&r).unwrap();
         assert!(!shown.contains("acme-fake-token"), "{shown}");
+    }
+
+    /// A scratch folder, on a tmpfs where there is one (ext4 is slow over thousands of
+    /// nested folders), canonical.
+    fn scratch() -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir_in("/dev/shm")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let real = std::fs::canonicalize(d.path()).unwrap();
+        (d, real)
+    }
+
+    #[test]
+    fn a_folder_too_deep_is_reported_not_passed_over() {
+        use nix::fcntl::OFlag;
+        use nix::sys::stat::{mkdirat, Mode};
+        use std::os::fd::AsRawFd;
+        let (_d, base) = scratch();
+        let token = b"acme-fake-token-0123456789abcdef";
+        let n = needles(token);
+        let root = base.join("relay-t-000000000004");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("shallow.txt"), "nothing").unwrap();
+        let open = |at: Option<i32>, name: &Path| {
+            nix::dir::Dir::openat(
+                at,
+                name,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap()
+        };
+        let mut cur = open(None, &root);
+        for _ in 0..crate::tree::MAX_DEPTH + 5 {
+            mkdirat(Some(cur.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
+            cur = open(Some(cur.as_raw_fd()), Path::new("d"));
+        }
+        drop(cur);
+        let mut r = Report::default();
+        scan_tree(&root, &n, None, &mut r);
+        assert_eq!(r.files, 1);
+        assert!(r.findings.is_empty(), "{:?}", r.findings);
+        assert!(!r.complete());
+        assert_eq!(
+            r.skipped,
+            vec![Skipped {
+                file: format!(
+                    "{}/…/d ({} levels down)",
+                    root.display(),
+                    crate::tree::MAX_DEPTH + 1
+                ),
+                why: "too deep",
+            }]
+        );
+        crate::tree::remove(&root, Limits::NONE).unwrap();
+    }
+
+    #[test]
+    fn a_token_across_folder_names_is_found_once_where_it_ends() {
+        let (_d, base) = scratch();
+        let token = b"sk-ant-oat01-split/0123456789abcdef";
+        let n = needles(token);
+        let root = base.join("root");
+        let inner = root.join("x-sk-ant-oat01-split/0123456789abcdef-y");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(inner.join("below"), "nothing").unwrap();
+        let mut r = Report::default();
+        scan_tree(&root, &n, None, &mut r);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        assert_eq!(
+            r.findings[0].file,
+            format!("{}/x-[token]-y", root.display())
+        );
+        assert_eq!(
+            (r.findings[0].offset, r.findings[0].encoding),
+            (None, "raw")
+        );
+        assert!(r.complete());
+    }
+
+    #[test]
+    fn the_list_of_places_not_read_is_capped_and_the_rest_counted() {
+        let n = needles(b"acme-fake-token-0123456789abcdef");
+        let mut r = Report::default();
+        let mut w = Walker {
+            root: b"/r",
+            needles: &n,
+            longest: 32,
+            skip: None,
+            report: &mut r,
+        };
+        for i in 0..MAX_SKIPPED + 7 {
+            w.skipped(b"", format!("f{i}").as_bytes(), 1, "unreadable file");
+        }
+        assert_eq!(r.skipped.len(), MAX_SKIPPED);
+        assert_eq!(r.skipped[0].file, "/r/f0");
+        assert_eq!(r.skipped_more, 7);
+        assert!(!r.complete());
     }
 
     struct Chunked<'a> {

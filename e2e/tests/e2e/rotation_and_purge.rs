@@ -598,3 +598,108 @@ fn audit_scan_reports_a_planted_token_by_file_and_offset_never_the_value() {
     let out = r.cli(&["audit", "scan"]);
     assert_eq!(out.status, 0, "{}", out.stdout);
 }
+
+/// Folders the attack nests in its temp folder: far past any depth relay walks, and
+/// far past what a recursion per level survives on a 2 MiB thread stack.
+const NESTED: usize = 60_000;
+
+#[test]
+fn a_session_that_leaves_60000_nested_folders_fails_only_its_own_purge() {
+    let token = fake_token();
+    let mut r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    r.write_token(&token);
+    let bystander = terminal(&r, "shell", None);
+    // Inside the sandbox, one level at a time by name, so no path ever grows long.
+    let nest = format!(
+        "cd \"$TMPDIR\" && exec python3 -c 'import os\n\
+         for _ in range({NESTED}):\n    os.mkdir(\"d\"); os.chdir(\"d\")\n\
+         print(\"nested\")'"
+    );
+    let deep = terminal(&r, "shell", Some(&nest));
+    let ev = r.wait_exited(&deep);
+    assert_eq!(ev["exit_status"], 0, "{ev}");
+    let dir = session_tmp(&r, &deep);
+    assert!(dir.join("d/d/d").is_dir());
+
+    // Its purge fails, and only its own: the record stays, the daemon answers, the
+    // bystander runs on and a new launch works.
+    let (status, v, _) = r.api("POST", &format!("/api/terminals/{deep}/purge"), None);
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (500, Some(Code::PurgeFailed.as_str())),
+        "{v}\n{}",
+        r.output_text()
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains(&dir.display().to_string()), "{v}");
+    assert!(msg.contains("levels down"), "{v}");
+    assert!(!msg.contains("/d/d/"), "{v}");
+    let (status, _, _) = r.api("GET", "/api/status", None);
+    assert_eq!(status, 200);
+    assert_eq!(listed(&r, &deep).unwrap()["state"], "exited");
+    assert_eq!(listed(&r, &bystander).unwrap()["state"], "running");
+    let next = terminal(&r, "shell", Some("echo still-launching"));
+    assert_eq!(r.wait_exited(&next)["exit_status"], 0);
+
+    // The scan says what it could not read, and does not call that clean.
+    let out = r.cli(&["audit", "scan"]);
+    assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        !out.stdout.lines().any(|l| l.starts_with("found ")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("skipped  ")
+            && l.contains(&dir.display().to_string())
+            && l.ends_with("  too deep")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("not found in what it could read"),
+        "{}",
+        out.stdout
+    );
+    let v: Value = serde_json::from_str(&r.cli(&["audit", "scan", "--json"]).stdout).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["complete"].as_bool()),
+        (Some(true), Some(false)),
+        "{v}"
+    );
+    assert_eq!(v["findings"], json!([]), "{v}");
+    assert!(
+        v["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["why"] == "too deep"),
+        "{v}"
+    );
+
+    // A restart past `retain_ended` tries that purge again on its first tick: it fails
+    // again, and the daemon stays up with the record.
+    r.stop();
+    let mut settings = base_settings(Some(TOKEN_SETTING));
+    settings["retain_ended"] = json!("1s");
+    r.write_settings(&settings);
+    let before = r.output_text().len();
+    r.launch_daemon();
+    // The bystander, ended by the restart, is purged by the same sweep.
+    r.wait_event(|e| e["name"] == "session.purged" && e["session_id"] == bystander.as_str());
+    let failed = format!("purge {deep}: ");
+    assert!(
+        wait::until(WAIT, || r.output_text()[before..].contains(&failed)),
+        "no failed purge logged:\n{}",
+        &r.output_text()[before..]
+    );
+    let (status, _, _) = r.api("GET", "/api/status", None);
+    assert_eq!(status, 200);
+    assert_eq!(listed(&r, &deep).unwrap()["state"], "exited");
+
+    // Taken away by hand (the walk without limits), the purge goes through.
+    assert!(relay::tree::remove(&dir, relay::tree::Limits::NONE).unwrap());
+    let (status, v, _) = r.api("POST", &format!("/api/terminals/{deep}/purge"), None);
+    assert_eq!(status, 200, "{v}");
+    assert!(listed(&r, &deep).is_none());
+}

@@ -289,7 +289,13 @@ async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
                 entry: e.view(),
             },
         ),
-        Err(e) => err(&e),
+        Err(e) => {
+            if e.code == Code::PurgeFailed {
+                // The caller hears it; the log keeps it (as the sweep's and the attach's).
+                tracing::warn!("purge {id}: {}", e.message);
+            }
+            err(&e)
+        }
     }
 }
 

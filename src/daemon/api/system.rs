@@ -78,11 +78,13 @@ pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
             200,
             &wire::ScanReport {
                 ok: report.findings.is_empty(),
+                complete: report.complete(),
                 token_fingerprint: fingerprint,
                 files: report.files,
                 bytes: report.bytes,
                 findings: report.findings,
                 skipped: report.skipped,
+                skipped_more: report.skipped_more,
             },
         ),
         Ok(Err(e)) => err(&e),
