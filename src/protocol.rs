@@ -145,6 +145,20 @@ pub struct LaunchRequest {
     /// that asked gets all of it (`relay sandbox`; docs/session-host.md#attach).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hold_output: bool,
+    /// Sandboxed launches: the target inherits only an allowlist of the host's own
+    /// environment. Absent: all of it but relay's scrub (an unsandboxed launch)
+    /// (docs/session-host.md, "What a child inherits").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_allowlist: Option<EnvAllowlist>,
+}
+
+/// What a sandboxed target may inherit from the host's environment besides the base
+/// names and the routing names (`crate::host::env`): the settings' and the template's
+/// `env_passthrough`, exact names and `PREFIX*` patterns.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvAllowlist {
+    #[serde(default)]
+    pub passthrough: Vec<String>,
 }
 
 impl LaunchRequest {
@@ -169,6 +183,10 @@ pub struct LaunchResponse {
     /// On a token launch: the routing variables in its environment (never values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<Routing>,
+    /// On a launch with an [`EnvAllowlist`]: the names its environment took from the
+    /// host's (relay's), never their values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_names: Option<Vec<String>>,
 }
 
 /// Where a token launch's traffic goes, as its environment says: the names of the

@@ -296,6 +296,10 @@ pub struct AuditRow<S = String> {
     /// A token launch's routing variables (names, and the API's host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<Routing>,
+    /// A sandboxed launch: the names its environment took from relay's (the base list,
+    /// the routing names, `env_passthrough`), never their values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_names: Option<Vec<String>>,
     /// `session_end`: how many times the host masked a token in the session's output
     /// (absent when the host died and could not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -338,6 +342,10 @@ pub struct Event<S = String> {
     /// A token launch's routing variables (names, and the API's host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<Routing>,
+    /// `session.launch` of a sandboxed launch: the names its environment took from
+    /// relay's, never their values (as in its audit row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_names: Option<Vec<String>>,
 }
 
 /// `GET /api/events?after=N&wait_ms=M`.
@@ -648,6 +656,7 @@ mod tests {
                 names: vec!["HTTPS_PROXY".into()],
                 anthropic_base_url_host: Some("api.example".into()),
             }),
+            env_names: Some(vec!["HOME".into(), "PATH".into()]),
             redactions: Some(2),
         };
         round_trip(&row);
@@ -667,6 +676,7 @@ mod tests {
             signal: Some(9),
             pid: Some(3),
             routing: Some(Routing::default()),
+            env_names: Some(vec![]),
         };
         round_trip(&ev);
         round_trip(&Events {

@@ -49,7 +49,9 @@ pub struct Relay {
     pub path: Option<String>,
     /// `relay serve --log-level` (set before `launch_daemon`).
     pub log_level: Option<String>,
-    /// More variables for `relay serve` (not for CLI calls); set before `launch_daemon`.
+    /// Variables `relay serve` is started with besides the instance's own (set before
+    /// `launch_daemon`): what the shell that started relay exported. CLI calls do not
+    /// get them.
     pub serve_env: Vec<(String, String)>,
     child: Option<Child>,
     /// `ready.json` as the daemon wrote it (`relay::wire::Ready`); a placeholder

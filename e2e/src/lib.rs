@@ -540,6 +540,9 @@ impl Instance {
             claude_token: None,
             redact_token: None,
             hold_output: false,
+            // The host-level tests build the daemon's part by hand: the whole
+            // environment, as an unsandboxed launch has it.
+            env_allowlist: None,
         }
     }
 

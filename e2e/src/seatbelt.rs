@@ -60,11 +60,26 @@ pub fn answers_under(dir: &Path) -> Vec<Value> {
     out
 }
 
-/// Every answer the fake recorded under `dir` that contradicts its policy, one line each.
+/// The `session_sandbox` of settings whose launches go through [`launcher`], and the
+/// `env_passthrough` that lets the fake read its policy file: the variable reaches it
+/// from `relay serve`'s environment, and a sandboxed launch inherits only what the
+/// settings pass through (docs/settings.md#env_passthrough).
+pub fn use_seatbelt(settings: &mut Value, launcher: &Path) {
+    settings["session_sandbox"] = json!({"backend": "seatbelt", "seatbelt_launcher": launcher});
+    settings["env_passthrough"] = json!([POLICY_ENV]);
+}
+
+/// Every answer the fake recorded under `dir` that contradicts its policy, one line
+/// each; and every launch the fake answered without a policy file, where `dir` has one
+/// (its variable did not reach the launcher, so nothing of the policy was asked).
 pub fn wrong_answers(dir: &Path) -> Vec<String> {
+    let has_policy = dir.join(POLICY_FILE).exists();
     answers_under(dir)
         .iter()
         .flat_map(|launch| {
+            let unasked = (has_policy && launch["policy"].is_null()).then(|| {
+                format!("the fake read no policy ({POLICY_ENV} did not reach it): {launch}")
+            });
             launch["answers"]
                 .as_array()
                 .cloned()
@@ -72,6 +87,7 @@ pub fn wrong_answers(dir: &Path) -> Vec<String> {
                 .into_iter()
                 .filter(|a| a["ok"] != true)
                 .map(|a| a.to_string())
+                .chain(unasked)
         })
         .collect()
 }

@@ -10,7 +10,8 @@ use std::path::Path;
 use super::authorize::{project_holding, which};
 use super::error::{ApiError, Code};
 use super::guard;
-use super::plan::{plan_sandbox, SandboxPlan};
+use super::launch::relay_env;
+use super::plan::{env_names, plan_sandbox, SandboxPlan};
 use super::{settings, Daemon};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
@@ -75,8 +76,13 @@ pub fn template(
             ),
         ));
     }
+    // The temp folder a launch would make, by its pattern: no id is minted.
+    let temp_dir = d.tmp.join("relay-<id>");
     if !template.sandbox {
-        return Ok(explain::unsandboxed(&directory));
+        let mut e = explain::unsandboxed(&directory);
+        let env = relay_env(&template.env, &temp_dir, None);
+        e.environment = Some(env_names(d, &env, None, false, true));
+        return Ok(e);
     }
     let backend = backend_asked.unwrap_or_else(|| s.backend());
     let token_path =
@@ -89,8 +95,6 @@ pub fn template(
         .unwrap_or_else(|| claude_path_env.clone());
     let program =
         which(&template.command, &d.home, &path_env).map(|p| p.to_string_lossy().into_owned());
-    // The temp folder a launch would make, by its pattern: no id is minted.
-    let temp_dir = d.tmp.join("relay-<id>");
     let planned = plan_sandbox(
         d,
         &s,
@@ -117,6 +121,18 @@ pub fn template(
         HostPaths::default()
     };
     let mut e = explain::explain(&planned.spec, backend, &host, &planned.labels);
+    // The environment's names as the launch would have them: a `claude-code` terminal
+    // gets its config folder, and the token while the setting is set.
+    let claude = template.id == CLAUDE_CODE_TEMPLATE;
+    let token_launch = claude && token_path.is_some();
+    let claude_dir = temp_dir.join("claude-config");
+    let mut env = relay_env(&template.env, &temp_dir, claude.then_some(&*claude_dir));
+    if token_launch {
+        let path = guard::token_launch_path(&path_env, &planned.writable, &planned.reach.pins);
+        env.insert("PATH".into(), path.to_string_lossy().into_owned());
+    }
+    let passthrough = s.env_passthrough_for(&template);
+    e.environment = Some(env_names(d, &env, Some(&passthrough), token_launch, true));
     // Each launch makes its temp folder before the spec is built; here there is none.
     let temp = temp_dir.to_string_lossy();
     for p in e.write.iter_mut().filter(|p| p.path == temp) {

@@ -27,8 +27,8 @@ use super::plan::{plan_sandbox, Planned, SandboxPlan};
 use super::settings::Settings;
 use super::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{
-    Backend, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize, SandboxLaunch,
-    Secret, SessionKind, HOST_PROTOCOL_VERSION,
+    Backend, EnvAllowlist, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize,
+    SandboxLaunch, Secret, SessionKind, HOST_PROTOCOL_VERSION,
 };
 use crate::sandbox;
 
@@ -240,6 +240,12 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         claude_token: tokens.pass,
         redact_token: tokens.redact,
         hold_output: input.hold_output,
+        // A sandboxed tool gets an allowlist of relay's environment, not all of it: the
+        // shell that started relay may have exported credentials of its own
+        // (docs/session-host.md, "What a child inherits").
+        env_allowlist: decision.sandboxed.then(|| EnvAllowlist {
+            passthrough: settings.env_passthrough_for(&decision.template),
+        }),
     };
     let launched = call_host(&mut at, &id, req, decision.unfound.as_deref()).await?;
     record(&mut at, &id, launched).await
@@ -362,10 +368,8 @@ fn session_env(
     temp_dir: &Path,
     token_launch: bool,
 ) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
-    let mut env = decision.template.env.clone();
-    env.insert("TMPDIR".into(), temp_dir.to_string_lossy().into_owned());
     if !(decision.sandboxed && decision.claude_launch) {
-        return Ok(env);
+        return Ok(relay_env(&decision.template.env, temp_dir, None));
     }
     // A relay-owned config folder of its own, seeded so Claude starts straight into work
     // (no theme, login or trust screens), kept across resume.
@@ -388,14 +392,34 @@ fn session_env(
             return Err(at.refuse(ApiError::sandbox(e)));
         }
     }
-    env.insert(
-        "CLAUDE_CONFIG_DIR".into(),
-        claude_dir.to_string_lossy().into_owned(),
-    );
-    // Claude Code refuses `bypassPermissions` as root unless told it is sandboxed; it is
-    // (docs/session-host.md, "claude (provider) sessions").
-    env.insert("IS_SANDBOX".into(), "1".into());
-    Ok(env)
+    Ok(relay_env(
+        &decision.template.env,
+        temp_dir,
+        Some(&claude_dir),
+    ))
+}
+
+/// The request's `env`: the template's, and over it what relay sets itself — `TMPDIR`,
+/// and for a sandboxed Claude launch (`claude_dir`) its config folder and `IS_SANDBOX`.
+/// (A token launch's `PATH` is set with its sandbox.) `relay sandbox explain` names
+/// the same.
+pub(super) fn relay_env(
+    template_env: &std::collections::BTreeMap<String, String>,
+    temp_dir: &Path,
+    claude_dir: Option<&Path>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = template_env.clone();
+    env.insert("TMPDIR".into(), temp_dir.to_string_lossy().into_owned());
+    if let Some(dir) = claude_dir {
+        env.insert(
+            "CLAUDE_CONFIG_DIR".into(),
+            dir.to_string_lossy().into_owned(),
+        );
+        // Claude Code refuses `bypassPermissions` as root unless told it is sandboxed; it
+        // is (docs/session-host.md, "claude (provider) sessions").
+        env.insert("IS_SANDBOX".into(), "1".into());
+    }
+    env
 }
 
 /// A sandboxed launch's profile and what it reaches.
@@ -443,14 +467,18 @@ fn sandbox_step(
         let path = guard::token_launch_path(&decision.launch_path_env, &writable, &reach.pins);
         env.insert("PATH".into(), path.to_string_lossy().into_owned());
     }
-    // The Settings page explains this very spec (docs/routes.md).
+    // The Settings page explains this very spec (docs/routes.md), and the names of the
+    // environment this launch will get.
     let host_paths = sandbox::HostPaths::current();
-    let explained = Arc::new(sandbox::explain::explain(
-        &spec,
-        backend,
-        &host_paths,
-        &labels,
+    let mut explained = sandbox::explain::explain(&spec, backend, &host_paths, &labels);
+    explained.environment = Some(super::plan::env_names(
+        d,
+        env,
+        Some(&settings.env_passthrough_for(&decision.template)),
+        token_launch,
+        decision.kind == SessionKind::Pty,
     ));
+    let explained = Arc::new(explained);
     let (bytes, ext) = match backend {
         Backend::Seatbelt => (
             sandbox::render_sbpl_on(&spec, &host_paths).into_bytes(),
@@ -592,6 +620,7 @@ async fn record(
     let d = at.d;
     d.started(id, launched.root_pid, launched.target_pid);
     at.row.routing = launched.routing.clone();
+    at.row.env_names = launched.env_names.clone();
     if let Err(e) = d.audit.record(&at.row) {
         // The session goes before anyone hears of it (its groups killed, the host's
         // record dropped), and the launch is refused.
@@ -620,6 +649,7 @@ async fn record(
         session_id: Some(id.to_string()),
         kind: Some(kind_name(at.kind).into()),
         routing: launched.routing,
+        env_names: launched.env_names,
         ..Default::default()
     });
     Ok(d.finish_launch(id))

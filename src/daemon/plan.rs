@@ -349,6 +349,37 @@ fn could_change_unpinned(folder: &Path, reach: &Reach) -> bool {
         && !reach.pins.iter().any(|pin| folder.starts_with(pin))
 }
 
+/// The names a launch's environment will have (never values), from the host's own
+/// recipe (`crate::host::env::build`) given relay's environment, which the host
+/// inherits, and the request's `env` (`launch::relay_env`): what `relay sandbox
+/// explain` and the Settings page show. `allowlist` is the launch's `env_passthrough`
+/// when it is sandboxed.
+pub(super) fn env_names(
+    d: &Daemon,
+    request_env: &std::collections::BTreeMap<String, String>,
+    allowlist: Option<&[String]>,
+    token_launch: bool,
+    pty: bool,
+) -> sandbox::explain::EnvNames {
+    let bridge = d.paths.bridge();
+    let built = crate::host::env::build(crate::host::env::EnvInput {
+        base: std::env::vars_os().collect(),
+        template: request_env,
+        host_names: crate::host::env::host_names("<id>", Some(&bridge)),
+        token_launch,
+        allowlist,
+        pty,
+    });
+    sandbox::explain::EnvNames {
+        names: built
+            .vars
+            .keys()
+            .map(|k| k.to_string_lossy().into_owned())
+            .collect(),
+        inherited: built.inherited,
+    }
+}
+
 /// The folder of the program and, when it is a link, of its real file: a sandboxed
 /// launch can only run what it can read.
 fn program_dirs(program: &Path) -> Vec<PathBuf> {

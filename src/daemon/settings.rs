@@ -53,6 +53,10 @@ pub struct Settings {
     /// leaving it running (docs/settings.md#detach_keys).
     #[serde(default, skip_serializing_if = "DetachKeys::is_default")]
     pub detach_keys: DetachKeys,
+    /// Names of relay's environment every sandboxed launch inherits besides the base
+    /// list and the routing names: exact names or `PREFIX*` (docs/settings.md#env_passthrough).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_passthrough: Vec<String>,
 }
 
 impl Settings {
@@ -86,6 +90,19 @@ impl Settings {
             });
         t.command = self.claude_program();
         t
+    }
+
+    /// What a sandboxed launch of `template` may inherit from relay's environment
+    /// besides the base list and the routing names: the settings' `env_passthrough`,
+    /// then the template's, each entry once.
+    pub fn env_passthrough_for(&self, template: &Template) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in self.env_passthrough.iter().chain(&template.env_passthrough) {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
     }
 
     /// The sandbox backend launches use: `auto` is Seatbelt on macOS and bubblewrap
@@ -354,6 +371,10 @@ pub struct Template {
     pub args: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Names of relay's environment this template's sandboxed launches inherit too,
+    /// added to the top-level `env_passthrough`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_passthrough: Vec<String>,
     /// Absent means sandboxed; only `false` opts out.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub sandbox: bool,
@@ -381,6 +402,7 @@ impl Template {
             command: command.into(),
             args: vec![],
             env: BTreeMap::new(),
+            env_passthrough: vec![],
             sandbox: true,
             read: vec![],
             read_write: vec![],
@@ -474,6 +496,7 @@ const TOP_KEYS: &[&str] = &[
     "claude_token_on_change",
     "retain_ended",
     "detach_keys",
+    "env_passthrough",
 ];
 const PROJECT_KEYS: &[&str] = &["id", "name", "path", "allowed_templates"];
 const TEMPLATE_KEYS: &[&str] = &[
@@ -482,6 +505,7 @@ const TEMPLATE_KEYS: &[&str] = &[
     "command",
     "args",
     "env",
+    "env_passthrough",
     "sandbox",
     "read",
     "read_write",
@@ -560,7 +584,19 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, SettingsError> {
     })
 }
 
+/// An `env_passthrough` list: every entry a name without `=` or NUL, or a non-empty
+/// prefix and one `*` as its last character (`crate::host::env::valid_pattern`).
+fn check_passthrough(list: &[String], key: &str) -> Result<(), String> {
+    match list.iter().find(|p| !crate::host::env::valid_pattern(p)) {
+        None => Ok(()),
+        Some(p) => Err(format!(
+            "{key} entry {p:?} is not a variable name or a prefix ending in * (such as AWS_*)"
+        )),
+    }
+}
+
 fn validate(s: &Settings) -> Result<(), String> {
+    check_passthrough(&s.env_passthrough, "env_passthrough")?;
     let mut ids = std::collections::HashSet::new();
     for p in &s.projects {
         if p.id.is_empty() {
@@ -593,6 +629,10 @@ fn validate(s: &Settings) -> Result<(), String> {
                 t.id, t.model
             ));
         }
+        check_passthrough(
+            &t.env_passthrough,
+            &format!("terminal template {:?}: env_passthrough", t.id),
+        )?;
         if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
             return Err(format!(
                 "terminal template {:?}: permission_mode {:?} is not one word of letters",
@@ -657,6 +697,7 @@ pub fn seed() -> Settings {
         claude_token_on_change: OnTokenChange::Stop,
         retain_ended: Retention::DEFAULT,
         detach_keys: DetachKeys::default_keys(),
+        env_passthrough: vec![],
     }
 }
 
@@ -740,6 +781,47 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.problem.contains("loopback"), "{e}");
+    }
+
+    #[test]
+    fn env_passthrough_entries_are_checked_and_merged_per_template() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(
+            p,
+            br#"{"env_passthrough": ["GITHUB_TOKEN", "AWS_*"],
+                 "terminal_templates": [{"id": "t", "command": "/bin/sh",
+                                         "env_passthrough": ["AWS_*", "NPM_TOKEN"]}]}"#,
+        )
+        .unwrap();
+        assert!(l.unknown_keys.is_empty(), "{:?}", l.unknown_keys);
+        let t = l.settings.template("t").unwrap();
+        assert_eq!(
+            l.settings.env_passthrough_for(t),
+            ["GITHUB_TOKEN", "AWS_*", "NPM_TOKEN"]
+        );
+        for bad in ["*", "A*B", "A=B", "", "**"] {
+            let top = format!(r#"{{"env_passthrough": ["OK", {bad:?}]}}"#);
+            let e = parse(p, top.as_bytes()).err().unwrap();
+            assert!(
+                e.problem
+                    .starts_with(&format!("env_passthrough entry {bad:?} is not")),
+                "{e}"
+            );
+            let in_template = format!(
+                r#"{{"terminal_templates": [{{"id": "t", "command": "/bin/sh", "env_passthrough": [{bad:?}]}}]}}"#
+            );
+            let e = parse(p, in_template.as_bytes()).err().unwrap();
+            assert!(
+                e.problem.starts_with(&format!(
+                    "terminal template \"t\": env_passthrough entry {bad:?} is not"
+                )),
+                "{e}"
+            );
+        }
+        let e = parse(p, br#"{"env_passthrough": "GITHUB_TOKEN"}"#)
+            .err()
+            .unwrap();
+        assert!(e.problem.contains("expected a sequence"), "{e}");
     }
 
     #[test]

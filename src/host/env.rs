@@ -2,13 +2,16 @@
 //! ([session-host.md](../../docs/session-host.md#what-a-child-inherits)).
 //!
 //! Order, later wins: the host's own environment minus relay's credentials and the
-//! launching Claude Code session's variables; the template's `env`; the host's names;
-//! on a token launch, every other way of signing in removed and the token descriptor
-//! variable set last, so relay's value beats a template's. What routes the traffic (the
-//! API's address, proxies, certificate authorities) is the person's and stays.
+//! launching Claude Code session's variables — for a sandboxed launch only an allowlist
+//! of it (the base names, the routing names and the settings' `env_passthrough`); the
+//! template's `env`; the host's names; on a token launch, every other way of signing in
+//! removed and the token descriptor variable set last, so relay's value beats a
+//! template's. What routes the traffic (the API's address, proxies, certificate
+//! authorities) is the person's and stays.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
+use std::path::Path;
 
 use crate::protocol::{Routing, TOKEN_FD_VAR};
 
@@ -100,38 +103,126 @@ pub fn is_sign_in(name: &str) -> bool {
             .any(|s| name.ends_with(s)))
 }
 
+/// What a sandboxed target takes from relay's environment besides the routing names
+/// and `env_passthrough`: what a shell and the tools it runs need to find programs and
+/// the home, name the user, draw the terminal and speak the person's language and time
+/// zone. `TMPDIR` is relay's own anyway (the session's temp folder). Every other name —
+/// `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, whatever the shell that started relay
+/// exported — stays out of a sandbox unless the settings pass it through
+/// (docs/settings.md#env_passthrough).
+pub const BASE: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    "LANG",
+    "TZ",
+    "TMPDIR",
+];
+
+/// Besides [`BASE`]: the locale's categories, `LC_*` (`LC_ALL`, `LC_CTYPE`, …).
+pub const BASE_PREFIX: &str = "LC_";
+
+pub fn is_base(name: &str) -> bool {
+    BASE.contains(&name) || name.starts_with(BASE_PREFIX)
+}
+
+/// An `env_passthrough` entry: an exact name, or a prefix followed by one `*` as its
+/// last character (`AWS_*`). The prefix must be a usable name of its own: a lone `*`,
+/// which would pass everything, is not an entry.
+pub fn valid_pattern(pattern: &str) -> bool {
+    let name = pattern.strip_suffix('*').unwrap_or(pattern);
+    valid_name(name) && !name.contains('*')
+}
+
+/// Whether `name` is one that `pattern` ([`valid_pattern`]) passes through.
+pub fn pattern_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
+
 pub struct EnvInput<'a> {
+    /// The host's own environment (the daemon's).
     pub base: Vec<(OsString, OsString)>,
     pub template: &'a BTreeMap<String, String>,
     pub host_names: Vec<(String, String)>,
     pub token_launch: bool,
+    /// A sandboxed launch: of `base`, only the [`BASE`] names, the [`ROUTING`] names and
+    /// those these `env_passthrough` patterns match. `None` (an unsandboxed launch):
+    /// all of it but relay's scrub.
+    pub allowlist: Option<&'a [String]>,
+    /// A pty session: `TERM` gets a default when nothing set it.
+    pub pty: bool,
 }
 
-pub fn build(input: EnvInput<'_>) -> BTreeMap<OsString, OsString> {
+/// The environment [`build`] made.
+#[derive(Debug, Default)]
+pub struct Built {
+    pub vars: BTreeMap<OsString, OsString>,
+    /// The names whose value came from `base` (relay's environment) and were not
+    /// replaced or removed by a later step, sorted: what the audit row names.
+    pub inherited: Vec<String>,
+}
+
+pub fn build(input: EnvInput<'_>) -> Built {
     let mut env: BTreeMap<OsString, OsString> = BTreeMap::new();
+    let mut inherited: BTreeSet<String> = BTreeSet::new();
     for (name, value) in input.base {
-        let keep = match name.to_str() {
-            Some(n) => !is_relay_var(n) && (!is_claude_session_var(n) || is_routing(n)),
-            None => false,
+        let Some(n) = name.to_str() else { continue };
+        // The scrub holds for every launch, so no passthrough brings these back.
+        let scrubbed = is_relay_var(n) || (is_claude_session_var(n) && !is_routing(n));
+        let allowed = match input.allowlist {
+            None => true,
+            Some(patterns) => {
+                is_base(n) || is_routing(n) || patterns.iter().any(|p| pattern_matches(p, n))
+            }
         };
-        if keep {
+        if !scrubbed && allowed {
+            inherited.insert(n.to_string());
             env.insert(name, value);
         }
     }
     for (name, value) in input.template {
+        inherited.remove(name.as_str());
         env.insert(name.into(), value.into());
     }
     for (name, value) in input.host_names {
+        inherited.remove(name.as_str());
         env.insert(name.into(), value.into());
     }
     if input.token_launch {
         env.retain(|name, _| name.to_str().is_none_or(|n| !is_sign_in(n)));
+        inherited.retain(|n| !is_sign_in(n));
         env.insert(
             TOKEN_FD_VAR.into(),
             relay_shim::fds::TOKEN_FD.to_string().into(),
         );
     }
-    env
+    if input.pty && !env.contains_key(OsStr::new("TERM")) {
+        env.insert("TERM".into(), "xterm-256color".into());
+    }
+    Built {
+        vars: env,
+        inherited: inherited.into_iter().collect(),
+    }
+}
+
+/// The names the host sets in every session: its id, and the bridge socket the shim says
+/// Hello on (when the host was given one).
+pub fn host_names(session_id: &str, bridge_socket: Option<&Path>) -> Vec<(String, String)> {
+    let mut names = vec![("RELAY_SESSION_ID".to_string(), session_id.to_string())];
+    if let Some(b) = bridge_socket {
+        names.push((
+            "RELAY_BRIDGE_SOCKET".to_string(),
+            b.to_string_lossy().into_owned(),
+        ));
+    }
+    names
 }
 
 /// The routing variables in effect in `env`: their names, and for
@@ -202,7 +293,10 @@ mod tests {
             template: &t,
             host_names: vec![],
             token_launch: false,
-        });
+            allowlist: None,
+            pty: false,
+        })
+        .vars;
         assert_eq!(get(&env, "PATH"), Some("/usr/bin"));
         for gone in [
             "CLAUDECODE",
@@ -223,7 +317,10 @@ mod tests {
             template: &t,
             host_names: vec![],
             token_launch: false,
-        });
+            allowlist: None,
+            pty: false,
+        })
+        .vars;
         assert_eq!(get(&env, TOKEN_FD_VAR), Some("9"));
     }
 
@@ -239,7 +336,10 @@ mod tests {
             template: &t,
             host_names: vec![("RELAY_SESSION_ID".into(), "s1".into())],
             token_launch: true,
-        });
+            allowlist: None,
+            pty: false,
+        })
+        .vars;
         assert_eq!(get(&env, TOKEN_FD_VAR), Some("5"));
         assert_eq!(get(&env, "ANTHROPIC_BASE_URL"), Some("http://evil"));
         assert_eq!(get(&env, "ANTHROPIC_API_KEY"), None);
@@ -278,7 +378,10 @@ mod tests {
             template: &t,
             host_names: vec![],
             token_launch: true,
-        });
+            allowlist: None,
+            pty: false,
+        })
+        .vars;
         for gone in [
             "ANTHROPIC_AUTH_TOKEN",
             "AWS_BEARER_TOKEN_BEDROCK",
@@ -305,6 +408,192 @@ mod tests {
         assert_eq!(r.anthropic_base_url_host.as_deref(), Some("gw.corp:8443"));
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("pw") && !text.contains("k=v"), "{text}");
+    }
+
+    /// relay's environment as a shell that exported secrets leaves it.
+    fn exported() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/ada"),
+            ("USER", "ada"),
+            ("LOGNAME", "ada"),
+            ("SHELL", "/bin/bash"),
+            ("TERM", "xterm-kitty"),
+            ("COLORTERM", "truecolor"),
+            ("LANG", "de_DE.UTF-8"),
+            ("LC_ALL", "de_DE.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("TZ", "Europe/Berlin"),
+            ("TMPDIR", "/tmp"),
+            ("HTTPS_PROXY", "http://proxy.corp:3128"),
+            ("GITHUB_TOKEN", "ghp_secret"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+            ("AWS_PROFILE", "work"),
+            ("AWSOME", "not-aws"),
+            ("SSH_AUTH_SOCK", "/run/user/1000/ssh-agent"),
+            ("ANTHROPIC_API_KEY", "sk-base"),
+            ("RELAY_API_TOKEN", "x"),
+            ("CLAUDE_CODE_ENTRYPOINT", "cli"),
+        ]
+        .iter()
+        .map(|(a, b)| (OsString::from(a), OsString::from(b)))
+        .collect()
+    }
+
+    fn sandboxed(passthrough: &[&str], token_launch: bool) -> Built {
+        let patterns: Vec<String> = passthrough.iter().map(|p| p.to_string()).collect();
+        let t = BTreeMap::from([
+            ("TMPDIR".to_string(), "/tmp/relay-t1".to_string()),
+            ("EDITOR".to_string(), "vi".to_string()),
+        ]);
+        build(EnvInput {
+            base: exported(),
+            template: &t,
+            host_names: host_names("t1", Some(Path::new("/cfg/bridge.sock"))),
+            token_launch,
+            allowlist: Some(&patterns),
+            pty: false,
+        })
+    }
+
+    #[test]
+    fn a_sandboxed_launch_keeps_the_base_names_and_drops_the_rest() {
+        let built = sandboxed(&[], false);
+        let env = &built.vars;
+        for (name, value) in [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/ada"),
+            ("USER", "ada"),
+            ("LOGNAME", "ada"),
+            ("SHELL", "/bin/bash"),
+            ("TERM", "xterm-kitty"),
+            ("COLORTERM", "truecolor"),
+            ("LANG", "de_DE.UTF-8"),
+            ("LC_ALL", "de_DE.UTF-8"),
+            ("LC_TIME", "en_GB.UTF-8"),
+            ("TZ", "Europe/Berlin"),
+            ("HTTPS_PROXY", "http://proxy.corp:3128"),
+            // relay's and the template's own, whatever the allowlist.
+            ("TMPDIR", "/tmp/relay-t1"),
+            ("EDITOR", "vi"),
+            ("RELAY_SESSION_ID", "t1"),
+            ("RELAY_BRIDGE_SOCKET", "/cfg/bridge.sock"),
+        ] {
+            assert_eq!(get(env, name), Some(value), "{name}");
+        }
+        for gone in [
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_PROFILE",
+            "AWSOME",
+            "SSH_AUTH_SOCK",
+            "ANTHROPIC_API_KEY",
+            "RELAY_API_TOKEN",
+            "CLAUDE_CODE_ENTRYPOINT",
+        ] {
+            assert_eq!(get(env, gone), None, "{gone}");
+        }
+        // Only what came from relay's environment is named; TMPDIR is relay's own.
+        assert_eq!(
+            built.inherited,
+            [
+                "COLORTERM",
+                "HOME",
+                "HTTPS_PROXY",
+                "LANG",
+                "LC_ALL",
+                "LC_TIME",
+                "LOGNAME",
+                "PATH",
+                "SHELL",
+                "TERM",
+                "TZ",
+                "USER"
+            ]
+        );
+    }
+
+    #[test]
+    fn passthrough_takes_exact_names_and_prefixes() {
+        let built = sandboxed(&["GITHUB_TOKEN", "AWS_*"], false);
+        let env = &built.vars;
+        assert_eq!(get(env, "GITHUB_TOKEN"), Some("ghp_secret"));
+        assert_eq!(get(env, "AWS_SECRET_ACCESS_KEY"), Some("aws-secret"));
+        assert_eq!(get(env, "AWS_PROFILE"), Some("work"));
+        // `AWS_*` is the prefix `AWS_`, not `AWS`.
+        assert_eq!(get(env, "AWSOME"), None);
+        assert_eq!(get(env, "SSH_AUTH_SOCK"), None);
+        for name in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"] {
+            assert!(built.inherited.iter().any(|n| n == name), "{name}");
+        }
+        // No passthrough brings back relay's own names or a launching Claude Code's.
+        let built = sandboxed(&["RELAY_*", "CLAUDE_CODE_*"], false);
+        assert_eq!(get(&built.vars, "RELAY_API_TOKEN"), None);
+        assert_eq!(get(&built.vars, "CLAUDE_CODE_ENTRYPOINT"), None);
+    }
+
+    #[test]
+    fn a_token_launch_removes_sign_in_names_even_when_passed_through() {
+        let built = sandboxed(&["ANTHROPIC_API_KEY", "ANTHROPIC_*"], true);
+        assert_eq!(get(&built.vars, "ANTHROPIC_API_KEY"), None);
+        assert_eq!(get(&built.vars, TOKEN_FD_VAR), Some("5"));
+        assert!(!built.inherited.iter().any(|n| n == "ANTHROPIC_API_KEY"));
+        // Without the token it passes, as asked.
+        let built = sandboxed(&["ANTHROPIC_API_KEY"], false);
+        assert_eq!(get(&built.vars, "ANTHROPIC_API_KEY"), Some("sk-base"));
+    }
+
+    #[test]
+    fn an_unsandboxed_launch_keeps_all_but_the_scrub() {
+        let t = BTreeMap::new();
+        let built = build(EnvInput {
+            base: exported(),
+            template: &t,
+            host_names: vec![],
+            token_launch: false,
+            allowlist: None,
+            pty: true,
+        });
+        for name in [
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "SSH_AUTH_SOCK",
+            "AWSOME",
+        ] {
+            assert!(get(&built.vars, name).is_some(), "{name}");
+        }
+        assert_eq!(get(&built.vars, "RELAY_API_TOKEN"), None);
+        assert_eq!(get(&built.vars, "TERM"), Some("xterm-kitty"));
+    }
+
+    #[test]
+    fn a_pty_gets_a_term_only_when_nothing_set_one() {
+        let t = BTreeMap::new();
+        let built = build(EnvInput {
+            base: vec![],
+            template: &t,
+            host_names: vec![],
+            token_launch: false,
+            allowlist: Some(&[]),
+            pty: true,
+        });
+        assert_eq!(get(&built.vars, "TERM"), Some("xterm-256color"));
+        assert!(built.inherited.is_empty());
+    }
+
+    #[test]
+    fn passthrough_patterns_are_names_or_one_trailing_star() {
+        for good in ["GITHUB_TOKEN", "AWS_*", "A*", "lower_case", "X"] {
+            assert!(valid_pattern(good), "{good}");
+        }
+        for bad in ["", "*", "**", "A*B", "*_KEY", "A**", "A=B", "A=*", "A\0B"] {
+            assert!(!valid_pattern(bad), "{bad:?}");
+        }
+        assert!(pattern_matches("AWS_*", "AWS_"));
+        assert!(pattern_matches("AWS_*", "AWS_REGION"));
+        assert!(!pattern_matches("AWS_*", "AWS"));
+        assert!(pattern_matches("GITHUB_TOKEN", "GITHUB_TOKEN"));
+        assert!(!pattern_matches("GITHUB_TOKEN", "GITHUB_TOKEN_2"));
     }
 
     #[test]

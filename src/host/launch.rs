@@ -98,6 +98,16 @@ pub fn validate(req: &LaunchRequest) -> Result<(), LaunchError> {
     if req.env.values().any(|v| v.contains('\0')) {
         return bad("env values must not contain NUL");
     }
+    if let Some(p) = req
+        .env_allowlist
+        .iter()
+        .flat_map(|a| &a.passthrough)
+        .find(|p| !env::valid_pattern(p))
+    {
+        return Err(LaunchError::InvalidSpec(format!(
+            "env_allowlist entry {p:?} is not a name or a PREFIX* pattern"
+        )));
+    }
     if let Some(pty) = req.pty {
         if pty.cols == 0 || pty.rows == 0 {
             return bad("pty size must be at least 1x1");
@@ -226,29 +236,24 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         "launch"
     );
     let token_launch = req.claude_token.is_some();
-    let mut host_names = vec![("RELAY_SESSION_ID".to_string(), req.session_id.clone())];
-    if let Some(b) = &host.cfg.bridge_socket {
-        host_names.push((
-            "RELAY_BRIDGE_SOCKET".to_string(),
-            b.to_string_lossy().into_owned(),
-        ));
-    }
     let pty_size = req.pty.unwrap_or_default();
     let is_pty = req.kind == SessionKind::Pty;
-    let mut env = env::build(env::EnvInput {
+    let built = env::build(env::EnvInput {
         base: req
             .base_env
             .iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect(),
         template: &req.env,
-        host_names,
+        host_names: env::host_names(&req.session_id, host.cfg.bridge_socket.as_deref()),
         token_launch,
+        allowlist: req.env_allowlist.as_ref().map(|a| a.passthrough.as_slice()),
+        pty: is_pty,
     });
-    let routing = token_launch.then(|| env::routing(&env));
-    if is_pty && !env.contains_key(std::ffi::OsStr::new("TERM")) {
-        env.insert("TERM".into(), "xterm-256color".into());
-    }
+    let routing = token_launch.then(|| env::routing(&built.vars));
+    // Names only, for the audit row: what this sandbox took from relay's environment.
+    let env_names = req.env_allowlist.is_some().then_some(built.inherited);
+    let env = built.vars;
 
     let (master, stdin, stdout, stderr) = if is_pty {
         let (master, slave) = match terminal::open_pty(pty_size) {
@@ -497,6 +502,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         root_pid: shim_pid,
         target_pid,
         routing,
+        env_names,
     })
 }
 
@@ -546,6 +552,7 @@ mod tests {
             claude_token: None,
             redact_token: None,
             hold_output: false,
+            env_allowlist: None,
         }
     }
 
@@ -609,6 +616,18 @@ mod tests {
         let mut r = req();
         r.directory = "relative".into();
         assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec));
+        for bad in ["*", "A*B", "A=B", ""] {
+            let mut r = req();
+            r.env_allowlist = Some(crate::protocol::EnvAllowlist {
+                passthrough: vec!["GITHUB_TOKEN".into(), bad.into()],
+            });
+            assert_eq!(code(validate(&r)), Some(HostCode::InvalidSpec), "{bad:?}");
+        }
+        let mut r = req();
+        r.env_allowlist = Some(crate::protocol::EnvAllowlist {
+            passthrough: vec!["GITHUB_TOKEN".into(), "AWS_*".into()],
+        });
+        assert_eq!(code(validate(&r)), None);
     }
 }
 

@@ -70,9 +70,24 @@ pub struct Explanation {
     /// Unix sockets the sandbox cannot connect to.
     pub denied_sockets: Vec<Place>,
     pub network: NetworkView,
+    /// The environment a launch starts with, by name (never a value). Absent where it
+    /// was not worked out (a session read back from the ledger).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvNames>,
     /// Limits worth knowing about this sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// The names of a launch's environment, never their values.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvNames {
+    /// Every name the tool starts with, sorted.
+    pub names: Vec<String>,
+    /// Those whose value comes from relay's own environment (the base list, the routing
+    /// names and `env_passthrough` for a sandboxed launch; everything but relay's scrub
+    /// for an unsandboxed one), sorted. The others relay or the template sets.
+    pub inherited: Vec<String>,
 }
 
 /// Why each path is in a spec, as the daemon knows it: matched against a place's
@@ -136,6 +151,7 @@ pub fn unsandboxed(workdir: &Path) -> Explanation {
             denied_ports: vec![],
             how: "not sandboxed: the host's network, every port".into(),
         },
+        environment: None,
         notes: vec![
             "not sandboxed (the template says \"sandbox\": false): the tool runs with your \
              full access and never gets the token"
@@ -265,6 +281,7 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
         denied,
         denied_sockets,
         network,
+        environment: None,
         notes,
     }
 }
@@ -320,11 +337,36 @@ fn seatbelt_system(host: &HostPaths) -> Vec<Place> {
     out
 }
 
+/// The environment's names as two lines, those relay or the template sets and those
+/// taken from relay's environment.
+fn environment_text(out: &mut String, env: &EnvNames) {
+    let own: Vec<&str> = env
+        .names
+        .iter()
+        .filter(|n| !env.inherited.contains(n))
+        .map(String::as_str)
+        .collect();
+    let list = |names: &[&str]| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(" ")
+        }
+    };
+    let inherited: Vec<&str> = env.inherited.iter().map(String::as_str).collect();
+    let _ = writeln!(out, "environment (names only):");
+    let _ = writeln!(out, "  set by relay or the template: {}", list(&own));
+    let _ = writeln!(out, "  from relay's environment: {}", list(&inherited));
+}
+
 /// The explanation as text, one path per line, for `relay sandbox explain`.
 pub fn to_text(e: &Explanation) -> String {
     let mut out = String::new();
     if !e.sandboxed {
         let _ = writeln!(out, "not sandboxed  (working directory {})", e.workdir);
+        if let Some(env) = &e.environment {
+            environment_text(&mut out, env);
+        }
         for n in &e.notes {
             let _ = writeln!(out, "note: {n}");
         }
@@ -378,6 +420,9 @@ pub fn to_text(e: &Explanation) -> String {
         "network: {}; denied ports: {ports}  — {}",
         e.network.mode, e.network.how
     );
+    if let Some(env) = &e.environment {
+        environment_text(&mut out, env);
+    }
     for n in &e.notes {
         let _ = writeln!(out, "note: {n}");
     }
@@ -650,5 +695,26 @@ mod tests {
         let back: Explanation = serde_json::from_str(&json).unwrap();
         assert_eq!(back, e, "the wire form reads back");
         assert!(to_text(&unsandboxed(Path::new("/w"))).starts_with("not sandboxed"));
+    }
+
+    #[test]
+    fn the_environment_is_named_never_valued() {
+        let (spec, labels) = spec();
+        let mut e = explain(&spec, Backend::Bwrap, &HostPaths::default(), &labels);
+        assert!(!to_text(&e).contains("environment"));
+        e.environment = Some(EnvNames {
+            names: ["HOME", "PATH", "RELAY_SESSION_ID", "TMPDIR"]
+                .map(String::from)
+                .to_vec(),
+            inherited: ["HOME", "PATH"].map(String::from).to_vec(),
+        });
+        let want = "environment (names only):\n  set by relay or the template: RELAY_SESSION_ID TMPDIR\n  from relay's environment: HOME PATH\n";
+        assert!(to_text(&e).contains(want), "{}", to_text(&e));
+        let json = serde_json::to_string(&e).unwrap();
+        let back: Explanation = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+        let mut u = unsandboxed(Path::new("/w"));
+        u.environment = Some(EnvNames::default());
+        assert!(to_text(&u).contains("  from relay's environment: none\n"));
     }
 }

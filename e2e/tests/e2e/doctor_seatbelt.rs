@@ -55,7 +55,7 @@ fn doctor_on_seatbelt_runs_canary_and_auth_status_through_sandbox_exec_and_fails
     let token = format!("sk-ant-oat01-{}", random_hex(40));
     let launcher = relay_e2e::bin("sandbox-exec");
     let mut s = base_settings(Some(TOKEN_SETTING));
-    s["session_sandbox"] = json!({"backend": "seatbelt", "seatbelt_launcher": launcher});
+    relay_e2e::seatbelt::use_seatbelt(&mut s, &launcher);
     if let Some(c) = &claude {
         s["terminal_templates"][0]["command"] = json!(c);
     }

@@ -93,6 +93,12 @@ fn sandbox_explain_prints_what_a_terminal_of_the_template_gets_and_a_launch_gets
         assert_eq!(live[list], x[list], "{list} differs from the launch's");
     }
     assert_eq!(live["network"], x["network"]);
+    // The same environment, by name: relay's, the template's and the base names.
+    assert_eq!(live["environment"], x["environment"]);
+    let names = x["environment"]["names"].as_array().unwrap();
+    for name in ["HOME", "PATH", "RELAY_SESSION_ID", "TMPDIR", "TERM"] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
     // Only the temp folder's name differs: the launch minted an id.
     let temp = |v: &Value| -> Vec<String> {
         let all = v["write"].as_array().unwrap().iter();

@@ -39,10 +39,7 @@ fn launch() -> Launched {
     let through_link = links.join("home/.config/acme-ltt/token");
 
     let mut s = base_settings(Some(through_link.to_str().unwrap()));
-    s["session_sandbox"] = json!({
-        "backend": "seatbelt",
-        "seatbelt_launcher": seatbelt::launcher(),
-    });
+    seatbelt::use_seatbelt(&mut s, &seatbelt::launcher());
     s["terminal_templates"][0]["read_write"] = json!(["~"]);
     std::fs::create_dir_all(r.home.join("scratch")).unwrap();
     // `claude` is `~/.local/bin/claude`, in a folder the template writes: pinned.

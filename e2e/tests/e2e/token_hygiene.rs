@@ -1,10 +1,12 @@
 //! Token hygiene beyond the contract, through the real daemon, host, shim and bwrap:
 //! Claude settings that would sign Claude Code in another way refuse the token launch
 //! (naming the file and the key, never a value), a token file holding an API key is
-//! refused, `relay doctor` warns on a token not shaped like a setup token, and the
-//! daemon and the host keep same-uid readers out of their memory. The guards are in
-//! `docs/THREAT-MODEL.md` ("Other sign-ins", "Hardened processes"); `docs/testing.md`
-//! says which guard was removed to see each test fail.
+//! refused, `relay doctor` warns on a token not shaped like a setup token, the daemon
+//! and the host keep same-uid readers out of their memory, and what the shell that
+//! started relay exported reaches a sandbox only as far as `env_passthrough` says. The
+//! guards are in `docs/THREAT-MODEL.md` ("Other sign-ins", "Hardened processes",
+//! "Guards and where they are enforced"); `docs/testing.md` says which guard was
+//! removed to see each test fail.
 
 use relay::daemon::error::Code;
 use std::os::unix::fs::MetadataExt;
@@ -380,4 +382,235 @@ fn core_limit(limits: &str) -> Option<(&str, &str)> {
     let line = limits.lines().find(|l| l.contains("Max core file size"))?;
     let mut words = line.split("Max core file size").nth(1)?.split_whitespace();
     Some((words.next()?, words.next()?))
+}
+
+/// Fails naming `what` (never the value) when `needle` is in `hay`.
+fn assert_not_in(hay: &[u8], needle: &str, what: &str, place: &str) {
+    let n = needle.as_bytes();
+    assert!(
+        !hay.windows(n.len()).any(|w| w == n),
+        "{what} reached {place}"
+    );
+}
+
+fn holds(hay: &[u8], needle: &str) -> bool {
+    let n = needle.as_bytes();
+    hay.windows(n.len()).any(|w| w == n)
+}
+
+/// What `env` prints in a terminal of `template` in the project, run to its end: the
+/// terminal's id and its log.
+fn env_in_terminal(r: &Relay, template: &str) -> (String, Vec<u8>) {
+    let v = r.template_terminal(template, "env");
+    let id = v["id"].as_str().unwrap().to_string();
+    let ev = r.wait_exited(&id);
+    assert_eq!(ev["exit_status"], 0, "{ev}");
+    let (status, _, log) = r.api("GET", &format!("/api/terminals/{id}/log"), None);
+    assert_eq!(status, 200);
+    (id, log)
+}
+
+/// The `env_names` of `id`'s launch row (`None` when the row has none).
+fn launch_env_names(r: &Relay, id: &str) -> Option<Vec<String>> {
+    let row = r
+        .audit_rows()
+        .into_iter()
+        .rev()
+        .find(|row| row["action"] == "session_launch" && row["session_id"] == id)
+        .unwrap_or_else(|| panic!("no launch row for {id}"));
+    row.get("env_names").map(|names| {
+        names
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect()
+    })
+}
+
+/// `relay sandbox explain TEMPLATE --json`'s environment: every name, and those from
+/// relay's environment.
+fn explained_env(r: &Relay, template: &str) -> (Vec<String>, Vec<String>) {
+    let x = r.cli_json(&["sandbox", "explain", template]);
+    let list = |key: &str| -> Vec<String> {
+        x["environment"][key]
+            .as_array()
+            .unwrap_or_else(|| panic!("no environment.{key}: {x}"))
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect()
+    };
+    (list("names"), list("inherited"))
+}
+
+#[test]
+fn relays_environment_secrets_never_reach_a_sandboxed_session() {
+    // What the shell that started `relay serve` exported: credentials of its own, each
+    // a random value of its own.
+    let github = format!("ghp_{}", relay_e2e::random_hex(18));
+    let aws = format!("aws-{}", relay_e2e::random_hex(18));
+    let api_key = format!("key-{}", relay_e2e::random_hex(18));
+    let secrets = [
+        ("GITHUB_TOKEN", github.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", aws.as_str()),
+        ("ANTHROPIC_API_KEY", api_key.as_str()),
+    ];
+    let mut r = Relay::prepare(None, false);
+    r.serve_env = secrets
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut s = base_settings(Some(TOKEN_SETTING));
+    s["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "open", "command": "/bin/sh", "sandbox": false}));
+    r.write_settings(&s);
+    r.write_token(&fake_token());
+    r.launch_daemon();
+    let absent_everywhere = |hay: &[u8], place: &str| {
+        for (name, value) in &secrets {
+            assert_not_in(hay, &format!("{name}="), name, place);
+            assert_not_in(hay, value, &format!("the value of {name}"), place);
+        }
+    };
+
+    // A sandboxed shell gets none of it, by name or by value; the base names it gets.
+    let (shell, log) = env_in_terminal(&r, "shell");
+    absent_everywhere(&log, "a sandboxed terminal's env");
+    for kept in [
+        "HOME=",
+        "PATH=",
+        "LANG=C.UTF-8",
+        "TMPDIR=",
+        "RELAY_SESSION_ID=",
+    ] {
+        assert!(holds(&log, kept), "{kept} not in the sandboxed env");
+    }
+    // Its launch row names what it took from relay's environment, and only that.
+    assert_eq!(
+        launch_env_names(&r, &shell).as_deref(),
+        Some(&["HOME", "LANG", "PATH"].map(String::from)[..])
+    );
+    let (names, inherited) = explained_env(&r, "shell");
+    for (name, _) in &secrets {
+        assert!(!names.iter().any(|n| n == name), "explain lists {name}");
+    }
+    assert!(names.iter().any(|n| n == "RELAY_SESSION_ID"), "{names:?}");
+    assert_eq!(inherited, ["HOME", "LANG", "PATH"]);
+    // A headless Claude session (bypassPermissions, on the token): none of it either.
+    let (status, v, _) = start_session(&r);
+    assert_eq!(status, 201, "{v}");
+    let sid = v["id"].as_str().unwrap().to_string();
+    let reply = r.turn(&sid, "!sh env");
+    assert!(reply.starts_with("exit: 0\n"), "{reply}");
+    absent_everywhere(reply.as_bytes(), "a headless session's env");
+    assert!(reply.contains("\nHOME="), "{reply}");
+    assert_eq!(
+        launch_env_names(&r, &sid).as_deref(),
+        Some(&["HOME", "LANG"].map(String::from)[..]),
+        "a token launch's PATH is relay's own"
+    );
+    // An unsandboxed template keeps the whole environment, as before, and its row
+    // names nothing.
+    let (open, log) = env_in_terminal(&r, "open");
+    assert!(holds(&log, &format!("GITHUB_TOKEN={github}")));
+    assert_eq!(launch_env_names(&r, &open), None);
+
+    // Passed through by the settings (a name for every launch, a prefix for the shell
+    // template only), they reach the sandboxes that name them.
+    s["env_passthrough"] = json!(["GITHUB_TOKEN", "ANTHROPIC_API_KEY"]);
+    s["terminal_templates"][1]["env_passthrough"] = json!(["AWS_*"]);
+    r.write_settings(&s);
+    let (shell, log) = env_in_terminal(&r, "shell");
+    for (name, value) in &secrets {
+        assert!(
+            holds(&log, &format!("{name}={value}")),
+            "{name} not passed through"
+        );
+    }
+    let passed = [
+        "ANTHROPIC_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN",
+        "HOME",
+        "LANG",
+        "PATH",
+    ]
+    .map(String::from);
+    assert_eq!(launch_env_names(&r, &shell).as_deref(), Some(&passed[..]));
+    let ev = r.wait_event(|e| e["name"] == "session.launch" && e["session_id"] == shell.as_str());
+    assert_eq!(ev["env_names"], json!(passed), "{ev}");
+    assert_eq!(explained_env(&r, "shell").1, passed);
+    let (names, inherited) = explained_env(&r, "claude-code");
+    assert_eq!(inherited, ["GITHUB_TOKEN", "HOME", "LANG"]);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == "AWS_SECRET_ACCESS_KEY" || n == "ANTHROPIC_API_KEY"),
+        "{names:?}"
+    );
+    let text = r.cli(&["sandbox", "explain", "shell"]);
+    assert!(
+        text.stdout
+            .contains("  from relay's environment: ANTHROPIC_API_KEY AWS_SECRET_ACCESS_KEY GITHUB_TOKEN HOME LANG PATH\n"),
+        "{}",
+        text.stdout
+    );
+    // The headless session's template has no `AWS_*`, and a token launch still loses
+    // every other sign-in, passed through or not.
+    let (status, v, _) = start_session(&r);
+    assert_eq!(status, 201, "{v}");
+    let sid = v["id"].as_str().unwrap().to_string();
+    let reply = r.turn(&sid, "!sh env");
+    assert!(
+        reply.contains(&format!("\nGITHUB_TOKEN={github}\n")),
+        "{reply}"
+    );
+    for (name, value) in &secrets[1..] {
+        assert_not_in(
+            reply.as_bytes(),
+            &format!("{name}="),
+            name,
+            "the token session",
+        );
+        assert_not_in(reply.as_bytes(), value, name, "the token session");
+    }
+    assert_eq!(
+        launch_env_names(&r, &sid).as_deref(),
+        Some(&["GITHUB_TOKEN", "HOME", "LANG"].map(String::from)[..])
+    );
+    assert!(!r.start_line(&sid)["env_names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n == "ANTHROPIC_API_KEY" || n == "AWS_SECRET_ACCESS_KEY"));
+
+    // Names, never values: no audit row, event, log line or explanation holds one.
+    let (_, events, _) = r.api("GET", "/api/events?after=0", None);
+    for (place, bytes) in [
+        (
+            "audit.jsonl",
+            std::fs::read(r.config.join("audit.jsonl")).unwrap(),
+        ),
+        (
+            "events.jsonl",
+            std::fs::read(r.config.join("events.jsonl")).unwrap(),
+        ),
+        ("GET /api/events", events.to_string().into_bytes()),
+        (
+            "relay.log",
+            std::fs::read(r.config.join("relay.log")).unwrap(),
+        ),
+        (
+            "host.log",
+            std::fs::read(r.config.join("sessions/host.log")).unwrap(),
+        ),
+        ("relay serve's output", r.output()),
+        ("relay sandbox explain", text.stdout.into_bytes()),
+    ] {
+        for (name, value) in &secrets {
+            assert_not_in(&bytes, value, &format!("the value of {name}"), place);
+        }
+    }
 }
