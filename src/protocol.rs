@@ -152,7 +152,7 @@ pub struct LaunchRequest {
     pub env_allowlist: Option<EnvAllowlist>,
 }
 
-/// What a sandboxed target may inherit from the host's environment besides the base
+/// What a sandboxed target may inherit of `base_env` (relay's environment) besides the base
 /// names and the routing names (`crate::host::env`): the settings' and the template's
 /// `env_passthrough`, exact names and `PREFIX*` patterns.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,8 @@
 //! The environment a session's shim (and so its target) receives
 //! ([session-host.md](../../docs/session-host.md#what-a-child-inherits)).
 //!
-//! Order, later wins: the host's own environment minus relay's credentials and the
+//! Order, later wins: `relay serve`'s environment (sent with each launch request; the
+//! host itself runs with none of it) minus relay's credentials and the
 //! launching Claude Code session's variables — for a sandboxed launch only an allowlist
 //! of it (the base names, the routing names and the settings' `env_passthrough`); the
 //! template's `env`; the host's names; on a token launch, every other way of signing in
@@ -147,7 +148,7 @@ pub fn pattern_matches(pattern: &str, name: &str) -> bool {
 }
 
 pub struct EnvInput<'a> {
-    /// The host's own environment (the daemon's).
+    /// `relay serve`'s environment, from the launch request (`LaunchRequest::base_env`).
     pub base: Vec<(OsString, OsString)>,
     pub template: &'a BTreeMap<String, String>,
     pub host_names: Vec<(String, String)>,
