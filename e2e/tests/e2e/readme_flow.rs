@@ -1,6 +1,7 @@
 //! The README's flow for a new user, end to end: first run, then "Get a sandboxed Claude
 //! logged in" step by step, with the real Claude Code installed the native way under
-//! `~/.local` (the common case) and the first-run `home` project over the whole home.
+//! `~/.local` (the common case), relay installed as the README says (`cargo install` puts
+//! it in `~/.cargo/bin`) and the first-run `home` project over the whole home.
 
 use std::os::unix::fs::{symlink, PermissionsExt};
 
@@ -29,8 +30,11 @@ fn exit_code(pty: &mut Pty) -> i32 {
 fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     let Some(claude) = claude_code() else { return };
     let token = format!("sk-ant-oat01-{}", random_hex(40));
-    // First run: no settings, relay seeds them.
-    let r = Relay::start(Value::Null);
+    // First run from `~/.cargo/bin`: no settings, relay seeds them.
+    let mut r = Relay::prepare(None, false);
+    let cargo_bin = r.home.join(".cargo/bin");
+    r.install_in(&cargo_bin);
+    r.launch_daemon();
     // Claude Code installed the native way.
     let versions = r.home.join(".local/share/claude/versions");
     std::fs::create_dir_all(&versions).unwrap();
@@ -83,6 +87,7 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     let script = "touch \"$HOME/mine\" && echo home-ok; \
                   touch \"$HOME/.local/bin/x\" 2>/dev/null || echo bin-ro; \
                   touch \"$HOME/.local/share/claude/versions/x\" 2>/dev/null || echo versions-ro; \
+                  touch \"$HOME/.cargo/bin/x\" 2>/dev/null || echo relay-ro; \
                   ls \"$HOME/.config/claude-ltt\" >/dev/null 2>&1 || echo token-hidden";
     let out = in_home(&r, &["sandbox", "shell", "--", "-c", script]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -92,11 +97,12 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for word in ["home-ok", "bin-ro", "versions-ro", "token-hidden"] {
+    for word in ["home-ok", "bin-ro", "versions-ro", "relay-ro", "token-hidden"] {
         assert!(stdout.contains(word), "{word}: {stdout}");
     }
     assert!(r.home.join("mine").exists());
     assert!(!r.home.join(".local/bin/x").exists());
+    assert!(!cargo_bin.join("x").exists());
 
     // `relay doctor` says where claude lives and what relay does about it.
     let doctor = r.cli(&["doctor", "--json"]);
@@ -109,6 +115,17 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
             .unwrap()
             .contains("pins it read-only"),
         "{program}"
+    );
+    // And where relay lives, with the way out.
+    let helpers = doctor_check(&v, "helpers");
+    assert_eq!(helpers["status"], "fail", "{helpers}");
+    assert!(
+        helpers["detail"].as_str().unwrap().contains(&format!(
+            "{} lies in {}",
+            cargo_bin.join("relay").display(),
+            r.home.display()
+        )),
+        "{helpers}"
     );
     for (place, bytes) in [
         ("the screen", pty.screen().into_bytes()),
