@@ -284,3 +284,62 @@ fn a_library_planted_in_the_project_never_loads_outside_the_sandbox() {
     let loaded = std::fs::read_to_string(&marker).unwrap_or_default();
     assert!(loaded.is_empty(), "loaded outside the sandbox by: {loaded}");
 }
+
+#[test]
+fn a_session_remembered_from_before_relay_moved_into_the_home_refuses_every_launch() {
+    // relay first runs from a folder no session can write, beside a project over `~`.
+    let mut r = Relay::prepare(None, false);
+    let mut s = base_settings(None);
+    s["projects"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
+    r.write_settings(&s);
+    r.launch_daemon();
+    let body = json!({"project": "home", "template": "shell", "extra_args": ["-c", "true"]});
+    let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
+    assert_eq!(status, 201, "{v}");
+    let early = v["id"].as_str().unwrap().to_string();
+    r.wait_exited(&early);
+
+    // Then it is reinstalled in `~/.cargo/bin`: that session could have written there
+    // without the pin, and what it left would run outside every sandbox.
+    r.stop();
+    let cargo_bin = r.home.join(".cargo/bin");
+    r.install_in(&cargo_bin);
+    r.launch_daemon();
+    let refused = |r: &Relay| {
+        let (status, v, _) = r.api(
+            "POST",
+            "/api/terminals",
+            Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
+        );
+        assert_eq!(
+            (status, v["code"].as_str()),
+            (400, Some("sandbox_unavailable")),
+            "{v}"
+        );
+        let msg = v["error"].as_str().unwrap().to_string();
+        for needle in [
+            "relay's own program",
+            early.as_str(),
+            &format!("could write {}", cargo_bin.display()),
+            "purge that session",
+        ] {
+            assert!(
+                msg.contains(needle),
+                "the refusal does not name {needle:?}: {msg}"
+            );
+        }
+    };
+    refused(&r);
+    // A restart alone forgets nothing.
+    r.stop();
+    r.launch_daemon();
+    refused(&r);
+    // Purged, and relay restarted: launches work again.
+    r.cli_json(&["terminal", "purge", "--id", &early]);
+    r.stop();
+    r.launch_daemon();
+    a_launch_works(&r, "after-the-purge");
+}

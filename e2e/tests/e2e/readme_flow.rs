@@ -97,7 +97,13 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for word in ["home-ok", "bin-ro", "versions-ro", "relay-ro", "token-hidden"] {
+    for word in [
+        "home-ok",
+        "bin-ro",
+        "versions-ro",
+        "relay-ro",
+        "token-hidden",
+    ] {
         assert!(stdout.contains(word), "{word}: {stdout}");
     }
     assert!(r.home.join("mine").exists());
