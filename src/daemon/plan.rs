@@ -57,7 +57,11 @@ pub(super) fn plan_sandbox(
     settings: &Settings,
     p: &SandboxPlan,
 ) -> Result<Planned, String> {
-    let (writable, mut pin_folders) = writable_and_pins(d, settings, p)?;
+    let Writable {
+        roots: writable,
+        pins: mut pin_folders,
+        own: own_folders,
+    } = writable_and_pins(d, settings, p)?;
     let mut labels = Labels::default();
     let lists = spec_lists(d, p, &pin_folders, &mut labels);
     let ports = denied_ports(d, settings);
@@ -85,6 +89,19 @@ pub(super) fn plan_sandbox(
     )
     .map_err(|e| e.to_string())?;
     let mut reach = reach_of(&spec);
+    // relay's own folder is never a session's to write, not even unpinned: `relay`
+    // runs from it at the person's next command, which no later refusal covers.
+    if let Some(f) = own_folders
+        .iter()
+        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
+    {
+        return Err(format!(
+            "{} holds relay's own programs, which run outside every sandbox, so no \
+             session may write it; start the session in another folder, or install relay \
+             outside every project (cargo install --locked --path . --root /opt/relay)",
+            f.display()
+        ));
+    }
     // A pin that holds one of this launch's own read-write grants (the home folder,
     // when a link to the program sits there) would make the session read-only: it is
     // left out, so this session counts as unpinned for it and a later token launch
@@ -113,11 +130,7 @@ pub(super) fn plan_sandbox(
 /// the project folder or the session directory; and the folders of what a token launch
 /// runs that lie in them (to be pinned read-only). A token launch also needs the pins
 /// to have held for every session relay remembers.
-fn writable_and_pins(
-    d: &Daemon,
-    settings: &Settings,
-    p: &SandboxPlan,
-) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result<Writable, String> {
     let live_rw: Vec<PathBuf> = d
         .live_sandboxed(p.id)
         .iter()
@@ -159,7 +172,21 @@ fn writable_and_pins(
     if p.token_launch {
         pins_hold(&pins, &writable, &remembered, "the Claude program")?;
     }
-    Ok((writable, pin_folders))
+    Ok(Writable {
+        roots: writable,
+        pins: pin_folders,
+        own: own.into_iter().flat_map(|p| p.folders).collect(),
+    })
+}
+
+/// What [`writable_and_pins`] found.
+struct Writable {
+    /// Every folder some session can write.
+    roots: Vec<PathBuf>,
+    /// The pinned folders that lie in them.
+    pins: Vec<PathBuf>,
+    /// The folders of relay's own programs, pinned or not.
+    own: Vec<PathBuf>,
 }
 
 /// The path lists of a spec before resolution.

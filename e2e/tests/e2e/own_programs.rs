@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::attacks::every_attempt_failed;
 use crate::service::write_script;
 
+use relay::daemon::error::Code;
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::{fake_token, sha256_hex};
 use serde_json::{json, Value};
@@ -141,6 +142,24 @@ fn a_session_cannot_swap_relays_own_folder_under_a_home_project() {
     {
         assert_eq!(&std::fs::read(cargo_bin.join(b)).unwrap(), bytes, "{b}");
     }
+
+    // Nor may a session start in relay's folder itself (unpinned there, it could write
+    // the `relay` the person runs next).
+    let body = json!({"project": "home", "template": "shell", "directory": cargo_bin.display().to_string(), "extra_args": ["-c", "true"]});
+    let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some(Code::SandboxUnavailable.as_str())),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "{} holds relay's own programs",
+            cargo_bin.display()
+        )),
+        "{msg}"
+    );
 
     // The token launch that follows runs relay's own shim, and the real program gets the
     // token.
@@ -316,7 +335,7 @@ fn a_session_remembered_from_before_relay_moved_into_the_home_refuses_every_laun
         );
         assert_eq!(
             (status, v["code"].as_str()),
-            (400, Some("sandbox_unavailable")),
+            (400, Some(Code::SandboxUnavailable.as_str())),
             "{v}"
         );
         let msg = v["error"].as_str().unwrap().to_string();
