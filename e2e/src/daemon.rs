@@ -397,12 +397,15 @@ impl Relay {
         cmd
     }
 
-    /// Puts relay's three binaries in `dir` (as `cargo install` would in
-    /// `~/.cargo/bin`) and runs them from there; before `launch_daemon`.
+    /// Puts relay's three binaries in `dir` as `cargo install` does in `~/.cargo/bin`
+    /// (each copied beside its name and renamed over it, so a running one is replaced,
+    /// not written), and runs them from there from the next `launch_daemon` on.
     pub fn install_in(&mut self, dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         for b in ["relay", "relay-sessions", "relay-shim", "relay-e2e-http"] {
-            std::fs::copy(self.bin_dir.join(b), dir.join(b)).unwrap();
+            let part = dir.join(format!(".{b}.part"));
+            std::fs::copy(bin(b), &part).unwrap();
+            std::fs::rename(&part, dir.join(b)).unwrap();
         }
         self.bin_dir = dir.to_path_buf();
     }

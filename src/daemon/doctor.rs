@@ -67,6 +67,14 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
 /// folder must lie outside every folder a session can write (docs/cli.md#relay-doctor).
 async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
     const VERSION: &str = env!("CARGO_PKG_VERSION");
+    if let Some(why) = d.helpers_withheld.get() {
+        return check(
+            "helpers",
+            Status::Fail,
+            format!("{why}; relay runs neither helper until then"),
+            Some("reinstall relay (`cargo install --locked --path .`), purge that session, then restart relay serve"),
+        );
+    }
     let mut problems = Vec::new();
     for h in [&d.host.host_helper, &d.host.shim_helper] {
         if !h.path.is_file() {

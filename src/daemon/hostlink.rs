@@ -32,6 +32,8 @@ pub struct HostLink {
     secret: String,
     live: watch::Sender<Option<Live>>,
     stdin: Mutex<Option<ChildStdin>>,
+    /// Set when this start runs no host (`Daemon::helpers_withheld`): calls fail at once.
+    withheld: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -68,6 +70,7 @@ impl HostLink {
             secret,
             live,
             stdin: Mutex::new(None),
+            withheld: Default::default(),
         }
     }
 
@@ -216,7 +219,16 @@ impl HostLink {
     }
 
     /// Where the host listens, waiting (bounded) for one to come up when `wait`.
+    /// This start runs no host: every call fails at once instead of waiting for one.
+    pub fn withhold(&self) {
+        self.withheld
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn addr(&self, wait: bool) -> Result<Addr, HostCallError> {
+        if self.withheld.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(HostCallError::Unavailable("withheld in this start".into()));
+        }
         let live = match self.live() {
             Some(l) => Some(l),
             None if wait => self.wait_live(Duration::from_secs(5)).await,

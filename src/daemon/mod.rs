@@ -234,6 +234,9 @@ pub struct Daemon {
     /// The probes of the last `relay doctor` (when, and their checks), for the Settings
     /// page's `GET /api/doctor`, which launches nothing.
     pub doctor_probes: Mutex<Option<(u64, Vec<doctor::Check>)>>,
+    /// Why this start runs neither helper (not even for `--version`): a session relay
+    /// remembers could have written relay's folder without the pin (`plan::own_pins_hold`).
+    pub helpers_withheld: OnceLock<String>,
 }
 
 impl Daemon {
@@ -834,6 +837,9 @@ fn start_logging(config: &Path, flag: Option<&str>) {
     );
 }
 
+/// What to do about a missing helper or one of another version.
+const HELPERS_FIX: &str = "relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)";
+
 fn sibling(name: &str) -> PathBuf {
     std::env::current_exe()
         .ok()
@@ -877,17 +883,14 @@ fn build_daemon(
     let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
     // The helpers come from relay's own folder (docs/architecture.md#binaries): without
     // the host nothing can run, so say which file and how to get it, once.
-    // Each is opened once, checked to be relay's own version, and run through that
-    // descriptor from then on (src/helpers.rs).
+    // Each is opened once (run nothing yet: `serve` checks the remembered sessions
+    // first) and run through that descriptor from then on (src/helpers.rs).
     let helper = |name: &'static str| -> Result<crate::helpers::Helper, String> {
         let path = sibling(name);
-        let fix = "relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)";
         if !path.is_file() {
-            return Err(format!("{} is missing: {fix}", path.display()));
+            return Err(format!("{} is missing: {HELPERS_FIX}", path.display()));
         }
-        let h = crate::helpers::Helper::open(name, &path)?;
-        h.check_version().map_err(|e| format!("{e}: {fix}"))?;
-        Ok(h)
+        crate::helpers::Helper::open(name, &path)
     };
     let host = Arc::new(hostlink::HostLink::new(
         paths.host_state(),
@@ -925,6 +928,7 @@ fn build_daemon(
         settings_note: Mutex::new(None),
         web: web::WebAuth::default(),
         doctor_probes: Mutex::new(None),
+        helpers_withheld: OnceLock::new(),
     });
     Ok((daemon, host))
 }
@@ -994,6 +998,23 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     }
     // The sessions of earlier runs, before the host or any API can start one.
     ledger::restore(&daemon)?;
+    // Neither helper runs, not even for `--version`, while a remembered session could
+    // have put its own program in relay's folder; launches say why, a purge still works.
+    let run_helpers = match plan::own_pins_hold(&daemon) {
+        Ok(()) => {
+            for h in [&host.host_helper, &host.shim_helper] {
+                h.check_version()
+                    .map_err(|e| format!("{e}: {HELPERS_FIX}"))?;
+            }
+            true
+        }
+        Err(why) => {
+            tracing::error!("{why}; relay runs neither helper until then");
+            let _ = daemon.helpers_withheld.set(why);
+            host.withhold();
+            false
+        }
+    };
     let listen = initial
         .as_ref()
         .map(|s| s.api.listen.clone())
@@ -1005,14 +1026,18 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let d1 = daemon.clone();
     let d2 = daemon.clone();
-    let supervisor = tokio::spawn(host.clone().supervise(
-        move |ev| d1.on_host_event(ev),
-        move || d2.on_host_death(),
-        stop_rx,
-    ));
-    host.wait_live(std::time::Duration::from_secs(10))
-        .await
-        .ok_or("the session host did not start")?;
+    let supervisor = run_helpers.then(|| {
+        tokio::spawn(host.clone().supervise(
+            move |ev| d1.on_host_event(ev),
+            move || d2.on_host_death(),
+            stop_rx,
+        ))
+    });
+    if run_helpers {
+        host.wait_live(std::time::Duration::from_secs(10))
+            .await
+            .ok_or("the session host did not start")?;
+    }
 
     let unix = api::bind_unix(&daemon.paths.socket())
         .map_err(|e| format!("{}: {e}", daemon.paths.socket().display()))?;
@@ -1049,11 +1074,13 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);
     host.shutdown();
-    if tokio::time::timeout(std::time::Duration::from_secs(10), supervisor)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the session host did not end within 10 s of the stop");
+    if let Some(supervisor) = supervisor {
+        if tokio::time::timeout(std::time::Duration::from_secs(10), supervisor)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the session host did not end within 10 s of the stop");
+        }
     }
     let _ = std::fs::remove_file(daemon.paths.ready());
     let _ = std::fs::remove_file(daemon.paths.socket());

@@ -152,14 +152,7 @@ fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result
         .iter()
         .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
         .collect();
-    // relay's own programs run outside every sandbox (the helpers at every launch,
-    // `relay` at the person's next command): their folders are pinned the same way,
-    // and every launch needs those pins to have held (docs/THREAT-MODEL.md#relays-own-programs).
-    let own: Vec<guard::ProgramPins> = guard::relay_programs()
-        .iter()
-        .filter_map(|prog| prog.to_str())
-        .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
-        .collect();
+    let own = own_pins(d);
     let mut pin_folders: Vec<PathBuf> = Vec::new();
     // Only where some session could write: elsewhere a pin changes nothing.
     for f in pins.iter().chain(&own).flat_map(|p| p.folders.iter()) {
@@ -177,6 +170,28 @@ fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result
         pins: pin_folders,
         own: own.into_iter().flat_map(|p| p.folders).collect(),
     })
+}
+
+/// relay's own programs run outside every sandbox (the helpers at every launch and
+/// host start, `relay` at the person's next command): their folders are pinned like the
+/// Claude program's (docs/THREAT-MODEL.md#relays-own-programs).
+fn own_pins(d: &Daemon) -> Vec<guard::ProgramPins> {
+    guard::relay_programs()
+        .iter()
+        .filter_map(|prog| prog.to_str())
+        .map(|prog| guard::program_pins(prog, &d.home, std::ffi::OsStr::new("")))
+        .collect()
+}
+
+/// Whether every session relay remembers left relay's own folder alone: checked at
+/// start, before either helper runs, and by every launch.
+pub(super) fn own_pins_hold(d: &Daemon) -> Result<(), String> {
+    pins_hold(
+        &own_pins(d),
+        &[],
+        &d.sandboxed_since_start(""),
+        "relay's own program",
+    )
 }
 
 /// What [`writable_and_pins`] found.

@@ -362,3 +362,87 @@ fn a_session_remembered_from_before_relay_moved_into_the_home_refuses_every_laun
     r.launch_daemon();
     a_launch_works(&r, "after-the-purge");
 }
+
+/// Run by a session in `~` while relay still runs from elsewhere: once relay is
+/// installed in `~/.cargo/bin`, it puts a wrapper in place of `relay-sessions` that
+/// notes it ran and then runs a copy of the real one.
+const PLANT_AFTER_THE_INSTALL: &str = r#"
+B="$HOME/.cargo/bin"
+while [ ! -x "$B/relay-sessions" ]; do sleep 0.05; done
+cp "$B/relay-sessions" "$HOME/.real-sessions"
+printf '#!/bin/sh\necho "$*" >>"%s/wrapper-ran"\nexec "%s/.real-sessions" "$@"\n' "$HOME" "$HOME" >"$B/relay-sessions.new"
+chmod +x "$B/relay-sessions.new"
+mv -f "$B/relay-sessions.new" "$B/relay-sessions"
+echo planted >"$TMPDIR/planted"
+"#;
+
+#[test]
+fn a_helper_planted_before_relay_restarts_from_its_new_folder_never_runs() {
+    let mut r = Relay::prepare(None, false);
+    let mut s = base_settings(None);
+    s["projects"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
+    r.write_settings(&s);
+    r.launch_daemon();
+    let body = json!({"project": "home", "template": "shell", "extra_args": ["-c", PLANT_AFTER_THE_INSTALL]});
+    let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
+    assert_eq!(status, 201, "{v}");
+    let planter = v["id"].as_str().unwrap().to_string();
+
+    // `cargo install` into `~/.cargo/bin` while that relay still runs; the session
+    // plants its wrapper; then relay is restarted from its new folder.
+    let cargo_bin = r.home.join(".cargo/bin");
+    r.install_in(&cargo_bin);
+    let planted = r.tmp.join(format!("relay-{planter}/planted"));
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || planted.exists()),
+        "the session never planted"
+    );
+    r.stop();
+    r.launch_daemon();
+    let ran = r.home.join("wrapper-ran");
+
+    // Neither helper ran, not even for --version; launches and doctor say why.
+    let (status, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
+    );
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some(Code::SandboxUnavailable.as_str())),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains("relay's own program") && msg.contains(&planter),
+        "{msg}"
+    );
+    let out = r.cli(&["doctor", "--json"]);
+    let report: Value = serde_json::from_str(out.stdout.trim()).expect(&out.stderr);
+    let helpers = doctor_check(&report, "helpers");
+    assert_eq!(helpers["status"], "fail", "{helpers}");
+    assert!(
+        helpers["detail"]
+            .as_str()
+            .unwrap()
+            .contains("relay runs neither helper"),
+        "{helpers}"
+    );
+    assert!(
+        !ran.exists(),
+        "the planted helper ran: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
+
+    // The way out the refusal names: purge the session (relay still answers), put
+    // relay's own files back, restart.
+    r.cli_json(&["terminal", "purge", "--id", &planter]);
+    r.install_in(&cargo_bin);
+    r.stop();
+    r.launch_daemon();
+    a_launch_works(&r, "after-the-reinstall");
+    assert!(!ran.exists(), "the planted helper ran");
+}
