@@ -85,8 +85,19 @@ impl Helper {
     pub fn real_path(&self) -> Result<PathBuf, String> {
         #[cfg(target_os = "linux")]
         {
-            std::fs::read_link(fd_exec_path(self.raw_fd()))
-                .map_err(|e| format!("{}: {e}", self.path.display()))
+            let real = std::fs::read_link(fd_exec_path(self.raw_fd()))
+                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            // The kernel's name for a file no folder holds any more: replaced or
+            // removed since (an upgrade), so no sandbox can be given it by path.
+            if real.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") {
+                return Err(format!(
+                    "the {} relay started with ({}) was replaced or removed since, an \
+                     upgrade perhaps; restart relay serve to run the new one",
+                    self.name,
+                    self.path.display()
+                ));
+            }
+            Ok(real)
         }
         #[cfg(not(target_os = "linux"))]
         {

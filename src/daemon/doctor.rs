@@ -159,6 +159,11 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
 /// The launcher that launches use (`Settings::backend` and `Settings::launcher`).
 async fn launcher_check(s: &Settings, home: &Path) -> Check {
     let (backend, launcher) = (s.backend(), s.launcher(home));
+    let writable = guard::session_writable_roots(s, home, &[]);
+    if let Err(why) = guard::launcher_outside_sessions(&launcher, &writable) {
+        // Never run: it may be a session's.
+        return check("sandbox_launcher", Status::Fail, why, Some("point session_sandbox.bwrap_launcher (or seatbelt_launcher) at a launcher outside every project, or leave it empty for the system's"));
+    }
     match backend {
         Backend::Seatbelt => seatbelt_launcher_check(&launcher),
         Backend::Bwrap => match quick_output(&launcher, "--version").await {

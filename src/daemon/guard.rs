@@ -89,6 +89,24 @@ pub fn relay_programs() -> Vec<PathBuf> {
     }
 }
 
+/// The sandbox launcher runs outside every sandbox at every launch, with the token pipe
+/// on a token launch: one in a folder some session can write (`writable`, as
+/// [`session_writable_roots`] finds them) could be that session's. `Err` says which
+/// folder and what to do; a launch refuses and doctor does not run it.
+pub fn launcher_outside_sessions(launcher: &Path, writable: &[PathBuf]) -> Result<(), String> {
+    let real = real_or_written(launcher);
+    match writable.iter().find(|w| real.starts_with(w)) {
+        None => Ok(()),
+        Some(w) => Err(format!(
+            "the sandbox launcher {} lies in {}, which sessions can write, and it runs \
+             outside every sandbox; use the system's, or one outside every project and \
+             template grant (session_sandbox.bwrap_launcher, seatbelt_launcher)",
+            launcher.display(),
+            w.display()
+        )),
+    }
+}
+
 /// The programs a token launch can run under these settings: the one Claude program
 /// (`Settings::claude_program`, docs/settings.md).
 pub fn token_programs(s: &Settings) -> Vec<String> {

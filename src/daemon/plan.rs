@@ -63,7 +63,7 @@ pub(super) fn plan_sandbox(
         own: own_folders,
     } = writable_and_pins(d, settings, p)?;
     let mut labels = Labels::default();
-    let lists = spec_lists(d, p, &pin_folders, &mut labels);
+    let lists = spec_lists(d, p, &pin_folders, &mut labels)?;
     let ports = denied_ports(d, settings);
     let network = if settings.session_sandbox.network_off {
         Network::Off
@@ -160,6 +160,7 @@ fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result
             pin_folders.push(f.clone());
         }
     }
+    guard::launcher_outside_sessions(&settings.launcher(&d.home), &writable)?;
     let remembered = d.sandboxed_since_start(p.id);
     pins_hold(&own, &writable, &remembered, "relay's own program")?;
     if p.token_launch {
@@ -213,7 +214,12 @@ struct SpecLists {
 }
 
 /// The template's lists plus what every sandboxed launch gets (docs/settings.md).
-fn spec_lists(d: &Daemon, p: &SandboxPlan, pins: &[PathBuf], labels: &mut Labels) -> SpecLists {
+fn spec_lists(
+    d: &Daemon,
+    p: &SandboxPlan,
+    pins: &[PathBuf],
+    labels: &mut Labels,
+) -> Result<SpecLists, String> {
     let t = p.template;
     let mut read = t.read.clone();
     for r in &t.read {
@@ -227,10 +233,9 @@ fn spec_lists(d: &Daemon, p: &SandboxPlan, pins: &[PathBuf], labels: &mut Labels
     }
     // The shim starts every sandboxed target through `relay-shim enter` inside, which
     // gives it its environment and folder there (docs/session-host.md).
-    if let Ok(shim) = d.host.shim_helper.real_path() {
-        labels.add(&shim, "relay-shim, which starts the tool inside (enter)");
-        read.push(shim.to_string_lossy().into_owned());
-    }
+    let shim = d.host.shim_helper.real_path()?;
+    labels.add(&shim, "relay-shim, which starts the tool inside (enter)");
+    read.push(shim.to_string_lossy().into_owned());
     labels.add(p.directory, "the session's directory");
     labels.add(p.temp_dir, "its own temp folder (TMPDIR)");
     let mut read_write = t.read_write.clone();
@@ -251,7 +256,7 @@ fn spec_lists(d: &Daemon, p: &SandboxPlan, pins: &[PathBuf], labels: &mut Labels
     for f in pins {
         labels.add(f, "what a token launch runs (pinned)");
     }
-    SpecLists {
+    Ok(SpecLists {
         read,
         read_write,
         deny,
@@ -259,7 +264,7 @@ fn spec_lists(d: &Daemon, p: &SandboxPlan, pins: &[PathBuf], labels: &mut Labels
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect(),
-    }
+    })
 }
 
 /// The settings' denied loopback ports and relay's own API port, sorted.

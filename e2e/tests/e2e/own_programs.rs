@@ -446,3 +446,76 @@ fn a_helper_planted_before_relay_restarts_from_its_new_folder_never_runs() {
     a_launch_works(&r, "after-the-reinstall");
     assert!(!ran.exists(), "the planted helper ran");
 }
+
+#[test]
+fn a_sandbox_launcher_in_a_session_writable_folder_is_refused_and_never_run() {
+    // A launcher the settings point into a project (where any session could replace
+    // it): a wrapper that notes it ran, then runs the real bwrap.
+    let mut r = Relay::prepare(None, false);
+    let tools = r.project.join(".tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let ran = r.root.join("launcher-ran");
+    write_script(
+        &tools.join("bwrap"),
+        &format!(
+            "#!/bin/sh\necho ran >>'{}'\nexec /usr/bin/bwrap \"$@\"\n",
+            ran.display()
+        ),
+    );
+    let mut s = base_settings(None);
+    s["session_sandbox"] = json!({"bwrap_launcher": "~/project/.tools/bwrap"});
+    r.write_settings(&s);
+    r.launch_daemon();
+
+    let (status, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
+    );
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some(Code::SandboxUnavailable.as_str())),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "the sandbox launcher {} lies in {}",
+            tools.join("bwrap").display(),
+            r.project.display()
+        )),
+        "{msg}"
+    );
+    let out = r.cli(&["doctor", "--json"]);
+    let report: Value = serde_json::from_str(out.stdout.trim()).expect(&out.stderr);
+    let launcher = doctor_check(&report, "sandbox_launcher");
+    assert_eq!(launcher["status"], "fail", "{launcher}");
+    assert!(!ran.exists(), "the launcher in the project ran");
+}
+
+#[test]
+fn an_upgrade_in_place_refuses_launches_asking_for_a_restart() {
+    let mut r = Relay::prepare(None, false);
+    let bin = r.root.join("opt/bin");
+    r.install_in(&bin);
+    r.write_settings(&base_settings(None));
+    r.launch_daemon();
+    a_launch_works(&r, "before-the-upgrade");
+    // `cargo install` again while relay runs: each file replaced by rename.
+    r.install_in(&bin);
+    let (status, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
+    );
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some(Code::SandboxUnavailable.as_str())),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains("restart relay serve"), "{msg}");
+    r.stop();
+    r.launch_daemon();
+    a_launch_works(&r, "after-the-restart");
+}
