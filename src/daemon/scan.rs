@@ -181,6 +181,23 @@ fn scan_reader(
     Ok((total, hits))
 }
 
+/// Most bytes read of one file, and of one scan: a session can make a file of any size
+/// (`truncate -s 100T`, holes read as zeros), and the scan must end. What lies past a
+/// bound is listed as not read.
+#[derive(Clone, Copy, Debug)]
+pub struct ByteLimits {
+    pub file: u64,
+    pub scan: u64,
+}
+
+impl ByteLimits {
+    /// 1 GiB a file (far above any transcript or log relay keeps), 16 GiB a scan.
+    pub const SCAN: ByteLimits = ByteLimits {
+        file: 1 << 30,
+        scan: 16 << 30,
+    };
+}
+
 /// Most places the report lists as not read; the rest are only counted
 /// (`skipped_more`), so a tree of unreadable files cannot grow the answer without end.
 pub const MAX_SKIPPED: usize = 1000;
@@ -199,6 +216,17 @@ pub fn scan_tree(
     skip: Option<(u64, u64)>,
     report: &mut Report,
 ) {
+    scan_tree_within(root, needles, skip, report, ByteLimits::SCAN);
+}
+
+/// [`scan_tree`] with the byte limits given.
+fn scan_tree_within(
+    root: &Path,
+    needles: &[(&'static str, Vec<u8>)],
+    skip: Option<(u64, u64)>,
+    report: &mut Report,
+    bytes: ByteLimits,
+) {
     let root_text = root.to_string_lossy().into_owned();
     let (shown, in_name) = masked(root, needles);
     if let Some(enc) = in_name {
@@ -214,6 +242,7 @@ pub fn scan_tree(
         longest: needles.iter().map(|(_, n)| n.len()).max().unwrap_or(1),
         skip,
         report,
+        bytes,
     };
     crate::tree::walk(root, Limits::SESSION, &mut w);
 }
@@ -225,6 +254,7 @@ struct Walker<'a> {
     longest: usize,
     skip: Option<(u64, u64)>,
     report: &'a mut Report,
+    bytes: ByteLimits,
 }
 
 impl Walker<'_> {
@@ -322,10 +352,22 @@ impl Visitor for Walker<'_> {
         if self.skip == Some((meta.dev(), meta.ino())) {
             return;
         }
-        match scan_reader(file, self.needles) {
+        if self.report.bytes >= self.bytes.scan {
+            return self.skipped(at.rel, bytes, at.depth + 1, "past the scan's byte limit");
+        }
+        let limit = self.bytes.file.min(self.bytes.scan - self.report.bytes);
+        match scan_reader(file.take(limit), self.needles) {
             Ok((read, hits)) => {
                 self.report.files += 1;
                 self.report.bytes += read;
+                if read == limit && meta.len() > limit {
+                    let why = if limit < self.bytes.file {
+                        "read only in part: the scan's byte limit"
+                    } else {
+                        "read only in part: too large"
+                    };
+                    self.skipped(at.rel, bytes, at.depth + 1, why);
+                }
                 if hits.is_empty() {
                     return;
                 }
@@ -527,6 +569,47 @@ mod tests {
     }
 
     #[test]
+    fn a_file_past_the_byte_limits_is_read_in_part_and_listed() {
+        let (_d, base) = scratch();
+        let token = b"acme-fake-token-0123456789abcdef";
+        let n = needles(token);
+        // A sparse file far larger than it takes (a session's `truncate -s`), the token
+        // in its first bytes: read up to the file's limit, and said so.
+        let root = base.join("relay-t-000000000005");
+        std::fs::create_dir(&root).unwrap();
+        let big = std::fs::File::create(root.join("big")).unwrap();
+        std::os::unix::fs::FileExt::write_at(&big, token, 0).unwrap();
+        big.set_len(1 << 40).unwrap();
+        let mut r = Report::default();
+        let limits = ByteLimits {
+            file: 4096,
+            scan: 1 << 20,
+        };
+        scan_tree_within(&root, &n, None, &mut r, limits);
+        assert_eq!(r.bytes, 4096);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let why: Vec<&str> = r.skipped.iter().map(|s| s.why).collect();
+        assert_eq!(why, ["read only in part: too large"], "{:?}", r.skipped);
+        assert!(!r.complete());
+
+        // Two small files and room for one: the other is listed, not read.
+        let root = base.join("relay-t-000000000006");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("one"), token).unwrap();
+        std::fs::write(root.join("two"), token).unwrap();
+        let mut r = Report::default();
+        let limits = ByteLimits {
+            file: 4096,
+            scan: token.len() as u64,
+        };
+        scan_tree_within(&root, &n, None, &mut r, limits);
+        assert_eq!(r.bytes, token.len() as u64);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        let why: Vec<&str> = r.skipped.iter().map(|s| s.why).collect();
+        assert_eq!(why, ["past the scan's byte limit"], "{:?}", r.skipped);
+    }
+
+    #[test]
     fn a_folder_too_deep_is_reported_not_passed_over() {
         use nix::fcntl::OFlag;
         use nix::sys::stat::{mkdirat, Mode};
@@ -604,6 +687,7 @@ mod tests {
             longest: 32,
             skip: None,
             report: &mut r,
+            bytes: ByteLimits::SCAN,
         };
         for i in 0..MAX_SKIPPED + 7 {
             w.skipped(b"", format!("f{i}").as_bytes(), 1, "unreadable file");
