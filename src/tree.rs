@@ -609,36 +609,38 @@ fn read_folder(
     true
 }
 
+/// For tests here and in the purge and the scan:
+#[cfg(test)]
+/// `levels` nested folders `d` under `top`, made one level at a time by name (as
+/// the attack does: no path grows long), a file at the bottom.
+pub(crate) fn nest(top: &Path, levels: usize) {
+    std::fs::create_dir(top).unwrap();
+    let mut cur = Dir::open(top, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty()).unwrap();
+    for _ in 0..levels {
+        nix::sys::stat::mkdirat(Some(cur.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
+        cur = Dir::openat(
+            Some(cur.as_raw_fd()),
+            "d",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+    }
+    let fd = nix::fcntl::openat(
+        Some(cur.as_raw_fd()),
+        "bottom",
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
+        Mode::S_IRUSR | Mode::S_IWUSR,
+    )
+    .unwrap();
+    let _ = nix::unistd::close(fd);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
-
-    /// `levels` nested folders `d` under `top`, made one level at a time by name (as
-    /// the attack does: no path grows long), a file at the bottom.
-    fn nest(top: &Path, levels: usize) {
-        std::fs::create_dir(top).unwrap();
-        let mut cur = Dir::open(top, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty()).unwrap();
-        for _ in 0..levels {
-            nix::sys::stat::mkdirat(Some(cur.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
-            cur = Dir::openat(
-                Some(cur.as_raw_fd()),
-                "d",
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
-                Mode::empty(),
-            )
-            .unwrap();
-        }
-        let fd = nix::fcntl::openat(
-            Some(cur.as_raw_fd()),
-            "bottom",
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_CLOEXEC,
-            Mode::S_IRUSR | Mode::S_IWUSR,
-        )
-        .unwrap();
-        let _ = nix::unistd::close(fd);
-    }
 
     /// A scratch folder, on a tmpfs where there is one: ext4 takes tens of seconds to
     /// make and remove 60,000 nested folders, a tmpfs about one.

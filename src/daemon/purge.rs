@@ -379,32 +379,14 @@ mod tests {
 
     #[test]
     fn a_tree_too_deep_to_walk_fails_its_removal_naming_the_folder_and_stays() {
-        use nix::fcntl::OFlag;
-        use nix::sys::stat::{mkdirat, Mode};
-        use std::os::fd::AsRawFd;
         // A tmpfs where there is one: ext4 is slow over thousands of nested folders.
         let d = tempfile::tempdir_in("/dev/shm")
             .or_else(|_| tempfile::tempdir())
             .unwrap();
         let tmp = std::fs::canonicalize(d.path()).unwrap();
         let dir = tmp.join("relay-t-000000000003");
-        std::fs::create_dir(&dir).unwrap();
         // One level at a time by name, as a session would, past the walk's depth.
-        let open = |at: Option<i32>, name: &Path| {
-            nix::dir::Dir::openat(
-                at,
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
-                Mode::empty(),
-            )
-            .unwrap()
-        };
-        let mut cur = open(None, &dir);
-        for _ in 0..crate::tree::MAX_DEPTH + 10 {
-            mkdirat(Some(cur.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
-            cur = open(Some(cur.as_raw_fd()), Path::new("d"));
-        }
-        drop(cur);
+        crate::tree::nest(&dir, crate::tree::MAX_DEPTH + 10);
         let e = remove_session_dir(&tmp, "t-000000000003").unwrap_err();
         assert_eq!(
             e,

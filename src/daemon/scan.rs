@@ -611,30 +611,13 @@ mod tests {
 
     #[test]
     fn a_folder_too_deep_is_reported_not_passed_over() {
-        use nix::fcntl::OFlag;
-        use nix::sys::stat::{mkdirat, Mode};
-        use std::os::fd::AsRawFd;
         let (_d, base) = scratch();
         let token = b"acme-fake-token-0123456789abcdef";
         let n = needles(token);
         let root = base.join("relay-t-000000000004");
         std::fs::create_dir(&root).unwrap();
         std::fs::write(root.join("shallow.txt"), "nothing").unwrap();
-        let open = |at: Option<i32>, name: &Path| {
-            nix::dir::Dir::openat(
-                at,
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY,
-                Mode::empty(),
-            )
-            .unwrap()
-        };
-        let mut cur = open(None, &root);
-        for _ in 0..crate::tree::MAX_DEPTH + 5 {
-            mkdirat(Some(cur.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
-            cur = open(Some(cur.as_raw_fd()), Path::new("d"));
-        }
-        drop(cur);
+        crate::tree::nest(&root.join("deep"), crate::tree::MAX_DEPTH + 5);
         let mut r = Report::default();
         scan_tree(&root, &n, None, &mut r);
         assert_eq!(r.files, 1);

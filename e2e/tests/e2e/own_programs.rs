@@ -26,6 +26,41 @@ fn kill_host(r: &Relay, started: &Value) -> Value {
     host_started(r, Some(started))
 }
 
+/// The suite's settings plus a project `home` over the whole home folder (the first-run
+/// one).
+fn with_home_project(s: Option<&str>) -> Value {
+    let mut v = base_settings(s);
+    v["projects"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
+    v
+}
+
+/// A shell terminal running `true` (in `p1` unless `body` says otherwise) is refused
+/// `400 sandbox_unavailable`; its message holds every one of `needles`.
+fn launch_refused(r: &Relay, mut body: Value, needles: &[&str]) {
+    for (k, v) in json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})
+        .as_object()
+        .unwrap()
+    {
+        body.as_object_mut()
+            .unwrap()
+            .entry(k.clone())
+            .or_insert(v.clone());
+    }
+    let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
+    assert_eq!(
+        (status, v["code"].as_str()),
+        (400, Some(Code::SandboxUnavailable.as_str())),
+        "{v}"
+    );
+    let msg = v["error"].as_str().unwrap();
+    for n in needles {
+        assert!(msg.contains(n), "the refusal does not name {n:?}: {msg}");
+    }
+}
+
 /// A shell terminal that prints `word` runs to its end and its log shows it.
 fn a_launch_works(r: &Relay, word: &str) {
     let v = r.shell_terminal(&format!("echo {word}"));
@@ -116,12 +151,7 @@ fn a_session_cannot_swap_relays_own_folder_under_a_home_project() {
     let mut r = Relay::prepare(None, false);
     let cargo_bin = r.home.join(".cargo/bin");
     r.install_in(&cargo_bin);
-    let mut s = base_settings(Some(TOKEN_SETTING));
-    s["projects"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
-    r.write_settings(&s);
+    r.write_settings(&with_home_project(Some(TOKEN_SETTING)));
     r.launch_daemon();
     r.write_token(&token);
     let originals: Vec<Vec<u8>> = ["relay", "relay-sessions", "relay-shim"]
@@ -145,20 +175,13 @@ fn a_session_cannot_swap_relays_own_folder_under_a_home_project() {
 
     // Nor may a session start in relay's folder itself (unpinned there, it could write
     // the `relay` the person runs next).
-    let body = json!({"project": "home", "template": "shell", "directory": cargo_bin.display().to_string(), "extra_args": ["-c", "true"]});
-    let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (400, Some(Code::SandboxUnavailable.as_str())),
-        "{v}"
-    );
-    let msg = v["error"].as_str().unwrap();
-    assert!(
-        msg.contains(&format!(
+    launch_refused(
+        &r,
+        json!({"project": "home", "directory": cargo_bin.display().to_string()}),
+        &[&format!(
             "{} holds relay's own programs",
             cargo_bin.display()
-        )),
-        "{msg}"
+        )],
     );
 
     // The token launch that follows runs relay's own shim, and the real program gets the
@@ -308,12 +331,7 @@ fn a_library_planted_in_the_project_never_loads_outside_the_sandbox() {
 fn a_session_remembered_from_before_relay_moved_into_the_home_refuses_every_launch() {
     // relay first runs from a folder no session can write, beside a project over `~`.
     let mut r = Relay::prepare(None, false);
-    let mut s = base_settings(None);
-    s["projects"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
-    r.write_settings(&s);
+    r.write_settings(&with_home_project(None));
     r.launch_daemon();
     let body = json!({"project": "home", "template": "shell", "extra_args": ["-c", "true"]});
     let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
@@ -328,28 +346,16 @@ fn a_session_remembered_from_before_relay_moved_into_the_home_refuses_every_laun
     r.install_in(&cargo_bin);
     r.launch_daemon();
     let refused = |r: &Relay| {
-        let (status, v, _) = r.api(
-            "POST",
-            "/api/terminals",
-            Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
-        );
-        assert_eq!(
-            (status, v["code"].as_str()),
-            (400, Some(Code::SandboxUnavailable.as_str())),
-            "{v}"
-        );
-        let msg = v["error"].as_str().unwrap().to_string();
-        for needle in [
-            "relay's own program",
-            early.as_str(),
-            &format!("could write {}", cargo_bin.display()),
-            "purge that session",
-        ] {
-            assert!(
-                msg.contains(needle),
-                "the refusal does not name {needle:?}: {msg}"
-            );
-        }
+        launch_refused(
+            r,
+            json!({}),
+            &[
+                "relay's own program",
+                early.as_str(),
+                &format!("could write {}", cargo_bin.display()),
+                "purge that session",
+            ],
+        )
     };
     refused(&r);
     // A restart alone forgets nothing.
@@ -379,12 +385,7 @@ echo planted >"$TMPDIR/planted"
 #[test]
 fn a_helper_planted_before_relay_restarts_from_its_new_folder_never_runs() {
     let mut r = Relay::prepare(None, false);
-    let mut s = base_settings(None);
-    s["projects"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
-    r.write_settings(&s);
+    r.write_settings(&with_home_project(None));
     r.launch_daemon();
     let body = json!({"project": "home", "template": "shell", "extra_args": ["-c", PLANT_AFTER_THE_INSTALL]});
     let (status, v, _) = r.api("POST", "/api/terminals", Some(&body));
@@ -405,21 +406,7 @@ fn a_helper_planted_before_relay_restarts_from_its_new_folder_never_runs() {
     let ran = r.home.join("wrapper-ran");
 
     // Neither helper ran, not even for --version; launches and doctor say why.
-    let (status, v, _) = r.api(
-        "POST",
-        "/api/terminals",
-        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
-    );
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (400, Some(Code::SandboxUnavailable.as_str())),
-        "{v}"
-    );
-    let msg = v["error"].as_str().unwrap();
-    assert!(
-        msg.contains("relay's own program") && msg.contains(&planter),
-        "{msg}"
-    );
+    launch_refused(&r, json!({}), &["relay's own program", &planter]);
     let out = r.cli(&["doctor", "--json"]);
     let report: Value = serde_json::from_str(out.stdout.trim()).expect(&out.stderr);
     let helpers = doctor_check(&report, "helpers");
@@ -467,24 +454,14 @@ fn a_sandbox_launcher_in_a_session_writable_folder_is_refused_and_never_run() {
     r.write_settings(&s);
     r.launch_daemon();
 
-    let (status, v, _) = r.api(
-        "POST",
-        "/api/terminals",
-        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
-    );
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (400, Some(Code::SandboxUnavailable.as_str())),
-        "{v}"
-    );
-    let msg = v["error"].as_str().unwrap();
-    assert!(
-        msg.contains(&format!(
+    launch_refused(
+        &r,
+        json!({}),
+        &[&format!(
             "the sandbox launcher {} lies in {}",
             tools.join("bwrap").display(),
             r.project.display()
-        )),
-        "{msg}"
+        )],
     );
     let out = r.cli(&["doctor", "--json"]);
     let report: Value = serde_json::from_str(out.stdout.trim()).expect(&out.stderr);
@@ -503,18 +480,7 @@ fn an_upgrade_in_place_refuses_launches_asking_for_a_restart() {
     a_launch_works(&r, "before-the-upgrade");
     // `cargo install` again while relay runs: each file replaced by rename.
     r.install_in(&bin);
-    let (status, v, _) = r.api(
-        "POST",
-        "/api/terminals",
-        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "true"]})),
-    );
-    assert_eq!(
-        (status, v["code"].as_str()),
-        (400, Some(Code::SandboxUnavailable.as_str())),
-        "{v}"
-    );
-    let msg = v["error"].as_str().unwrap();
-    assert!(msg.contains("restart relay serve"), "{msg}");
+    launch_refused(&r, json!({}), &["restart relay serve"]);
     r.stop();
     r.launch_daemon();
     a_launch_works(&r, "after-the-restart");
