@@ -3,26 +3,14 @@
 //! logs, serves the API, and supervises the session host.
 
 pub mod api;
-pub mod authorize;
 pub mod bridge;
-pub mod claude_config;
-pub mod claude_settings;
-pub mod doctor;
+pub mod diagnostics;
 pub mod error;
-pub mod explain;
-pub mod guard;
 pub mod hostlink;
-pub mod journal;
 pub mod launch;
-pub mod ledger;
 pub mod paths;
-pub mod plan;
-pub mod purge;
-pub mod rotation;
-pub mod scan;
+pub mod records;
 pub mod settings;
-pub mod turns;
-pub mod web;
 
 use std::collections::HashMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -34,7 +22,7 @@ use serde::Serialize;
 use crate::protocol::{ClaudeInit, ExitReason, HostEvent, PtySize, SessionKind};
 use crate::wire;
 use error::Outcome;
-use journal::{Audit, AuditRow, Event, Events};
+use records::journal::{Audit, AuditRow, Event, Events};
 
 pub const INSIDE_SESSION: &str = "this command cannot be run from inside a relay session";
 
@@ -191,7 +179,7 @@ pub struct Reach {
     pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
 }
 
-/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch.rs`):
+/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch/mod.rs`):
 /// the folders it could write and the pins it had, sorted.
 #[derive(PartialEq, Eq, Hash)]
 struct PurgedReach {
@@ -211,7 +199,7 @@ pub struct Daemon {
     ledger: Mutex<HashMap<String, Entry>>,
     /// The ledger on disk (`ledger.rs`): every entry from its start on, read back when
     /// `relay serve` starts again.
-    store: ledger::Store,
+    store: records::ledger::Store,
     /// A dormant entry a resume is replacing, put back if the resume fails.
     resuming: Mutex<HashMap<String, Entry>>,
     /// Purged sandboxed sessions, kept for what they could write: what an ended
@@ -220,22 +208,22 @@ pub struct Daemon {
     /// forgets them). One entry, the first purged, per distinct reach: 1,000 runs of
     /// one template add one (docs/performance.md, "1,000 sequential launches").
     purged: Mutex<HashMap<PurgedReach, Entry>>,
-    /// The token watcher's memory (`rotation::Watch`).
-    token_watch: Mutex<rotation::Watch>,
+    /// The token watcher's memory (`records::rotation::Watch`).
+    token_watch: Mutex<records::rotation::Watch>,
     /// `tmp`, canonical at start: session temp folders are removed only below it, and
-    /// only while it still resolves to itself (`purge::remove_session_dir`).
+    /// only while it still resolves to itself (`records::purge::remove_session_dir`).
     pub tmp_real: PathBuf,
     /// Ids whose automatic purge failed once (not tried again every tick).
     purge_failed: Mutex<std::collections::HashSet<String>>,
     api_addr: OnceLock<Option<std::net::SocketAddr>>,
     /// The last settings problem, for `relay status`.
     pub settings_note: Mutex<Option<String>>,
-    pub web: web::WebAuth,
+    pub web: api::web::WebAuth,
     /// The probes of the last `relay doctor` (when, and their checks), for the Settings
     /// page's `GET /api/doctor`, which launches nothing.
-    pub doctor_probes: Mutex<Option<(u64, Vec<doctor::Check>)>>,
+    pub doctor_probes: Mutex<Option<(u64, Vec<diagnostics::doctor::Check>)>>,
     /// Why this start runs neither helper (not even for `--version`): a session relay
-    /// remembers could have written relay's folder without the pin (`plan::own_pins_hold`).
+    /// remembers could have written relay's folder without the pin (`launch::plan::own_pins_hold`).
     pub helpers_withheld: OnceLock<String>,
 }
 
@@ -323,7 +311,7 @@ impl Daemon {
     /// A write that fails is logged; the session goes on.
     pub(crate) fn persist(&self, id: &str) {
         let _w = self.store.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let rec = self.ledger().get(id).map(ledger::Record::of);
+        let rec = self.ledger().get(id).map(records::ledger::Record::of);
         let done = match rec {
             Some(r) if r.state == EntryState::Launching => Ok(()),
             Some(r) => self.store.write(&r),
@@ -349,7 +337,7 @@ impl Daemon {
     /// Records what Claude Code said in a turn's `init` line. The lines come from a
     /// sandboxed process, so every string is capped.
     pub fn set_claude(&self, id: &str, init: ClaudeInit) {
-        let cap = |v: Option<String>| v.map(|s| journal::cap(&s));
+        let cap = |v: Option<String>| v.map(|s| records::journal::cap(&s));
         let init = Some(ClaudeInit {
             session_id: cap(init.session_id),
             version: cap(init.version),
@@ -513,7 +501,7 @@ impl Daemon {
                     .reach
                     .token_folder
                     .as_ref()
-                    .is_some_and(|(folder, id)| guard::identity(folder) != *id);
+                    .is_some_and(|(folder, id)| launch::guard::identity(folder) != *id);
                 if (unprotected || unmasked) && e.state == EntryState::Running {
                     stop.push((e.id.clone(), "claude_token_changed"));
                 }
@@ -535,14 +523,14 @@ impl Daemon {
                 {
                     continue;
                 }
-                match rotation::decide(
+                match records::rotation::decide(
                     e.token_fingerprint.as_deref(),
                     &now,
                     settings.claude_token_on_change,
                 ) {
-                    rotation::Action::Stop(reason) => stop.push((e.id.clone(), reason)),
-                    rotation::Action::Stale(stale) => e.stale = stale,
-                    rotation::Action::Nothing => {}
+                    records::rotation::Action::Stop(reason) => stop.push((e.id.clone(), reason)),
+                    records::rotation::Action::Stale(stale) => e.stale = stale,
+                    records::rotation::Action::Nothing => {}
                 }
             }
         }
@@ -601,7 +589,7 @@ impl Daemon {
             };
             e.exit_status = exit_status;
             e.exit_signal = signal;
-            e.ended_ms = Some(journal::now_ms());
+            e.ended_ms = Some(records::journal::now_ms());
             e.exit_reason = Some(e.stop_reason.unwrap_or(reason_name(reason)).into());
             e.clone()
         };
@@ -693,7 +681,7 @@ impl Daemon {
                     } else {
                         EntryState::Exited
                     };
-                    e.ended_ms = Some(journal::now_ms());
+                    e.ended_ms = Some(records::journal::now_ms());
                     e.exit_reason = Some(e.stop_reason.unwrap_or("host_died").into());
                     e.clone()
                 })
@@ -907,7 +895,7 @@ fn build_daemon(
     events
         .open()
         .map_err(|e| format!("{}: {e}", paths.events().display()))?;
-    let store = ledger::Store::new(&paths.config);
+    let store = records::ledger::Store::new(&paths.config);
     let daemon = Arc::new(Daemon {
         audit,
         events,
@@ -921,12 +909,12 @@ fn build_daemon(
         store,
         resuming: Mutex::new(HashMap::new()),
         purged: Mutex::new(HashMap::new()),
-        token_watch: Mutex::new(rotation::Watch::default()),
+        token_watch: Mutex::new(records::rotation::Watch::default()),
         tmp_real,
         purge_failed: Mutex::new(Default::default()),
         api_addr: OnceLock::new(),
         settings_note: Mutex::new(None),
-        web: web::WebAuth::default(),
+        web: api::web::WebAuth::default(),
         doctor_probes: Mutex::new(None),
         helpers_withheld: OnceLock::new(),
     });
@@ -942,7 +930,7 @@ fn spawn_watcher(watcher: Arc<Daemon>) {
         loop {
             tick.tick().await;
             watcher.check_token().await;
-            purge::sweep(&watcher, n.is_multiple_of(60)).await;
+            records::purge::sweep(&watcher, n.is_multiple_of(60)).await;
             n += 1;
         }
     });
@@ -997,10 +985,10 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
         tracing::warn!("settings: {note}");
     }
     // The sessions of earlier runs, before the host or any API can start one.
-    ledger::restore(&daemon)?;
+    records::ledger::restore(&daemon)?;
     // Neither helper runs, not even for `--version`, while a remembered session could
     // have put its own program in relay's folder; launches say why, a purge still works.
-    let run_helpers = match plan::own_pins_hold(&daemon) {
+    let run_helpers = match launch::plan::own_pins_hold(&daemon) {
         Ok(()) => {
             for h in [&host.host_helper, &host.shim_helper] {
                 h.check_version()
@@ -1071,7 +1059,7 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
 
     until_stopped().await?;
     // End every session: the host terminates them all when its stdin closes.
-    ledger::stopping_all(&daemon);
+    records::ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);
     host.shutdown();
     if let Some(supervisor) = supervisor {

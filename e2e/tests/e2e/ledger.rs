@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use relay::daemon::scan::needles;
+use relay::daemon::diagnostics::scan::needles;
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::{fake_token, sha256_hex, wait, WAIT};
 use serde_json::{json, Value};

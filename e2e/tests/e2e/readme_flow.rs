@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::{symlink, PermissionsExt};
 
-use relay::daemon::doctor::plain;
+use relay::daemon::diagnostics::doctor::plain;
 use relay_e2e::daemon::{doctor_check, Relay};
 use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex, wait};

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use relay::daemon::doctor::plain;
+use relay::daemon::diagnostics::doctor::plain;
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex};

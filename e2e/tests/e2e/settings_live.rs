@@ -43,7 +43,7 @@ fn browser() -> Option<(PathBuf, PathBuf)> {
 /// The token in every form relay's own scan looks for (raw, JSON, URL, base64 at each
 /// alignment), absent from `hay`.
 fn assert_no_token(hay: &[u8], token: &str, place: &str) {
-    for (form, needle) in relay::daemon::scan::needles(token.as_bytes()) {
+    for (form, needle) in relay::daemon::diagnostics::scan::needles(token.as_bytes()) {
         assert!(
             !hay.windows(needle.len()).any(|w| w == needle.as_slice()),
             "the token appears ({form}) in {place}"

@@ -5,11 +5,14 @@
 //! `sandbox.rs`), body
 //! size cap, refusals as `{"error": message, "code": code}` (docs/routes.md).
 
+mod explain;
 mod page;
 mod sandbox;
 mod sessions;
 mod system;
 mod terminals;
+pub mod turns;
+pub mod web;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -87,7 +90,7 @@ impl Route {
         if tcp && get && path == "/login" {
             return Login;
         }
-        if get && super::web::asset(path).is_some() {
+        if get && web::asset(path).is_some() {
             return Page;
         }
         if !tcp && method == Method::POST && path == "/api/login-code" {
@@ -126,7 +129,7 @@ impl Route {
     }
 
     /// A launch checks its caller's place itself, and audits the refusal
-    /// (`src/daemon/launch.rs`).
+    /// (`src/daemon/launch/mod.rs`).
     fn is_launch(&self) -> bool {
         matches!(
             self,
@@ -166,7 +169,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::Status => http::json(200, &status_body(&d)),
         Route::SessionStart => sessions::start(&d, peer, req).await,
         Route::SessionList => sessions::list(&d),
-        Route::SessionMessage(id) => super::turns::message(&d, &id, req).await,
+        Route::SessionMessage(id) => turns::message(&d, &id, req).await,
         Route::SessionResume(id) => sessions::resume(&d, peer, id).await,
         Route::SessionStop(id) => stop(&d, &id, SessionKind::Claude).await,
         Route::SessionPurge(id) => purge(&d, &id, SessionKind::Claude).await,
@@ -179,7 +182,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::Audit => system::audit(&d),
         Route::AuditScan => system::audit_scan(&d).await,
         Route::Doctor => system::doctor(&d).await,
-        Route::DoctorRead => http::json(200, &super::doctor::read_only(&d).await),
+        Route::DoctorRead => http::json(200, &super::diagnostics::doctor::read_only(&d).await),
         Route::Events => system::events(&d, &req).await,
         Route::SessionSandbox(id) => sandbox::of(&d, &id, SessionKind::Claude),
         Route::TerminalSandbox(id) => sandbox::of(&d, &id, SessionKind::Pty),
@@ -278,9 +281,9 @@ async fn launch_detached(d: &Arc<Daemon>, input: launch::LaunchInput) -> Resp {
 }
 
 /// `POST /api/{sessions,terminals}/{id}/purge`: an ended session's record, logs and
-/// temp folder (`src/daemon/purge.rs`).
+/// temp folder (`src/daemon/records/purge.rs`).
 async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
-    match super::purge::purge(d, id, kind, "purged").await {
+    match super::records::purge::purge(d, id, kind, "purged").await {
         Ok(e) => http::json(
             200,
             &crate::wire::Purged {

@@ -6,8 +6,9 @@ use hyper::header::HeaderValue;
 use hyper::Request;
 
 use super::{refuse, Resp};
+use crate::daemon::api::web;
 use crate::daemon::error::Code;
-use crate::daemon::{web, Daemon};
+use crate::daemon::Daemon;
 use crate::http;
 
 fn with(mut r: Resp, headers: &[(&'static str, String)]) -> Resp {

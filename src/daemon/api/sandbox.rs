@@ -42,7 +42,12 @@ pub(super) fn explain(d: &Daemon, req: &Request<Incoming>) -> Resp {
     };
     let directory = http::query(req, "directory");
     let backend = http::query(req, "backend");
-    match crate::daemon::explain::template(d, &template, directory.as_deref(), backend.as_deref()) {
+    match crate::daemon::api::explain::template(
+        d,
+        &template,
+        directory.as_deref(),
+        backend.as_deref(),
+    ) {
         Ok(e) => http::json(200, &e),
         Err(e) => err(&e),
     }

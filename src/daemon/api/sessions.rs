@@ -1,5 +1,5 @@
 //! The `claude` session routes: start, list, resume (stop, purge and message are shared
-//! or live in `src/daemon/turns.rs`) (docs/routes.md#sessions-messages-resume-stop).
+//! or live in `src/daemon/api/turns.rs`) (docs/routes.md#sessions-messages-resume-stop).
 
 use std::sync::Arc;
 

@@ -70,10 +70,10 @@ pub(super) fn audit(d: &Daemon) -> Resp {
     http::json(200, &wire::AuditRows { rows })
 }
 
-/// `POST /api/audit/scan` (`src/daemon/scan.rs`).
+/// `POST /api/audit/scan` (`src/daemon/diagnostics/scan.rs`).
 pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
     let d2 = d.clone();
-    match tokio::task::spawn_blocking(move || crate::daemon::scan::run(&d2)).await {
+    match tokio::task::spawn_blocking(move || crate::daemon::diagnostics::scan::run(&d2)).await {
         Ok(Ok((report, fingerprint))) => http::json(
             200,
             &wire::ScanReport {
@@ -92,10 +92,10 @@ pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
     }
 }
 
-/// `POST /api/doctor` (`src/daemon/doctor.rs`).
+/// `POST /api/doctor` (`src/daemon/diagnostics/doctor.rs`).
 pub(super) async fn doctor(d: &Arc<Daemon>) -> Resp {
     let d2 = d.clone();
-    match tokio::spawn(async move { crate::daemon::doctor::run(&d2).await }).await {
+    match tokio::spawn(async move { crate::daemon::diagnostics::doctor::run(&d2).await }).await {
         Ok(v) => http::json(200, &v),
         Err(e) => refuse(Code::Internal, format!("doctor: {e}")),
     }

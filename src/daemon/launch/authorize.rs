@@ -13,10 +13,10 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::error::{ApiError, Code};
 use super::guard;
-use super::launch::LaunchInput;
-use super::settings::{self, Project, Settings, Template};
+use super::LaunchInput;
+use crate::daemon::error::{ApiError, Code};
+use crate::daemon::settings::{self, Project, Settings, Template};
 use crate::protocol::ClaudeInit;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::resolve::expand_home;
@@ -157,7 +157,7 @@ pub fn authorize(
     };
     // What a session itself runs can never drive relay.
     if env.caller_inside_session {
-        return Err(c.refuse(Code::InsideSession, super::INSIDE_SESSION));
+        return Err(c.refuse(Code::InsideSession, crate::daemon::INSIDE_SESSION));
     }
     let project = find_project(s, input, env.home, &c)?.clone();
     c.noted.project = Some(project.id.clone());
@@ -558,7 +558,7 @@ pub fn which(program: &str, home: &Path, path_env: &OsStr) -> Option<PathBuf> {
 }
 
 /// The id of the project whose folder holds `dir`, the deepest when several do.
-pub(super) fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
+pub(in crate::daemon) fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
     let dir = std::fs::canonicalize(dir).ok()?;
     s.projects
         .iter()

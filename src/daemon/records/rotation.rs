@@ -7,7 +7,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::settings::OnTokenChange;
+use crate::daemon::settings::OnTokenChange;
 
 /// What tells one version of the token file from another without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub const INDEX_HTML: &str = include_str!("../../web/index.html");
-pub const APP_JS: &str = include_str!("../../web/app.js");
-pub const STYLE_CSS: &str = include_str!("../../web/style.css");
+pub const INDEX_HTML: &str = include_str!("../../../web/index.html");
+pub const APP_JS: &str = include_str!("../../../web/app.js");
+pub const STYLE_CSS: &str = include_str!("../../../web/style.css");
 
 pub const COOKIE: &str = "relay_session";
 const CODE_TTL: Duration = Duration::from_secs(60);
@@ -35,7 +35,7 @@ pub struct WebAuth {
 
 impl WebAuth {
     pub fn new_code(&self) -> std::io::Result<String> {
-        let code = super::random_hex(16)?;
+        let code = crate::daemon::random_hex(16)?;
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
         codes.retain(|_, t| t.elapsed() < CODE_TTL);
         codes.insert(code.clone(), Instant::now());
@@ -52,7 +52,7 @@ impl WebAuth {
         if issued.elapsed() >= CODE_TTL {
             return None;
         }
-        let sid = match super::random_hex(32) {
+        let sid = match crate::daemon::random_hex(32) {
             Ok(sid) => sid,
             Err(e) => {
                 crate::listen::log(format_args!(

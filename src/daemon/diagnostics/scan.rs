@@ -415,7 +415,7 @@ pub fn roots(config: &Path, tmp: &Path) -> Vec<PathBuf> {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.strip_prefix("relay-"))
-                    .is_some_and(super::purge::is_relay_id)
+                    .is_some_and(crate::daemon::records::purge::is_relay_id)
             })
             .map(|e| e.path())
             .collect();
@@ -427,12 +427,12 @@ pub fn roots(config: &Path, tmp: &Path) -> Vec<PathBuf> {
 
 /// `POST /api/audit/scan`: the current token (read as a launch reads it) looked for in
 /// every root. Refused with `409 no_token` when there is no token to look for.
-pub fn run(d: &super::Daemon) -> Result<(Report, String), super::error::ApiError> {
-    use super::error::{ApiError, Code};
+pub fn run(d: &crate::daemon::Daemon) -> Result<(Report, String), crate::daemon::error::ApiError> {
+    use crate::daemon::error::{ApiError, Code};
     let settings = d
         .load_settings()
         .map_err(|e| ApiError::new(Code::SettingsInvalid, e.to_string()))?;
-    let path = super::settings::token_file_path(&settings.claude_token_file, &d.home)
+    let path = crate::daemon::settings::token_file_path(&settings.claude_token_file, &d.home)
         .map_err(|e| ApiError::new(Code::NoToken, e))?
         .ok_or_else(|| {
             ApiError::new(

@@ -10,7 +10,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::settings::Settings;
+use crate::daemon::settings::Settings;
 use crate::protocol::CLAUDE_CODE_TEMPLATE;
 use crate::sandbox::resolve::{expand_home, resolve_in, Role};
 
@@ -82,8 +82,8 @@ pub fn relay_programs() -> Vec<PathBuf> {
     match std::env::current_exe() {
         Ok(me) => vec![
             me,
-            super::sibling("relay-sessions"),
-            super::sibling("relay-shim"),
+            crate::daemon::sibling("relay-sessions"),
+            crate::daemon::sibling("relay-shim"),
         ],
         Err(_) => Vec::new(),
     }

@@ -11,26 +11,31 @@
 //! sandboxed launch) → profile written last → identity secret → host launch → the audit
 //! row (a row that cannot be written stops the session and refuses the launch) → 201.
 
+pub mod authorize;
+pub mod claude_config;
+pub mod claude_settings;
+pub mod guard;
+pub mod plan;
+
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::authorize::{authorize, Decision, Environment, Noted, Prior};
-pub use super::authorize::{
-    valid_claude_session_id, which, CLAUDE_TOKEN_LAUNCH_ARGS, HEADLESS_SANDBOXED_PERMISSION_MODE,
-    PROVIDER_ARGS,
-};
-use super::error::{ApiError, Code, Outcome};
-use super::guard;
-use super::journal::{AuditRow, Event};
-use super::plan::{plan_sandbox, Planned, SandboxPlan};
-use super::settings::Settings;
-use super::{Daemon, Entry, EntryState, Reach};
+use crate::daemon::error::{ApiError, Code, Outcome};
+use crate::daemon::records::journal::{AuditRow, Event};
+use crate::daemon::settings::Settings;
+use crate::daemon::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{
     Backend, EnvAllowlist, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize,
     SandboxLaunch, Secret, SessionKind, HOST_PROTOCOL_VERSION,
 };
 use crate::sandbox;
+use authorize::{authorize, Decision, Environment, Noted, Prior};
+pub use authorize::{
+    valid_claude_session_id, which, CLAUDE_TOKEN_LAUNCH_ARGS, HEADLESS_SANDBOXED_PERMISSION_MODE,
+    PROVIDER_ARGS,
+};
+use plan::{plan_sandbox, Planned, SandboxPlan};
 
 #[derive(Clone, Debug, Default)]
 pub struct LaunchInput {
@@ -69,7 +74,7 @@ pub fn new_id(kind: SessionKind) -> std::io::Result<String> {
         SessionKind::Claude => "s",
         SessionKind::Pty => "t",
     };
-    Ok(format!("{prefix}-{}", super::random_hex(6)?))
+    Ok(format!("{prefix}-{}", crate::daemon::random_hex(6)?))
 }
 
 /// Random bytes are missing (the kernel refused them): an internal error, not a reason
@@ -98,7 +103,9 @@ impl Attempt<'_> {
             // row) may leave whatever the session wrote: removed as a purge removes it,
             // bounded and following no link. Here, not on another thread: a resume of
             // this id may make the folder again as soon as this answer is out.
-            if let Err(msg) = super::purge::remove_session_dir(&self.d.tmp_real, &id) {
+            if let Err(msg) =
+                crate::daemon::records::purge::remove_session_dir(&self.d.tmp_real, &id)
+            {
                 tracing::warn!(session = %id, "refused launch: {msg}");
             }
         }
@@ -208,7 +215,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         )?),
         None => None,
     };
-    let secret = super::random_hex(32).map_err(|e| at.refuse(no_random("identity secret", e)))?;
+    let secret =
+        crate::daemon::random_hex(32).map_err(|e| at.refuse(no_random("identity secret", e)))?;
     d.bridge.expect(&id, &secret);
     let entry = entry_for(&at, &id, &input, &decision, &tokens, boxed.as_ref());
     if !d.begin(entry.clone(), decision.resume) {
@@ -273,7 +281,10 @@ fn decide(
     let settings = match d.load_settings() {
         Ok(s) => s,
         Err(_) if inside => {
-            return Err(at.refuse(ApiError::new(Code::InsideSession, super::INSIDE_SESSION)))
+            return Err(at.refuse(ApiError::new(
+                Code::InsideSession,
+                crate::daemon::INSIDE_SESSION,
+            )))
         }
         Err(e) => return Err(at.refuse(ApiError::new(Code::SettingsInvalid, e.to_string()))),
     };
@@ -374,7 +385,7 @@ fn session_env(
     // A relay-owned config folder of its own, seeded so Claude starts straight into work
     // (no theme, login or trust screens), kept across resume.
     let claude_dir = temp_dir.join("claude-config");
-    if let Err(e) = super::claude_config::seed(&claude_dir, &decision.directory) {
+    if let Err(e) = claude_config::seed(&claude_dir, &decision.directory) {
         return Err(at.refuse(ApiError::new(
             Code::SpawnFailed,
             format!("claude config {}: {e}", claude_dir.display()),
@@ -384,11 +395,9 @@ fn session_env(
     // sign Claude Code in another way beside the token (an `apiKeyHelper`, an API key in
     // `env`, another provider): a resume reads what the session wrote there.
     if token_launch {
-        if let Err(e) = super::claude_settings::check_launch(
-            &claude_dir,
-            &decision.directory,
-            &decision.project_real,
-        ) {
+        if let Err(e) =
+            claude_settings::check_launch(&claude_dir, &decision.directory, &decision.project_real)
+        {
             return Err(at.refuse(ApiError::sandbox(e)));
         }
     }
@@ -403,7 +412,7 @@ fn session_env(
 /// and for a sandboxed Claude launch (`claude_dir`) its config folder and `IS_SANDBOX`.
 /// (A token launch's `PATH` is set with its sandbox.) `relay sandbox explain` names
 /// the same.
-pub(super) fn relay_env(
+pub(in crate::daemon) fn relay_env(
     template_env: &std::collections::BTreeMap<String, String>,
     temp_dir: &Path,
     claude_dir: Option<&Path>,
@@ -471,7 +480,7 @@ fn sandbox_step(
     // environment this launch will get.
     let host_paths = sandbox::HostPaths::current();
     let mut explained = sandbox::explain::explain(&spec, backend, &host_paths, &labels);
-    explained.environment = Some(super::plan::env_names(
+    explained.environment = Some(plan::env_names(
         d,
         env,
         Some(&settings.env_passthrough_for(&decision.template)),
@@ -490,7 +499,8 @@ fn sandbox_step(
         },
     };
     // Its own name per attempt: two resumes of one id never share a profile.
-    let suffix = super::random_hex(4).map_err(|e| at.refuse(no_random("profile name", e)))?;
+    let suffix =
+        crate::daemon::random_hex(4).map_err(|e| at.refuse(no_random("profile name", e)))?;
     let profile = d.paths.profiles().join(format!("{id}-{suffix}.{ext}"));
     let _ = std::fs::remove_file(&profile);
     if let Err(e) = write_new_0600(&profile, &bytes) {
@@ -535,7 +545,7 @@ fn entry_for(
         state: EntryState::Launching,
         root_pid: None,
         target_pid: None,
-        created_ms: super::journal::now_ms(),
+        created_ms: crate::daemon::records::journal::now_ms(),
         exit_status: None,
         exit_signal: None,
         exit_reason: None,

@@ -15,11 +15,11 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::error::{ApiError, Code, Outcome};
 use super::journal::{now_ms, AuditRow, Event};
-use super::launch::kind_name;
-use super::settings::{self, Retention};
-use super::{Daemon, Entry, EntryState};
+use crate::daemon::error::{ApiError, Code, Outcome};
+use crate::daemon::launch::kind_name;
+use crate::daemon::settings::{self, Retention};
+use crate::daemon::{Daemon, Entry, EntryState};
 use crate::protocol::SessionKind;
 use crate::tree::Limits;
 

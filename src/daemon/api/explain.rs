@@ -1,18 +1,18 @@
 //! `GET /api/sandbox/explain`: the sandbox a terminal of a template would get in a
 //! folder, in words, for this platform's backend or the other one — built by the launch
-//! path's own [`plan_sandbox`](super::plan::plan_sandbox) and explained by
+//! path's own [`plan_sandbox`](crate::daemon::launch::plan::plan_sandbox) and explained by
 //! [`crate::sandbox::explain`], as the Settings page explains a running session's
 //! (docs/routes.md, docs/cli.md `relay sandbox explain`). Nothing is launched, written
 //! or audited, and the token file is not read.
 
 use std::path::Path;
 
-use super::authorize::{project_holding, which};
-use super::error::{ApiError, Code};
-use super::guard;
-use super::launch::relay_env;
-use super::plan::{env_names, plan_sandbox, SandboxPlan};
-use super::{settings, Daemon};
+use crate::daemon::error::{ApiError, Code};
+use crate::daemon::launch::authorize::{project_holding, which};
+use crate::daemon::launch::guard;
+use crate::daemon::launch::plan::{env_names, plan_sandbox, SandboxPlan};
+use crate::daemon::launch::relay_env;
+use crate::daemon::{settings, Daemon};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
 use crate::sandbox::resolve::expand_home as expand;

@@ -9,10 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::guard;
-use super::launch::{self, LaunchInput};
-use super::settings::{self, Settings};
-use super::Daemon;
+use crate::daemon::launch::guard;
+use crate::daemon::launch::{self, LaunchInput};
+use crate::daemon::settings::{self, Settings};
+use crate::daemon::Daemon;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 
 pub use crate::wire::CheckStatus as Status;
@@ -565,7 +565,7 @@ async fn checks_without_probes(
     checks.push(helpers_check(d, &settings).await);
     checks.push(kernel_check(d, &settings));
     checks.push(config_check(d));
-    checks.push(super::ledger::doctor_check(d));
+    checks.push(crate::daemon::records::ledger::doctor_check(d));
     let (token, token_path) = token_check(&settings, &d.home);
     let token_ok = token.status == Status::Ok || token.status == Status::Warn;
     checks.push(token);
@@ -707,8 +707,10 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
             None,
         )),
     }
-    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) =
-        Some((super::journal::now_ms(), checks[first_probe..].to_vec()));
+    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+        crate::daemon::records::journal::now_ms(),
+        checks[first_probe..].to_vec(),
+    ));
     let ok = checks.iter().all(|c| c.status != Status::Fail);
     crate::wire::Doctor { ok, checks }
 }

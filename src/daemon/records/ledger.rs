@@ -29,7 +29,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, EntryState, Reach};
+use crate::daemon::{Entry, EntryState, Reach};
 use crate::protocol::{ClaudeInit, PtySize, SessionKind};
 
 /// The folder under the config dir.
@@ -211,7 +211,7 @@ pub struct Store {
     dir: PathBuf,
     /// Held across a snapshot and its write, so the last write of a record is of its
     /// latest state (`Daemon::persist`).
-    pub(super) lock: Mutex<()>,
+    pub(in crate::daemon) lock: Mutex<()>,
     seq: AtomicU64,
 }
 
@@ -375,7 +375,7 @@ impl Store {
 /// [`RELAY_RESTARTED`] (its record rewritten, a `session_end` audit row and a
 /// `session.exited` event, as any end has); each file set aside is reported on stderr
 /// and in a `ledger_set_aside` audit row.
-pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
+pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<(), String> {
     d.store
         .ensure()
         .map_err(|e| format!("{}: {e}", d.store.dir().display()))?;
@@ -389,7 +389,7 @@ pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
         tracing::warn!("{message}");
         let row = d.audit.record(&super::journal::AuditRow {
             action: "ledger_set_aside",
-            outcome: super::error::Outcome::Error,
+            outcome: crate::daemon::error::Outcome::Error,
             error: Some(message),
             ..Default::default()
         });
@@ -422,7 +422,7 @@ pub(super) fn restore(d: &super::Daemon) -> Result<(), String> {
 
 /// At shutdown, before the host is told to end every session: each running one ends
 /// with reason [`RELAY_RESTARTED`], as it would after a crash.
-pub(super) fn stopping_all(d: &super::Daemon) {
+pub(in crate::daemon) fn stopping_all(d: &crate::daemon::Daemon) {
     for e in d.ledger().values_mut() {
         if e.state == EntryState::Running && e.stop_reason.is_none() {
             e.stop_reason = Some(RELAY_RESTARTED);
@@ -431,8 +431,8 @@ pub(super) fn stopping_all(d: &super::Daemon) {
 }
 
 /// `relay doctor`'s `ledger` check: files set aside are a warning to look at.
-pub fn doctor_check(d: &super::Daemon) -> super::doctor::Check {
-    use super::doctor::{Check, Status};
+pub fn doctor_check(d: &crate::daemon::Daemon) -> crate::daemon::diagnostics::doctor::Check {
+    use crate::daemon::diagnostics::doctor::{Check, Status};
     let aside = d.store.set_aside_files();
     if aside.is_empty() {
         return Check {

@@ -5,14 +5,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::settings::{Settings, Template};
-use super::{guard, Daemon, Entry, EntryState, Reach};
+use super::guard;
+use crate::daemon::settings::{Settings, Template};
+use crate::daemon::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{Backend, SessionKind};
 use crate::sandbox::resolve::expand_home;
 use crate::sandbox::{self, Network, SpecInput};
 
 /// What [`plan_sandbox`] needs to know about one launch.
-pub(super) struct SandboxPlan<'a> {
+pub(in crate::daemon) struct SandboxPlan<'a> {
     pub id: &'a str,
     pub kind: SessionKind,
     pub backend: Backend,
@@ -32,7 +33,7 @@ pub(super) struct SandboxPlan<'a> {
 
 /// A launch's sandbox spec (token path denied), what it reaches, the folders some
 /// session can write, the denied ports and why each path is in the spec.
-pub(super) struct Planned {
+pub(in crate::daemon) struct Planned {
     pub spec: sandbox::Spec,
     pub reach: Reach,
     pub writable: Vec<PathBuf>,
@@ -52,7 +53,7 @@ impl Labels {
 
 /// Builds the spec of one sandboxed launch from the settings. Errors are
 /// `sandbox_unavailable` messages.
-pub(super) fn plan_sandbox(
+pub(in crate::daemon) fn plan_sandbox(
     d: &Daemon,
     settings: &Settings,
     p: &SandboxPlan,
@@ -186,7 +187,7 @@ fn own_pins(d: &Daemon) -> Vec<guard::ProgramPins> {
 
 /// Whether every session relay remembers left relay's own folder alone: checked at
 /// start, before either helper runs, and by every launch.
-pub(super) fn own_pins_hold(d: &Daemon) -> Result<(), String> {
+pub(in crate::daemon) fn own_pins_hold(d: &Daemon) -> Result<(), String> {
     pins_hold(
         &own_pins(d),
         &[],
@@ -401,7 +402,7 @@ fn could_change_unpinned(folder: &Path, reach: &Reach) -> bool {
 /// inherits, and the request's `env` (`launch::relay_env`): what `relay sandbox
 /// explain` and the Settings page show. `allowlist` is the launch's `env_passthrough`
 /// when it is sandboxed.
-pub(super) fn env_names(
+pub(in crate::daemon) fn env_names(
     d: &Daemon,
     request_env: &std::collections::BTreeMap<String, String>,
     allowlist: Option<&[String]>,
@@ -448,7 +449,7 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::ledger::{ReachRecord, Record, VERSION};
+    use crate::daemon::records::ledger::{ReachRecord, Record, VERSION};
 
     /// An ended terminal relay remembers, with these read-write grants and pins.
     fn session(id: &str, read_write: &[&str], pins: &[&str]) -> Entry {

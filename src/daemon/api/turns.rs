@@ -12,9 +12,9 @@ use hyper::body::{Bytes, Incoming};
 use hyper::Request;
 use tokio::sync::{mpsc, oneshot};
 
-use super::api::{body, host_error, refuse, Resp};
-use super::error::Code;
-use super::{Daemon, EntryState};
+use super::{body, host_error, refuse, Resp};
+use crate::daemon::error::Code;
+use crate::daemon::{Daemon, EntryState};
 use crate::protocol::{HostCode, SessionKind, TurnEvent};
 use crate::wire::Message;
 
