@@ -109,7 +109,7 @@ impl EntryState {
 
 /// One session as the API shows it (docs/routes.md#entry): the answer of a launch, a
 /// resume and a stop, an item of the lists, the `entry` of a purge. The daemon's
-/// `Entry` (`src/daemon/mod.rs`) holds more and serializes through this.
+/// `Entry` (`src/daemon/session.rs`) holds more and serializes through this.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     pub id: String,

@@ -61,7 +61,7 @@ async fn quick_output(program: &std::path::Path, arg: &str) -> Option<String> {
 
 /// relay's helpers as the daemon runs them: `relay-sessions`, and the `relay-shim` it
 /// hands the host, both opened beside its own executable at start (`sibling` in
-/// `src/daemon/mod.rs`) and run through those descriptors (src/helpers.rs). Each must
+/// `src/daemon/serve.rs`) and run through those descriptors (src/helpers.rs). Each must
 /// still be the file relay opened and answer `--version` with relay's own version. A
 /// file replaced since is never run here: doctor runs nothing it inspects. And relay's
 /// folder must lie outside every folder a session can write (docs/cli.md#relay-doctor).

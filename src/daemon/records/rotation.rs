@@ -7,7 +7,9 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::daemon::settings::OnTokenChange;
+use crate::daemon::launch;
+use crate::daemon::settings::{self, OnTokenChange};
+use crate::daemon::{Daemon, EntryState};
 
 /// What tells one version of the token file from another without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +108,80 @@ pub fn decide(session: Option<&str>, now: &Observed, on_change: OnTokenChange) -
         OnTokenChange::Stop if !differs => Action::Nothing,
         OnTokenChange::Stop if current.is_none() => Action::Stop("claude_token_removed"),
         OnTokenChange::Stop => Action::Stop("claude_token_replaced"),
+    }
+}
+
+impl Daemon {
+    /// One look at the token (the token watcher calls this every second). First
+    /// exposure: stops, with reason `claude_token_changed`, every running sandboxed
+    /// session that could now see a token it was not protected from — a session started
+    /// before the setting named this path (and whose grants reach the token's folder),
+    /// or one whose grants reach the token's folder when that folder was replaced since
+    /// it started (a replaced folder is no longer under the session's mask). Then
+    /// rotation: every running session that got the token and runs on another one than
+    /// the file holds now is handled as `claude_token_on_change` says (`stop`: reason
+    /// `claude_token_replaced`, or `claude_token_removed`; `keep`: marked `stale`).
+    /// Exposure wins: a session it stops keeps `claude_token_changed`. Returns the ids
+    /// it stopped.
+    pub async fn check_token(&self) -> Vec<String> {
+        let Ok(settings) = settings::load(&self.paths.settings()) else {
+            return vec![];
+        };
+        let settings = settings.settings;
+        let Ok(token) = settings::token_file_path(&settings.claude_token_file, &self.home) else {
+            return vec![];
+        };
+        let mut stop: Vec<(String, &'static str)> = Vec::new();
+        if let Some(token) = &token {
+            // The deepest part of the token's path that exists now: what a grant must
+            // reach for the session to see the token or make its folder.
+            let mut near = token.clone();
+            while !near.exists() && near.pop() {}
+            let near = std::fs::canonicalize(&near).unwrap_or(near);
+            for e in self.live_sandboxed("") {
+                let unprotected = e.reach.token_path.as_ref() != Some(token)
+                    && e.reach.grants.iter().any(|g| near.starts_with(g));
+                let unmasked = e
+                    .reach
+                    .token_folder
+                    .as_ref()
+                    .is_some_and(|(folder, id)| launch::guard::identity(folder) != *id);
+                if (unprotected || unmasked) && e.state == EntryState::Running {
+                    stop.push((e.id.clone(), "claude_token_changed"));
+                }
+            }
+        }
+        // Rotation: the file is read only when its key changed.
+        let now = self
+            .token_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(token.as_deref());
+        {
+            let mut l = self.ledger();
+            for e in l.values_mut() {
+                if e.state != EntryState::Running
+                    || !e.token_passed
+                    || e.stop_reason.is_some()
+                    || stop.iter().any(|(id, _)| *id == e.id)
+                {
+                    continue;
+                }
+                match decide(
+                    e.token_fingerprint.as_deref(),
+                    &now,
+                    settings.claude_token_on_change,
+                ) {
+                    Action::Stop(reason) => stop.push((e.id.clone(), reason)),
+                    Action::Stale(stale) => e.stale = stale,
+                    Action::Nothing => {}
+                }
+            }
+        }
+        for (id, reason) in &stop {
+            self.stop_for(id, reason).await;
+        }
+        stop.into_iter().map(|(id, _)| id).collect()
     }
 }
 

@@ -1,0 +1,352 @@
+//! `relay serve`'s start-up and shutdown: the config dir, the helpers, the ledger read back, the sockets, `ready.json`.
+
+use std::collections::HashMap;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::records::journal::{Audit, Events};
+use super::{api, bridge, hostlink, launch, paths, random_hex, records, settings, Daemon};
+use crate::wire;
+
+fn ensure_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The API bearer: created 0600 at open time on first run, read afterwards.
+fn api_token(path: &Path) -> std::io::Result<String> {
+    use std::io::Write;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(mut f) => {
+            let t = random_hex(32)?;
+            f.write_all(t.as_bytes())?;
+            Ok(t)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok(std::fs::read_to_string(path)?.trim().to_string())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes sure `path` is an empty regular file of mode 0000 owned by us (the bwrap
+/// file mask); anything else there is replaced.
+pub fn ensure_mask(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        let ok = m.file_type().is_file()
+            && m.len() == 0
+            && m.mode() & 0o7777 == 0
+            && m.uid() == nix::unistd::geteuid().as_raw();
+        if ok {
+            return Ok(());
+        }
+        std::fs::remove_file(path)?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(path)?;
+    Ok(())
+}
+
+fn write_atomic_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// The daemon's log: `<config>/relay.log`, capped, and stderr (src/logging.rs). A bad
+/// `RUST_LOG` falls back to `info`, saying so; `--log-level` was checked by the CLI.
+fn start_logging(config: &Path, flag: Option<&str>) {
+    let path = paths::Paths {
+        config: config.to_path_buf(),
+    }
+    .log();
+    let mut text = crate::logging::choose_level(flag);
+    let bad = crate::logging::parse_level(&text).err();
+    if bad.is_some() {
+        text = crate::logging::DEFAULT_LEVEL.into();
+    }
+    if let Err(e) = crate::logging::init("relay", &path, &text) {
+        tracing::warn!("{e}; logging to stderr only");
+    }
+    if let Some(e) = bad {
+        tracing::warn!(
+            "RUST_LOG: {e}; logging at {}",
+            crate::logging::DEFAULT_LEVEL
+        );
+    }
+    tracing::info!(
+        target: crate::logging::FILE_ONLY,
+        "relay {} starting, config {}, log level {text}",
+        env!("CARGO_PKG_VERSION"),
+        config.display()
+    );
+}
+
+/// What to do about a missing helper or one of another version.
+const HELPERS_FIX: &str = "relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)";
+
+pub(crate) fn sibling(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// The config dir's fixed parts: the profiles folder (emptied: profiles of an earlier
+/// run are stale), the mask file, and on first run the seeded settings.
+fn prepare_config(paths: &paths::Paths) -> Result<(), String> {
+    ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
+    ensure_mask(&paths.mask()).map_err(|e| format!("{}: {e}", paths.mask().display()))?;
+    // Profiles of an earlier run are stale.
+    if let Ok(rd) = std::fs::read_dir(paths.profiles()) {
+        for e in rd.flatten() {
+            if let Err(err) = std::fs::remove_file(e.path()) {
+                tracing::warn!("stale profile {}: {err}", e.path().display());
+            }
+        }
+    }
+    // First run: seed settings so everything works out of the box.
+    if !paths.settings().exists() {
+        write_atomic_0600(
+            &paths.settings(),
+            settings::to_pretty(&settings::seed()).as_bytes(),
+        )
+        .map_err(|e| format!("seed {}: {e}", paths.settings().display()))?;
+    }
+    Ok(())
+}
+
+/// The daemon's state, the host link (not started yet), the audit and event logs open.
+fn build_daemon(
+    paths: paths::Paths,
+    home: PathBuf,
+    tmp: PathBuf,
+    tmp_real: PathBuf,
+) -> Result<(Arc<Daemon>, Arc<hostlink::HostLink>), String> {
+    let token = api_token(&paths.api_token())
+        .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
+    let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
+    // The helpers come from relay's own folder (docs/architecture.md#binaries): without
+    // the host nothing can run, so say which file and how to get it, once.
+    // Each is opened once (run nothing yet: `serve` checks the remembered sessions
+    // first) and run through that descriptor from then on (src/helpers.rs).
+    let helper = |name: &'static str| -> Result<crate::helpers::Helper, String> {
+        let path = sibling(name);
+        if !path.is_file() {
+            return Err(format!("{} is missing: {HELPERS_FIX}", path.display()));
+        }
+        crate::helpers::Helper::open(name, &path)
+    };
+    let host = Arc::new(hostlink::HostLink::new(
+        paths.host_state(),
+        helper("relay-sessions")?,
+        helper("relay-shim")?,
+        paths.bridge(),
+        host_secret,
+    ));
+    let audit = Audit::new(paths.audit());
+    audit
+        .open()
+        .map_err(|e| format!("{}: {e}", paths.audit().display()))?;
+    let events = Events::new(paths.events());
+    events
+        .open()
+        .map_err(|e| format!("{}: {e}", paths.events().display()))?;
+    let store = records::ledger::Store::new(&paths.config);
+    let daemon = Arc::new(Daemon {
+        audit,
+        events,
+        paths,
+        home,
+        tmp,
+        host: host.clone(),
+        bridge: bridge::Pending::default(),
+        api_token: token,
+        ledger: Mutex::new(HashMap::new()),
+        store,
+        resuming: Mutex::new(HashMap::new()),
+        purged: Mutex::new(HashMap::new()),
+        token_watch: Mutex::new(records::rotation::Watch::default()),
+        tmp_real,
+        purge_failed: Mutex::new(Default::default()),
+        api_addr: OnceLock::new(),
+        settings_note: Mutex::new(None),
+        web: api::web::WebAuth::default(),
+        doctor_probes: Mutex::new(None),
+        helpers_withheld: OnceLock::new(),
+    });
+    Ok((daemon, host))
+}
+
+/// The token watcher: a token that appears, is replaced or removed while sessions run;
+/// and on the same tick, ended sessions past `retain_ended`.
+fn spawn_watcher(watcher: Arc<Daemon>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        let mut n: u64 = 0;
+        loop {
+            tick.tick().await;
+            watcher.check_token().await;
+            records::purge::sweep(&watcher, n.is_multiple_of(60)).await;
+            n += 1;
+        }
+    });
+}
+
+/// Waits for SIGTERM or SIGINT.
+async fn until_stopped() -> Result<(), String> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+/// Runs the daemon until SIGTERM/SIGINT.
+/// `log_level` is `relay serve --log-level` (src/logging.rs).
+pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(), String> {
+    // It reads the token at every launch: no core dump, no same-uid reader of its memory.
+    crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
+    let home =
+        paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
+    let tmp = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| "/tmp".into());
+    let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
+    let paths = paths::Paths { config: config_dir };
+    ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
+    start_logging(&paths.config, log_level.as_deref());
+    // Room for what a flood of connections cannot take (src/listen.rs).
+    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
+        tracing::warn!("raise the descriptor limit: {e}");
+        crate::listen::nofile()
+    });
+    let cap = crate::listen::connection_cap(nofile);
+    prepare_config(&paths)?;
+    let (daemon, host) = build_daemon(paths, home, tmp, tmp_real)?;
+    let initial = daemon.load_settings();
+    if let Err(e) = &initial {
+        tracing::warn!("{e} (launches are refused until it is fixed)");
+    }
+    if let Some(note) = daemon
+        .settings_note
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+    {
+        tracing::warn!("settings: {note}");
+    }
+    // The sessions of earlier runs, before the host or any API can start one.
+    records::ledger::restore(&daemon)?;
+    // Neither helper runs, not even for `--version`, while a remembered session could
+    // have put its own program in relay's folder; launches say why, a purge still works.
+    let run_helpers = match launch::plan::own_pins_hold(&daemon) {
+        Ok(()) => {
+            for h in [&host.host_helper, &host.shim_helper] {
+                h.check_version()
+                    .map_err(|e| format!("{e}: {HELPERS_FIX}"))?;
+            }
+            true
+        }
+        Err(why) => {
+            tracing::error!("{why}; relay runs neither helper until then");
+            let _ = daemon.helpers_withheld.set(why);
+            host.withhold();
+            false
+        }
+    };
+    let listen = initial
+        .as_ref()
+        .map(|s| s.api.listen.clone())
+        .unwrap_or_default();
+
+    bridge::serve(daemon.clone(), &daemon.paths.bridge(), cap)
+        .await
+        .map_err(|e| format!("bridge socket: {e}"))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let d1 = daemon.clone();
+    let d2 = daemon.clone();
+    let supervisor = run_helpers.then(|| {
+        tokio::spawn(host.clone().supervise(
+            move |ev| d1.on_host_event(ev),
+            move || d2.on_host_death(),
+            stop_rx,
+        ))
+    });
+    if run_helpers {
+        host.wait_live(std::time::Duration::from_secs(10))
+            .await
+            .ok_or("the session host did not start")?;
+    }
+
+    let unix = api::bind_unix(&daemon.paths.socket())
+        .map_err(|e| format!("{}: {e}", daemon.paths.socket().display()))?;
+    let tcp = if listen.is_empty() {
+        None
+    } else {
+        Some(
+            tokio::net::TcpListener::bind(&listen)
+                .await
+                .map_err(|e| format!("api.listen {listen}: {e}"))?,
+        )
+    };
+    let addr = tcp.as_ref().and_then(|l| l.local_addr().ok());
+    let _ = daemon.api_addr.set(addr);
+    spawn_watcher(daemon.clone());
+    tokio::spawn(api::serve_unix(daemon.clone(), unix, cap));
+    if let Some(l) = tcp {
+        tokio::spawn(api::serve_tcp(daemon.clone(), l, cap));
+    }
+    let ready = wire::Ready {
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        config_dir: daemon.paths.config.clone(),
+        socket: daemon.paths.socket(),
+        api: addr.map(|a| a.to_string()),
+    };
+    let ready = serde_json::to_string(&ready).map_err(|e| format!("ready.json: {e}"))?;
+    write_atomic_0600(&daemon.paths.ready(), format!("{ready}\n").as_bytes())
+        .map_err(|e| format!("ready.json: {e}"))?;
+    println!("{}", daemon.paths.ready().display());
+
+    until_stopped().await?;
+    // End every session: the host terminates them all when its stdin closes.
+    records::ledger::stopping_all(&daemon);
+    let _ = stop_tx.send(true);
+    host.shutdown();
+    if let Some(supervisor) = supervisor {
+        if tokio::time::timeout(std::time::Duration::from_secs(10), supervisor)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the session host did not end within 10 s of the stop");
+        }
+    }
+    let _ = std::fs::remove_file(daemon.paths.ready());
+    let _ = std::fs::remove_file(daemon.paths.socket());
+    let _ = std::fs::remove_file(daemon.paths.bridge());
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! The session model: one entry of the ledger, what its sandbox reached, and how it ended.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::protocol::{ClaudeInit, ExitReason, PtySize, SessionKind};
+use crate::wire;
+
+pub use crate::wire::EntryState;
+
+/// One session in the ledger: what the API shows of it ([`wire::Session`], which is
+/// how it serializes: the field names are defined there once) and what only the daemon
+/// keeps.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub id: String,
+    pub kind: SessionKind,
+    pub name: Option<String>,
+    pub template_id: String,
+    pub project_id: String,
+    pub directory: PathBuf,
+    pub state: EntryState,
+    pub root_pid: Option<u32>,
+    /// The target's pid (the sandbox launcher when wrapped); it leads its own group.
+    pub target_pid: Option<u32>,
+    pub created_ms: u64,
+    pub exit_status: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// Why it ended (`exited`, `terminated`, `host_died`, `relay_restarted`, …): the
+    /// reason its `session.exited` event and `session_end` row carry.
+    pub exit_reason: Option<String>,
+    pub sandboxed: bool,
+    pub profile: Option<PathBuf>,
+    pub pty: Option<PtySize>,
+    /// Whether this launch carried the token on fd 5 (never the token itself).
+    pub token_passed: bool,
+    /// Claude launches: the `--model` relay passed (absent: Claude Code's default).
+    pub model: Option<String>,
+    /// Claude launches: the `--permission-mode` relay passed (absent: Claude Code's own).
+    pub permission_mode: Option<String>,
+    /// Sessions: what Claude Code said in its last `system`/`init` event (its version,
+    /// model, `apiKeySource`, permission mode and session id). Kept across stop and
+    /// resume: the session id is what a resume passes to `--resume`.
+    pub claude: Option<ClaudeInit>,
+    /// The fingerprint of the token it carried (`crate::token::fingerprint`).
+    pub token_fingerprint: Option<String>,
+    /// It runs on another token than the file holds now (`claude_token_on_change:
+    /// keep`).
+    pub stale: bool,
+    /// When it ended, for `retain_ended`.
+    pub ended_ms: Option<u64>,
+    /// What this launch's sandbox let it reach, for the guards of later launches and the
+    /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches.
+    pub reach: Reach,
+    /// Why relay stopped it, when relay did (`claude_token_changed`,
+    /// `claude_token_replaced`, `claude_token_removed`): the exit event and the audit
+    /// row carry this instead of the host's reason.
+    pub stop_reason: Option<&'static str>,
+    /// An exit the host reported while the launch path had not yet recorded the launch
+    /// (a tool that ends at once): applied right after the launch's audit row, so the
+    /// `session_end` row never precedes the `session_launch` row and the entry never
+    /// goes back to `running`.
+    pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason, u64)>,
+    /// Its sandbox in words, from the spec its profile was rendered from
+    /// (`GET /api/{sessions,terminals}/{id}/sandbox`); none for an unsandboxed launch.
+    pub explained: Option<std::sync::Arc<crate::sandbox::explain::Explanation>>,
+}
+
+impl Entry {
+    /// What the API shows of this entry (docs/routes.md#entry).
+    pub fn view(&self) -> wire::Session {
+        wire::Session {
+            id: self.id.clone(),
+            kind: self.kind,
+            name: self.name.clone(),
+            template_id: self.template_id.clone(),
+            project_id: self.project_id.clone(),
+            directory: self.directory.clone(),
+            state: self.state,
+            root_pid: self.root_pid,
+            created_ms: self.created_ms,
+            exit_status: self.exit_status,
+            exit_signal: self.exit_signal,
+            exit_reason: self.exit_reason.clone(),
+            sandboxed: self.sandboxed,
+            pty: self.pty,
+            token_passed: self.token_passed,
+            model: self.model.clone(),
+            permission_mode: self.permission_mode.clone(),
+            claude: self.claude.clone(),
+            token_fingerprint: self.token_fingerprint.clone(),
+            stale: self.stale,
+            ended_ms: self.ended_ms,
+        }
+    }
+}
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.view().serialize(s)
+    }
+}
+
+/// The canonical folders one sandboxed launch could read and write, what it had pinned
+/// read-only, and how the token was hidden from it.
+#[derive(Clone, Debug, Default)]
+pub struct Reach {
+    pub grants: Vec<PathBuf>,
+    pub read_write: Vec<PathBuf>,
+    pub pins: Vec<PathBuf>,
+    /// The token path its profile denied (the setting at launch time).
+    pub token_path: Option<PathBuf>,
+    /// The token's folder when a grant reached it and only a mount hid it (bwrap), with
+    /// that folder's `(dev, ino)` at launch: a folder replaced since is no longer under
+    /// the mask.
+    pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
+}
+
+/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch/mod.rs`):
+/// the folders it could write and the pins it had, sorted.
+#[derive(PartialEq, Eq, Hash)]
+pub(super) struct PurgedReach {
+    pub(super) read_write: Vec<PathBuf>,
+    pub(super) pins: Vec<PathBuf>,
+}
+
+pub(super) fn reason_name(r: ExitReason) -> &'static str {
+    match r {
+        ExitReason::Exited => "exited",
+        ExitReason::Signaled => "signaled",
+        ExitReason::Terminated => "terminated",
+        ExitReason::ShimFailed => "shim_failed",
+    }
+}
+
+/// Whether `pid` is one of `roots` or descends from one, walking up through
+/// `parent_of` (the seam: `crate::peer::parent_of` asks the kernel, tests pass a table).
+/// The walk stops at init (1), at a process that is gone, at a loop, and after 4096
+/// steps; none of those is a descendant.
+pub(super) fn descends(pid: u32, roots: &[u32], parent_of: impl Fn(u32) -> Option<u32>) -> bool {
+    if roots.is_empty() {
+        return false;
+    }
+    let mut cur = pid;
+    for _ in 0..4096 {
+        if roots.contains(&cur) {
+            return true;
+        }
+        match parent_of(cur) {
+            Some(p) if p > 1 && p != cur => cur = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::descends;
+    use std::collections::HashMap;
+
+    /// A process tree as a child → parent table.
+    fn tree(pairs: &[(u32, u32)]) -> impl Fn(u32) -> Option<u32> {
+        let parents: HashMap<u32, u32> = pairs.iter().copied().collect();
+        move |pid| parents.get(&pid).copied()
+    }
+
+    #[test]
+    fn a_descendant_of_a_live_root_is_inside_and_others_are_not() {
+        // init(1) ─ login(10) ─ shim(100) ─ sandbox-exec(101) ─ claude(102) ─ sh(103)
+        //                    └─ terminal(20) ─ relay CLI(21)
+        let parent_of = tree(&[
+            (10, 1),
+            (100, 10),
+            (101, 100),
+            (102, 101),
+            (103, 102),
+            (20, 10),
+            (21, 20),
+        ]);
+        assert!(
+            descends(103, &[100], &parent_of),
+            "a grandchild of the root"
+        );
+        assert!(descends(100, &[100], &parent_of), "the root itself");
+        assert!(!descends(21, &[100], &parent_of), "a sibling branch");
+        assert!(!descends(10, &[100], &parent_of), "an ancestor of the root");
+        assert!(descends(21, &[7, 20], &parent_of), "any of several roots");
+        assert!(!descends(103, &[], &parent_of), "no live session");
+    }
+
+    #[test]
+    fn the_walk_ends_at_init_a_gone_process_or_a_loop() {
+        // A root of 1 is never reached: the walk stops below init.
+        assert!(!descends(5, &[1], tree(&[(5, 1)])));
+        // A parent that is gone (no answer) ends the walk.
+        assert!(!descends(5, &[9], tree(&[(5, 6)])));
+        // A process that is its own parent, or a longer loop, ends it too.
+        assert!(!descends(5, &[9], tree(&[(5, 5)])));
+        assert!(!descends(5, &[9], tree(&[(5, 6), (6, 7), (7, 5)])));
+        // A chain longer than the bound is not followed to its end.
+        let long: Vec<(u32, u32)> = (2..6000).map(|p| (p + 1, p)).collect();
+        assert!(descends(4000, &[2], tree(&long)));
+        assert!(!descends(5999, &[2], tree(&long)));
+    }
+
+    #[test]
+    fn the_kernel_seam_sees_this_test_inside_its_own_parent() {
+        // The real lookup: this process descends from its parent, not from a stranger.
+        let me = std::process::id();
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        if parent > 1 {
+            assert!(descends(me, &[parent], crate::peer::parent_of));
+        }
+        assert!(!descends(me, &[u32::MAX], crate::peer::parent_of));
+    }
+}
