@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_refusal_reads_as_its_message_and_code() {
-        let code = crate::daemon::error::Code::UnknownProject;
+        let code = crate::wire::Code::UnknownProject;
         let a = answer(
             404,
             &format!(r#"{{"code": "{code}", "error": "no project \"x\""}}"#),

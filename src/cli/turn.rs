@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::client::{Client, Streamed};
 use super::{emit, fail, json_bytes, termout, text_line};
-use crate::daemon::error::Code;
 use crate::protocol::TurnEvent;
+use crate::wire::Code;
 use crate::wire::{Message, TurnAnswer};
 use serde::Deserialize;
 

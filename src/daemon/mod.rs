@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::protocol::{ClaudeInit, HostEvent, SessionKind};
-use error::Outcome;
+use crate::wire::Outcome;
 use records::journal::{Audit, AuditRow, Event, Events};
 
 pub const INSIDE_SESSION: &str = "this command cannot be run from inside a relay session";

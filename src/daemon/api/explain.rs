@@ -7,7 +7,8 @@
 
 use std::path::Path;
 
-use crate::daemon::error::{ApiError, Code};
+use crate::daemon::error::ApiError;
+
 use crate::daemon::launch::authorize::{project_holding, which};
 use crate::daemon::launch::guard;
 use crate::daemon::launch::plan::{env_names, plan_sandbox, SandboxPlan};
@@ -17,6 +18,7 @@ use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
 use crate::sandbox::resolve::expand_home as expand;
 use crate::sandbox::HostPaths;
+use crate::wire::Code;
 
 /// The sandbox a terminal of `template` started in `directory` (default: the home
 /// folder) would get, under `backend` (`bwrap`, `seatbelt`; default: the settings').

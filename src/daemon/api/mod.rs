@@ -23,11 +23,13 @@ use hyper::{Method, Request};
 use serde::de::DeserializeOwned;
 use tokio::net::{TcpListener, UnixListener};
 
-use super::error::{ApiError, Code};
+use super::error::ApiError;
+
 use super::launch;
 use super::{Daemon, EntryState};
 use crate::http::{self, BodyError, READ_TIMEOUT};
 use crate::protocol::SessionKind;
+use crate::wire::Code;
 
 pub use crate::http::Resp;
 pub use system::status_body;

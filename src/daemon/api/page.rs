@@ -7,9 +7,9 @@ use hyper::Request;
 
 use super::{refuse, Resp};
 use crate::daemon::api::web;
-use crate::daemon::error::Code;
 use crate::daemon::Daemon;
 use crate::http;
+use crate::wire::Code;
 
 fn with(mut r: Resp, headers: &[(&'static str, String)]) -> Resp {
     for (k, v) in headers {

@@ -5,11 +5,11 @@ use hyper::body::Incoming;
 use hyper::Request;
 
 use super::{err, refuse, Resp};
-use crate::daemon::error::Code;
 use crate::daemon::Daemon;
 use crate::http;
 use crate::protocol::SessionKind;
 use crate::sandbox::explain;
+use crate::wire::Code;
 
 /// `GET /api/{sessions,terminals}/{id}/sandbox`: that launch's sandbox, from the spec
 /// its profile was rendered from (kept with the entry at launch).

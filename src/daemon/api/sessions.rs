@@ -7,11 +7,12 @@ use hyper::body::Incoming;
 use hyper::Request;
 
 use super::{err, launch_body, launch_detached, Peer, Resp};
-use crate::daemon::error::{ApiError, Code};
+use crate::daemon::error::ApiError;
 use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::SessionKind;
+use crate::wire::Code;
 use crate::wire::{self, SessionStart};
 
 /// `POST /api/sessions`.

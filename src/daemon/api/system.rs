@@ -8,11 +8,11 @@ use hyper::body::Incoming;
 use hyper::Request;
 
 use super::{err, refuse, Resp};
-use crate::daemon::error::Code;
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::SessionKind;
 use crate::wire;
+use crate::wire::Code;
 
 /// `GET /api/status`.
 pub fn status_body(d: &Daemon) -> wire::Status {

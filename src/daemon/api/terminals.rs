@@ -10,12 +10,13 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 
 use super::{err, host_error, host_passthrough, launch_body, launch_detached, refuse, Peer, Resp};
-use crate::daemon::error::{ApiError, Code};
+use crate::daemon::error::ApiError;
 use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::records::purge;
 use crate::daemon::{Daemon, EntryState};
 use crate::http;
 use crate::protocol::{attach, PtySize, SessionKind};
+use crate::wire::Code;
 use crate::wire::{self, TerminalStart};
 
 /// A request refused before the launch path, audited as a launch refusal.

@@ -13,9 +13,9 @@ use hyper::Request;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{body, host_error, refuse, Resp};
-use crate::daemon::error::Code;
 use crate::daemon::{Daemon, EntryState};
 use crate::protocol::{HostCode, SessionKind, TurnEvent};
+use crate::wire::Code;
 use crate::wire::Message;
 
 /// A host event line longer than this ends the turn (the host's own lines stay below:

@@ -428,7 +428,8 @@ pub fn roots(config: &Path, tmp: &Path) -> Vec<PathBuf> {
 /// `POST /api/audit/scan`: the current token (read as a launch reads it) looked for in
 /// every root. Refused with `409 no_token` when there is no token to look for.
 pub fn run(d: &crate::daemon::Daemon) -> Result<(Report, String), crate::daemon::error::ApiError> {
-    use crate::daemon::error::{ApiError, Code};
+    use crate::daemon::error::ApiError;
+    use crate::wire::Code;
     let settings = d
         .load_settings()
         .map_err(|e| ApiError::new(Code::SettingsInvalid, e.to_string()))?;

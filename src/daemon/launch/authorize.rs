@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 
 use super::guard;
 use super::LaunchInput;
-use crate::daemon::error::{ApiError, Code};
+use crate::daemon::error::ApiError;
 use crate::daemon::settings::{self, Project, Settings, Template};
 use crate::protocol::ClaudeInit;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::resolve::expand_home;
+use crate::wire::Code;
 
 /// Put before every other argument of a Claude launch that gets the token: options of
 /// Claude Code's top-level command, which it also takes before a subcommand.

@@ -21,7 +21,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::daemon::error::{ApiError, Code, Outcome};
+use crate::daemon::error::ApiError;
+
 use crate::daemon::records::journal::{AuditRow, Event};
 use crate::daemon::settings::Settings;
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
@@ -30,6 +31,7 @@ use crate::protocol::{
     SandboxLaunch, Secret, SessionKind, HOST_PROTOCOL_VERSION,
 };
 use crate::sandbox;
+use crate::wire::{Code, Outcome};
 use authorize::{authorize, Decision, Environment, Noted, Prior};
 pub use authorize::{
     valid_claude_session_id, which, CLAUDE_TOKEN_LAUNCH_ARGS, HEADLESS_SANDBOXED_PERMISSION_MODE,

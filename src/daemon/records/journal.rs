@@ -266,7 +266,7 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::error::{Code, Outcome};
+    use crate::wire::{Code, Outcome};
 
     #[test]
     fn cap_cuts_long_strings_on_a_char_boundary() {

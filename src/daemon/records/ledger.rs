@@ -389,7 +389,7 @@ pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<(), String
         tracing::warn!("{message}");
         let row = d.audit.record(&super::journal::AuditRow {
             action: "ledger_set_aside",
-            outcome: crate::daemon::error::Outcome::Error,
+            outcome: crate::wire::Outcome::Error,
             error: Some(message),
             ..Default::default()
         });

@@ -16,12 +16,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::journal::{now_ms, AuditRow, Event};
-use crate::daemon::error::{ApiError, Code, Outcome};
+use crate::daemon::error::ApiError;
 use crate::daemon::launch::kind_name;
 use crate::daemon::settings::{self, Retention};
 use crate::daemon::{Daemon, Entry, EntryState};
 use crate::protocol::SessionKind;
 use crate::tree::Limits;
+use crate::wire::{Code, Outcome};
 
 fn noun(kind: SessionKind) -> &'static str {
     match kind {

@@ -8,12 +8,14 @@
 //! JSON is the API's as documented: the tests below pin the session view's field names
 //! and round-trip each type.
 
+mod codes;
+
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::error::{Code, Outcome};
 use crate::protocol::{ClaudeInit, PtySize, Routing, SessionKind};
+pub use codes::{Code, Outcome};
 
 // ---- requests -------------------------------------------------------------------
 
@@ -539,11 +541,6 @@ mod tests {
                 r#"{{"code":"{}","error":"no project \"x\""}}"#,
                 Code::UnknownProject
             )
-        );
-        let api = crate::daemon::error::ApiError::new(Code::UnknownProject, "no project \"x\"");
-        assert_eq!(
-            serde_json::to_string(&api).unwrap(),
-            serde_json::to_string(&e).unwrap()
         );
     }
 
