@@ -234,6 +234,16 @@ fn above_fixed_numbers(file: File) -> std::io::Result<File> {
     Ok(unsafe { File::from_raw_fd(moved) })
 }
 
+/// `name` in the folder of relay's own executable (`std::env::current_exe()`), where
+/// relay looks for its helpers (docs/architecture.md#binaries); just `name` when that
+/// folder is unknown.
+pub fn sibling(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
 /// `/proc/self/fd/N`: exec'ing it runs the open file `N` (Linux's `fexecve`).
 pub fn fd_exec_path(fd: RawFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{fd}"))

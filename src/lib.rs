@@ -15,6 +15,7 @@
 //! - [`helpers`]: relay's own programs, opened once and run by descriptor, started clean.
 //! - [`tree`]: bounded walks without recursion over a tree a session could write (its
 //!   removal, `relay audit scan`'s reading).
+//! - [`text`]: text cut to a size without splitting a character.
 
 pub mod cli;
 pub mod cloexec;
@@ -28,6 +29,7 @@ pub mod logging;
 pub mod peer;
 pub mod protocol;
 pub mod sandbox;
+pub mod text;
 pub mod token;
 pub mod tree;
 pub mod wire;

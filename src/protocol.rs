@@ -54,6 +54,17 @@ pub enum SessionKind {
     Claude,
 }
 
+impl SessionKind {
+    /// Its wire name, as it serializes (`pty`, `claude`): the `kind` of audit rows and
+    /// events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Claude => "claude",
+            SessionKind::Pty => "pty",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectRef {
     pub id: String,

@@ -1,4 +1,7 @@
-//! Random ids and secrets.
+//! Session ids and secrets: random hex from the kernel's generator, the ids relay mints
+//! and how to tell one.
+
+use crate::protocol::SessionKind;
 
 /// `bytes` random bytes as lowercase hex, from the kernel's generator (`getrandom` on
 /// Linux, `getentropy` elsewhere): no descriptor is opened, so descriptor pressure
@@ -41,4 +44,43 @@ fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+pub fn new_id(kind: SessionKind) -> std::io::Result<String> {
+    let prefix = match kind {
+        SessionKind::Claude => "s",
+        SessionKind::Pty => "t",
+    };
+    Ok(format!("{prefix}-{}", random_hex(6)?))
+}
+
+/// A session id relay minted: `s-` or `t-` and 12 lowercase hex characters.
+pub fn is_relay_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 14
+        && matches!(b[0], b's' | b't')
+        && b[1] == b'-'
+        && b[2..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_ids_only() {
+        assert!(is_relay_id("s-0123456789ab"));
+        assert!(is_relay_id("t-abcdef012345"));
+        for bad in [
+            "s-0123456789a",
+            "x-0123456789ab",
+            "s-0123456789AB",
+            "s_0123456789ab",
+            "../x",
+        ] {
+            assert!(!is_relay_id(bad), "{bad}");
+        }
+    }
 }

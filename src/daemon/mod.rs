@@ -413,7 +413,7 @@ impl Daemon {
         let row = self.audit.record(&AuditRow {
             action: "session_end",
             session_id: Some(e.id.clone()),
-            kind: Some(launch::kind_name(e.kind).into()),
+            kind: Some(e.kind.as_str().into()),
             project: Some(e.project_id.clone()),
             template: Some(e.template_id.clone()),
             outcome: Outcome::Allowed,
@@ -433,7 +433,7 @@ impl Daemon {
             status: Some("ok"),
             reason: Some(reason.into()),
             session_id: Some(e.id.clone()),
-            kind: Some(launch::kind_name(e.kind).into()),
+            kind: Some(e.kind.as_str().into()),
             exit_status,
             signal,
             ..Default::default()

@@ -103,13 +103,6 @@ fn start_logging(config: &Path, flag: Option<&str>) {
 /// What to do about a missing helper or one of another version.
 const HELPERS_FIX: &str = "relay runs relay-sessions and relay-shim from its own folder; install the three together (`cargo install --locked --path .`, README)";
 
-pub(crate) fn sibling(name: &str) -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
-}
-
 /// The config dir's fixed parts: the profiles folder (emptied: profiles of an earlier
 /// run are stale), the mask file, and on first run the seeded settings.
 fn prepare_config(paths: &paths::Paths) -> Result<(), String> {
@@ -149,7 +142,7 @@ fn build_daemon(
     // Each is opened once (run nothing yet: `serve` checks the remembered sessions
     // first) and run through that descriptor from then on (src/helpers.rs).
     let helper = |name: &'static str| -> Result<crate::helpers::Helper, String> {
-        let path = sibling(name);
+        let path = crate::helpers::sibling(name);
         if !path.is_file() {
             return Err(format!("{} is missing: {HELPERS_FIX}", path.display()));
         }

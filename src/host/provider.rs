@@ -244,17 +244,6 @@ fn s(v: &Value) -> Option<String> {
     v.as_str().map(str::to_string)
 }
 
-fn cut(text: String, max: usize) -> String {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 fn content_text(content: &Value) -> String {
     match content {
         Value::String(t) => t.clone(),
@@ -312,7 +301,7 @@ impl Parser {
                         out.push(TurnEvent::ToolResult {
                             tool_use_id: s(&b["tool_use_id"]).unwrap_or_default(),
                             is_error: b["is_error"].as_bool().unwrap_or(false),
-                            text: cut(content_text(&b["content"]), TOOL_RESULT_MAX),
+                            text: crate::text::cut(&content_text(&b["content"]), TOOL_RESULT_MAX),
                         });
                     }
                 }

@@ -35,7 +35,7 @@ pub struct WebAuth {
 
 impl WebAuth {
     pub fn new_code(&self) -> std::io::Result<String> {
-        let code = crate::daemon::random_hex(16)?;
+        let code = crate::daemon::ids::random_hex(16)?;
         let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
         codes.retain(|_, t| t.elapsed() < CODE_TTL);
         codes.insert(code.clone(), Instant::now());
@@ -52,7 +52,7 @@ impl WebAuth {
         if issued.elapsed() >= CODE_TTL {
             return None;
         }
-        let sid = match crate::daemon::random_hex(32) {
+        let sid = match crate::daemon::ids::random_hex(32) {
             Ok(sid) => sid,
             Err(e) => {
                 crate::listen::log(format_args!(

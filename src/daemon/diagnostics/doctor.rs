@@ -565,7 +565,7 @@ async fn checks_without_probes(
     checks.push(helpers_check(d, &settings).await);
     checks.push(kernel_check(d, &settings));
     checks.push(config_check(d));
-    checks.push(crate::daemon::records::ledger::doctor_check(d));
+    checks.push(ledger_check(d));
     let (token, token_path) = token_check(&settings, &d.home);
     let token_ok = token.status == Status::Ok || token.status == Status::Warn;
     checks.push(token);
@@ -736,6 +736,33 @@ async fn is_fake(p: &std::path::Path) -> bool {
     })
     .await
     .unwrap_or(false)
+}
+
+/// `relay doctor`'s `ledger` check: files set aside are a warning to look at.
+fn ledger_check(d: &Daemon) -> Check {
+    let aside = d.store.set_aside_files();
+    if aside.is_empty() {
+        return Check {
+            name: "ledger",
+            status: Status::Ok,
+            detail: format!("{} holds every session's record", d.store.dir().display()),
+            fix: None,
+        };
+    }
+    let names: Vec<String> = aside.iter().map(|p| p.display().to_string()).collect();
+    Check {
+        name: "ledger",
+        status: Status::Warn,
+        detail: format!(
+            "{} ledger files could not be read and were set aside: {}",
+            aside.len(),
+            names.join(", ")
+        ),
+        fix: Some(format!(
+            "look at them (relay never reads them again), then remove them from {}",
+            d.store.set_aside_dir().display()
+        )),
+    }
 }
 
 #[cfg(test)]

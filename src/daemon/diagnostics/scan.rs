@@ -415,7 +415,7 @@ pub fn roots(config: &Path, tmp: &Path) -> Vec<PathBuf> {
                 e.file_name()
                     .to_str()
                     .and_then(|n| n.strip_prefix("relay-"))
-                    .is_some_and(crate::daemon::records::purge::is_relay_id)
+                    .is_some_and(crate::daemon::ids::is_relay_id)
             })
             .map(|e| e.path())
             .collect();

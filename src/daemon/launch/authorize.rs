@@ -14,13 +14,46 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::guard;
-use super::LaunchInput;
 use crate::daemon::error::ApiError;
 use crate::daemon::settings::{self, Project, Settings, Template};
-use crate::protocol::ClaudeInit;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
+use crate::protocol::{ClaudeInit, PtySize};
 use crate::sandbox::resolve::expand_home;
 use crate::wire::Code;
+
+/// What a launch asks for, before authorization: the request's fields and what relay
+/// knows of the caller.
+#[derive(Clone, Debug, Default)]
+pub struct LaunchInput {
+    pub kind: Option<SessionKind>,
+    pub project: Option<String>,
+    pub template: Option<String>,
+    pub directory: Option<String>,
+    /// The caller's current folder: the start folder when no `directory` is asked and
+    /// it lies inside the project (else the project folder).
+    pub cwd: Option<String>,
+    pub name: Option<String>,
+    pub pty: Option<PtySize>,
+    pub extra_args: Vec<String>,
+    /// Relaunch this dormant session under its own id.
+    pub resume_id: Option<String>,
+    /// Sessions: Claude Code's `--model`, over the template's `model`.
+    pub model: Option<String>,
+    /// Sessions: Claude Code's `--permission-mode`, over the template's.
+    pub permission_mode: Option<String>,
+    /// The connecting process, when known (unix socket peers).
+    pub caller_pid: Option<u32>,
+    /// No project named: take the project whose folder holds `directory` (the deepest
+    /// one), as `relay sandbox` does.
+    pub project_from_directory: bool,
+    /// Terminals: the host reads no output until the first attach (at most 10 s), so
+    /// that attach gets all of it, not only the scrollback (`relay sandbox`).
+    pub hold_output: bool,
+    /// `relay doctor`'s canary: run this program instead of the template's, with
+    /// everything else — spec, profile, token, environment — as the real launch.
+    /// Never set from a request.
+    pub probe_argv: Option<Vec<String>>,
+}
 
 /// Put before every other argument of a Claude launch that gets the token: options of
 /// Claude Code's top-level command, which it also takes before a subcommand.

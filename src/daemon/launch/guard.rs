@@ -82,8 +82,8 @@ pub fn relay_programs() -> Vec<PathBuf> {
     match std::env::current_exe() {
         Ok(me) => vec![
             me,
-            crate::daemon::serve::sibling("relay-sessions"),
-            crate::daemon::serve::sibling("relay-shim"),
+            crate::helpers::sibling("relay-sessions"),
+            crate::helpers::sibling("relay-shim"),
         ],
         Err(_) => Vec::new(),
     }

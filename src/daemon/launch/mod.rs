@@ -27,57 +27,17 @@ use crate::daemon::records::journal::{AuditRow, Event};
 use crate::daemon::settings::Settings;
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{
-    Backend, EnvAllowlist, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef, PtySize,
+    Backend, EnvAllowlist, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef,
     SandboxLaunch, Secret, SessionKind, HOST_PROTOCOL_VERSION,
 };
 use crate::sandbox;
 use crate::wire::{Code, Outcome};
 use authorize::{authorize, Decision, Environment, Noted, Prior};
 pub use authorize::{
-    valid_claude_session_id, which, CLAUDE_TOKEN_LAUNCH_ARGS, HEADLESS_SANDBOXED_PERMISSION_MODE,
-    PROVIDER_ARGS,
+    valid_claude_session_id, which, LaunchInput, CLAUDE_TOKEN_LAUNCH_ARGS,
+    HEADLESS_SANDBOXED_PERMISSION_MODE, PROVIDER_ARGS,
 };
 use plan::{plan_sandbox, Planned, SandboxPlan};
-
-#[derive(Clone, Debug, Default)]
-pub struct LaunchInput {
-    pub kind: Option<SessionKind>,
-    pub project: Option<String>,
-    pub template: Option<String>,
-    pub directory: Option<String>,
-    /// The caller's current folder: the start folder when no `directory` is asked and
-    /// it lies inside the project (else the project folder).
-    pub cwd: Option<String>,
-    pub name: Option<String>,
-    pub pty: Option<PtySize>,
-    pub extra_args: Vec<String>,
-    /// Relaunch this dormant session under its own id.
-    pub resume_id: Option<String>,
-    /// Sessions: Claude Code's `--model`, over the template's `model`.
-    pub model: Option<String>,
-    /// Sessions: Claude Code's `--permission-mode`, over the template's.
-    pub permission_mode: Option<String>,
-    /// The connecting process, when known (unix socket peers).
-    pub caller_pid: Option<u32>,
-    /// No project named: take the project whose folder holds `directory` (the deepest
-    /// one), as `relay sandbox` does.
-    pub project_from_directory: bool,
-    /// Terminals: the host reads no output until the first attach (at most 10 s), so
-    /// that attach gets all of it, not only the scrollback (`relay sandbox`).
-    pub hold_output: bool,
-    /// `relay doctor`'s canary: run this program instead of the template's, with
-    /// everything else — spec, profile, token, environment — as the real launch.
-    /// Never set from a request.
-    pub probe_argv: Option<Vec<String>>,
-}
-
-pub fn new_id(kind: SessionKind) -> std::io::Result<String> {
-    let prefix = match kind {
-        SessionKind::Claude => "s",
-        SessionKind::Pty => "t",
-    };
-    Ok(format!("{prefix}-{}", crate::daemon::random_hex(6)?))
-}
 
 /// Random bytes are missing (the kernel refused them): an internal error, not a reason
 /// to stop the daemon.
@@ -125,7 +85,7 @@ impl Attempt<'_> {
             code: Some(e.code),
             reason: Some(e.message.clone()),
             session_id: row.session_id.clone(),
-            kind: Some(kind_name(self.kind).into()),
+            kind: Some(self.kind.as_str().into()),
             ..Default::default()
         });
         e
@@ -154,7 +114,7 @@ pub fn refused_request(
         row: AuditRow {
             action,
             session_id,
-            kind: Some(kind_name(kind).into()),
+            kind: Some(kind.as_str().into()),
             outcome: Outcome::Allowed,
             ..Default::default()
         },
@@ -165,20 +125,13 @@ pub fn refused_request(
     at.refuse(e)
 }
 
-pub fn kind_name(k: SessionKind) -> &'static str {
-    match k {
-        SessionKind::Claude => "claude",
-        SessionKind::Pty => "pty",
-    }
-}
-
 /// Launches one session or terminal: authorize, then carry the decision out step by
 /// step (the module's order).
 pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiError> {
     let kind = input.kind.unwrap_or(SessionKind::Pty);
     let id = match input.resume_id.clone() {
         Some(id) => id,
-        None => new_id(kind).map_err(|e| {
+        None => crate::daemon::ids::new_id(kind).map_err(|e| {
             refused_request(d, kind, "session_launch", None, no_random("session id", e))
         })?,
     };
@@ -190,7 +143,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
                 None => "session_launch",
             },
             session_id: Some(id.clone()),
-            kind: Some(kind_name(kind).into()),
+            kind: Some(kind.as_str().into()),
             project: input.project.clone(),
             template: input.template.clone(),
             directory: input.directory.clone(),
@@ -218,7 +171,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         None => None,
     };
     let secret =
-        crate::daemon::random_hex(32).map_err(|e| at.refuse(no_random("identity secret", e)))?;
+        crate::daemon::ids::random_hex(32).map_err(|e| at.refuse(no_random("identity secret", e)))?;
     d.bridge.expect(&id, &secret);
     let entry = entry_for(&at, &id, &input, &decision, &tokens, boxed.as_ref());
     if !d.begin(entry.clone(), decision.resume) {
@@ -502,7 +455,7 @@ fn sandbox_step(
     };
     // Its own name per attempt: two resumes of one id never share a profile.
     let suffix =
-        crate::daemon::random_hex(4).map_err(|e| at.refuse(no_random("profile name", e)))?;
+        crate::daemon::ids::random_hex(4).map_err(|e| at.refuse(no_random("profile name", e)))?;
     let profile = d.paths.profiles().join(format!("{id}-{suffix}.{ext}"));
     let _ = std::fs::remove_file(&profile);
     if let Err(e) = write_new_0600(&profile, &bytes) {
@@ -659,7 +612,7 @@ async fn record(
         name: "session.launch",
         status: Some("ok"),
         session_id: Some(id.to_string()),
-        kind: Some(kind_name(at.kind).into()),
+        kind: Some(at.kind.as_str().into()),
         routing: launched.routing,
         env_names: launched.env_names,
         ..Default::default()

@@ -22,14 +22,7 @@ pub const STRING_CAP: usize = 256;
 const EVENTS_KEPT: usize = 4096;
 
 pub fn cap(s: &str) -> String {
-    if s.len() <= STRING_CAP {
-        return s.to_string();
-    }
-    let mut end = STRING_CAP;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    crate::text::cut(s, STRING_CAP)
 }
 
 pub fn now_ms() -> u64 {

@@ -253,7 +253,7 @@ impl Store {
     }
 
     fn path_of(&self, id: &str) -> Option<PathBuf> {
-        super::purge::is_relay_id(id).then(|| self.dir.join(format!("{id}.json")))
+        crate::daemon::ids::is_relay_id(id).then(|| self.dir.join(format!("{id}.json")))
     }
 
     /// Writes `rec` atomically: temp file, `fsync`, rename, `fsync` of the folder.
@@ -430,41 +430,13 @@ pub(in crate::daemon) fn stopping_all(d: &crate::daemon::Daemon) {
     }
 }
 
-/// `relay doctor`'s `ledger` check: files set aside are a warning to look at.
-pub fn doctor_check(d: &crate::daemon::Daemon) -> crate::daemon::diagnostics::doctor::Check {
-    use crate::daemon::diagnostics::doctor::{Check, Status};
-    let aside = d.store.set_aside_files();
-    if aside.is_empty() {
-        return Check {
-            name: "ledger",
-            status: Status::Ok,
-            detail: format!("{} holds every session's record", d.store.dir().display()),
-            fix: None,
-        };
-    }
-    let names: Vec<String> = aside.iter().map(|p| p.display().to_string()).collect();
-    Check {
-        name: "ledger",
-        status: Status::Warn,
-        detail: format!(
-            "{} ledger files could not be read and were set aside: {}",
-            aside.len(),
-            names.join(", ")
-        ),
-        fix: Some(format!(
-            "look at them (relay never reads them again), then remove them from {}",
-            d.store.set_aside_dir().display()
-        )),
-    }
-}
-
 /// One record file, read without following a link or blocking on a FIFO, checked
 /// against its name. The error says why, never the content.
 fn read_record(path: &Path, name: &str) -> Result<Record, String> {
     let Some(id) = name.strip_suffix(".json") else {
         return Err("not a ledger file name (<id>.json)".into());
     };
-    if !super::purge::is_relay_id(id) {
+    if !crate::daemon::ids::is_relay_id(id) {
         return Err("not a ledger file name (<id>.json)".into());
     }
     let f = std::fs::OpenOptions::new()

@@ -17,7 +17,6 @@ use std::path::Path;
 
 use super::journal::{now_ms, AuditRow, Event};
 use crate::daemon::error::ApiError;
-use crate::daemon::launch::kind_name;
 use crate::daemon::settings::{self, Retention};
 use crate::daemon::{Daemon, Entry, EntryState};
 use crate::protocol::SessionKind;
@@ -29,17 +28,6 @@ fn noun(kind: SessionKind) -> &'static str {
         SessionKind::Claude => "session",
         SessionKind::Pty => "terminal",
     }
-}
-
-/// A session id relay minted: `s-` or `t-` and 12 lowercase hex characters.
-pub fn is_relay_id(id: &str) -> bool {
-    let b = id.as_bytes();
-    b.len() == 14
-        && matches!(b[0], b's' | b't')
-        && b[1] == b'-'
-        && b[2..]
-            .iter()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
 /// Removes an ended session: its record, the host's record and logs, its temp folder.
@@ -138,7 +126,7 @@ fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &s
     let row = d.audit.record(&AuditRow {
         action: "session_purge",
         session_id: Some(id.to_string()),
-        kind: Some(kind_name(kind).into()),
+        kind: Some(kind.as_str().into()),
         project: e.map(|e| e.project_id.clone()),
         template: e.map(|e| e.template_id.clone()),
         outcome: Outcome::Allowed,
@@ -154,7 +142,7 @@ fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &s
         status: Some("ok"),
         reason: Some(reason.into()),
         session_id: Some(id.to_string()),
-        kind: Some(kind_name(kind).into()),
+        kind: Some(kind.as_str().into()),
         ..Default::default()
     });
 }
@@ -274,7 +262,7 @@ async fn sweep_orphans(d: &Daemon, keep: u64) {
         let Some((id, ext)) = name.rsplit_once('.') else {
             continue;
         };
-        if !matches!(ext, "head" | "tail") || !is_relay_id(id) {
+        if !matches!(ext, "head" | "tail") || !crate::daemon::ids::is_relay_id(id) {
             continue;
         }
         let old = e
@@ -319,21 +307,6 @@ async fn sweep_orphans(d: &Daemon, keep: u64) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn relay_ids_only() {
-        assert!(is_relay_id("s-0123456789ab"));
-        assert!(is_relay_id("t-abcdef012345"));
-        for bad in [
-            "s-0123456789a",
-            "x-0123456789ab",
-            "s-0123456789AB",
-            "s_0123456789ab",
-            "../x",
-        ] {
-            assert!(!is_relay_id(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn removal_never_follows_a_link_and_survives_an_unwritable_folder() {
