@@ -170,8 +170,8 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         )?),
         None => None,
     };
-    let secret =
-        crate::daemon::ids::random_hex(32).map_err(|e| at.refuse(no_random("identity secret", e)))?;
+    let secret = crate::daemon::ids::random_hex(32)
+        .map_err(|e| at.refuse(no_random("identity secret", e)))?;
     d.bridge.expect(&id, &secret);
     let entry = entry_for(&at, &id, &input, &decision, &tokens, boxed.as_ref());
     if !d.begin(entry.clone(), decision.resume) {
