@@ -545,7 +545,7 @@ mod tests {
     }
 
     #[test]
-    fn every_body_round_trips() {
+    fn every_request_body_round_trips() {
         round_trip(&SessionStart {
             project: Some("p".into()),
             directory: Some("/d".into()),
@@ -573,6 +573,10 @@ mod tests {
             text: "hi".into(),
             stream: true,
         });
+    }
+
+    #[test]
+    fn every_answer_body_round_trips() {
         for s in [session(), bare(&session())] {
             round_trip(&s);
             round_trip(&Purged {
@@ -601,6 +605,10 @@ mod tests {
                 message: "m".into(),
             });
         }
+    }
+
+    #[test]
+    fn ready_status_and_login_round_trip() {
         for api in [None, Some("127.0.0.1:1".to_string())] {
             round_trip(&Ready {
                 pid: 1,
@@ -633,6 +641,10 @@ mod tests {
             url: "http://127.0.0.1:1/login?code=c".into(),
             expires_in_s: 60,
         });
+    }
+
+    #[test]
+    fn audit_rows_and_events_round_trip() {
         let row = AuditRow {
             ts: 5,
             action: "session_launch".to_string(),
@@ -679,6 +691,10 @@ mod tests {
         round_trip(&Events {
             events: vec![ev, Event::default()],
         });
+    }
+
+    #[test]
+    fn the_scan_and_doctor_answers_round_trip() {
         round_trip(&ScanReport {
             ok: false,
             token_fingerprint: "abcdef012345".into(),
