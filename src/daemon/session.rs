@@ -117,7 +117,7 @@ pub struct Reach {
     pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
 }
 
-/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch/mod.rs`):
+/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch/plan.rs`):
 /// the folders it could write and the pins it had, sorted.
 #[derive(PartialEq, Eq, Hash)]
 pub(super) struct PurgedReach {
