@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::termios::{self, SetArg, Termios};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::client::Client;
 use super::termout;
@@ -405,6 +405,28 @@ pub fn detached_note(id: &str, config_flag: Option<&PathBuf>) -> String {
     )
 }
 
+pub(crate) fn exit_code(v: &Value) -> u8 {
+    if let Some(code) = v["exit_status"].as_i64() {
+        return (code & 0xff) as u8;
+    }
+    if let Some(sig) = v["signal"].as_i64().or_else(|| v["exit_signal"].as_i64()) {
+        return (128 + sig).clamp(0, 255) as u8;
+    }
+    1
+}
+
+/// The `--json` line of an ended run: its exit frame (`exit_status`, `signal`) or, when
+/// the run ended without one, its listed entry (`exit_status`, `exit_signal`).
+pub(crate) fn exit_line(id: &str, v: &Value) -> Value {
+    let signal = v
+        .get("signal")
+        .filter(|s| !s.is_null())
+        .or_else(|| v.get("exit_signal"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    json!({"id": id, "exit_status": v["exit_status"], "signal": signal})
+}
+
 /// `relay terminal attach --id ID`: this terminal joins a running terminal until it
 /// ends (exit with its status, as `relay sandbox` does), the detach keys are typed
 /// (exit 0, it runs on) or this terminal goes away (128 + the signal, it runs on).
@@ -432,10 +454,9 @@ pub fn terminal(
     .run();
     let (code, line) = match end {
         Err(e) => return super::fail(e),
-        Ok(End::Exited(result) | End::Gone(result)) => (
-            ExitCode::from(super::sandbox::exit_code(&result)),
-            super::sandbox::exit_line(id, &result),
-        ),
+        Ok(End::Exited(result) | End::Gone(result)) => {
+            (ExitCode::from(exit_code(&result)), exit_line(id, &result))
+        }
         Ok(End::Detached) => {
             eprint!("{}", detached_note(id, config_flag));
             (
@@ -539,6 +560,24 @@ mod tests {
         assert_eq!(
             reattach_command("t-1", Some(&PathBuf::from("/c/it's here"))),
             r"relay terminal attach --id t-1 --config-dir '/c/it'\''s here'"
+        );
+    }
+
+    #[test]
+    fn an_ended_run_says_its_signal_from_the_exit_frame_or_the_listed_entry() {
+        let frame = json!({"exit_status": null, "signal": 9});
+        assert_eq!(exit_line("t-1", &frame)["signal"], 9);
+        assert_eq!(exit_code(&frame), 137);
+        let entry = json!({"id": "t-1", "exit_signal": 15, "state": "exited"});
+        assert_eq!(
+            exit_line("t-1", &entry),
+            json!({"id": "t-1", "exit_status": null, "signal": 15})
+        );
+        assert_eq!(exit_code(&entry), 143);
+        let status = json!({"exit_status": 4});
+        assert_eq!(
+            exit_line("t-1", &status),
+            json!({"id": "t-1", "exit_status": 4, "signal": null})
         );
     }
 }

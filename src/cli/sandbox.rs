@@ -12,31 +12,9 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use super::attach::{self, Attach, End};
+use super::attach::{self, exit_code, exit_line, Attach, End};
 use super::client::Client;
 use super::{emit, fail};
-
-pub(crate) fn exit_code(v: &Value) -> u8 {
-    if let Some(code) = v["exit_status"].as_i64() {
-        return (code & 0xff) as u8;
-    }
-    if let Some(sig) = v["signal"].as_i64().or_else(|| v["exit_signal"].as_i64()) {
-        return (128 + sig).clamp(0, 255) as u8;
-    }
-    1
-}
-
-/// The `--json` line of an ended run: its exit frame (`exit_status`, `signal`) or, when
-/// the run ended without one, its listed entry (`exit_status`, `exit_signal`).
-pub(crate) fn exit_line(id: &str, v: &Value) -> Value {
-    let signal = v
-        .get("signal")
-        .filter(|s| !s.is_null())
-        .or_else(|| v.get("exit_signal"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    json!({"id": id, "exit_status": v["exit_status"], "signal": signal})
-}
 
 pub struct Options<'a> {
     pub template: &'a str,
@@ -118,29 +96,5 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
             let _ = client.call("DELETE", &format!("/api/terminals/{id}"));
             ExitCode::from((128 + sig).clamp(0, 255) as u8)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{exit_code, exit_line};
-    use serde_json::json;
-
-    #[test]
-    fn an_ended_run_says_its_signal_from_the_exit_frame_or_the_listed_entry() {
-        let frame = json!({"exit_status": null, "signal": 9});
-        assert_eq!(exit_line("t-1", &frame)["signal"], 9);
-        assert_eq!(exit_code(&frame), 137);
-        let entry = json!({"id": "t-1", "exit_signal": 15, "state": "exited"});
-        assert_eq!(
-            exit_line("t-1", &entry),
-            json!({"id": "t-1", "exit_status": null, "signal": 15})
-        );
-        assert_eq!(exit_code(&entry), 143);
-        let status = json!({"exit_status": 4});
-        assert_eq!(
-            exit_line("t-1", &status),
-            json!({"id": "t-1", "exit_status": 4, "signal": null})
-        );
     }
 }
