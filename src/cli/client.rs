@@ -7,6 +7,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::unit;
+use crate::daemon::paths::Paths;
 use crate::http::client::{Addr, Blocking, CallError};
 use crate::wire::ErrorBody;
 
@@ -77,7 +79,7 @@ impl Client {
     /// What the person reads when a call got no answer.
     fn failed(&self, e: CallError) -> String {
         match e {
-            CallError::Connect(e) => super::service::not_running(&self.socket, &e),
+            CallError::Connect(e) => not_running(&self.socket, &e),
             CallError::Http(m) => format!("read from relay: {m}"),
         }
     }
@@ -134,6 +136,33 @@ impl Client {
             Err(e) => Err(self.failed(e)),
         }
     }
+}
+
+/// What a verb says when no relay answers on `socket`: that relay is not running and
+/// how to start it, and, when a login service for this config dir is installed, where
+/// to look.
+fn not_running(socket: &Path, why: &std::io::Error) -> String {
+    let mut msg = format!(
+        "relay is not running (cannot connect to {}: {why}); ",
+        socket.display()
+    );
+    let installed = socket
+        .parent()
+        .zip(unit::place().ok())
+        .and_then(|(config, p)| {
+            Some((config.to_path_buf(), std::fs::read_to_string(&p.file).ok()?))
+        })
+        .filter(|(config, content)| unit::names_config_dir(content, config));
+    match installed {
+        Some((config, _)) => msg.push_str(&format!(
+            "its login service is installed but relay is not answering: see `relay service status` and {}, or start it with `relay serve`",
+            Paths { config }.log().display()
+        )),
+        None => msg.push_str(
+            "start it with `relay serve` (or at every login with `relay service install`)",
+        ),
+    }
+    msg
 }
 
 #[cfg(test)]

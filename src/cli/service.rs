@@ -1,82 +1,23 @@
 //! `relay service install | uninstall | status`: `relay serve` as a login service — a
 //! systemd user unit on Linux, a LaunchAgent on macOS (docs/cli.md#relay-service). The
-//! files are rendered by [`super::unit`]; this module places them and asks the
-//! service manager (`systemctl --user`, `launchctl`) to enable, start, stop them.
+//! files are rendered, and where they go named, by [`super::unit`]; this module places
+//! them and asks the service manager (`systemctl --user`, `launchctl`) to enable,
+//! start, stop them.
 //!
 //! Without a reachable user manager (no `systemctl` on `PATH`, or no user bus: a root
 //! shell in a container, an ssh session without lingering) `install` still writes the
 //! unit and links it into `default.target.wants/` — what `systemctl --user enable`
 //! would do — so the next login's manager starts it, and says so.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
 use super::client::Client;
-use super::unit::{self, ServiceSpec, LAUNCHD_LABEL, SYSTEMD_UNIT};
+use super::unit::{self, place, Manager, ServiceSpec, LAUNCHD_LABEL, SYSTEMD_UNIT};
 use super::Out;
-use crate::daemon::paths::{home_dir, Paths};
-
-/// The service manager this platform has.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Manager {
-    Systemd,
-    Launchd,
-}
-
-impl Manager {
-    fn here() -> Manager {
-        if cfg!(target_os = "macos") {
-            Manager::Launchd
-        } else {
-            Manager::Systemd
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Manager::Systemd => "systemd",
-            Manager::Launchd => "launchd",
-        }
-    }
-}
-
-/// Where the service file lives, and (systemd) the link that enables it at login.
-struct Place {
-    manager: Manager,
-    file: PathBuf,
-    wants_link: Option<PathBuf>,
-}
-
-fn place() -> Result<Place, String> {
-    let manager = Manager::here();
-    match manager {
-        // systemd reads user units from $XDG_CONFIG_HOME/systemd/user (~/.config when
-        // unset), the directory the `directories` crate names on Linux.
-        Manager::Systemd => {
-            let base = directories::BaseDirs::new()
-                .map(|b| b.config_dir().join("systemd/user"))
-                .ok_or("no home directory (HOME is not set and the account has none)")?;
-            Ok(Place {
-                manager,
-                file: base.join(SYSTEMD_UNIT),
-                wants_link: Some(base.join("default.target.wants").join(SYSTEMD_UNIT)),
-            })
-        }
-        Manager::Launchd => {
-            let home =
-                home_dir().ok_or("no home directory (HOME is not set and the account has none)")?;
-            Ok(Place {
-                manager,
-                file: home
-                    .join("Library/LaunchAgents")
-                    .join(format!("{LAUNCHD_LABEL}.plist")),
-                wants_link: None,
-            })
-        }
-    }
-}
+use crate::daemon::paths::Paths;
 
 /// `PATH` for the service: this shell's absolute entries (a service has no folder to
 /// resolve a relative one against), so the `claude` relay finds is the one you find.
@@ -451,31 +392,4 @@ pub(crate) fn status(config: &Path) -> Result<Out, String> {
         text,
         raw: None,
     })
-}
-
-/// What a verb says when no relay answers on `socket`: that relay is not running and
-/// how to start it, and, when a login service for this config dir is installed, where
-/// to look.
-pub(crate) fn not_running(socket: &Path, why: &std::io::Error) -> String {
-    let mut msg = format!(
-        "relay is not running (cannot connect to {}: {why}); ",
-        socket.display()
-    );
-    let installed = socket
-        .parent()
-        .zip(place().ok())
-        .and_then(|(config, p)| {
-            Some((config.to_path_buf(), std::fs::read_to_string(&p.file).ok()?))
-        })
-        .filter(|(config, content)| unit::names_config_dir(content, config));
-    match installed {
-        Some((config, _)) => msg.push_str(&format!(
-            "its login service is installed but relay is not answering: see `relay service status` and {}, or start it with `relay serve`",
-            Paths { config }.log().display()
-        )),
-        None => msg.push_str(
-            "start it with `relay serve` (or at every login with `relay service install`)",
-        ),
-    }
-    msg
 }

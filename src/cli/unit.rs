@@ -1,17 +1,80 @@
 //! The login-service files `relay service install` writes (docs/cli.md#relay-service):
 //! a systemd user unit on Linux, a LaunchAgent plist on macOS. Pure renderers, so both
-//! are golden-tested on any platform (`src/cli/testdata/`).
+//! are golden-tested on any platform (`src/cli/testdata/`), and where the file goes
+//! ([`place`]), for `relay service` and the "relay is not running" message.
 //!
 //! What goes in is only what a person could read in `relay service install --dry-run`:
 //! the program, the config dir, the log file and `PATH`. Never the token or any other
 //! secret, and no other environment variable (a proxy URL can carry a password).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::daemon::paths::home_dir;
 
 /// The systemd unit's name, in `~/.config/systemd/user/`.
 pub const SYSTEMD_UNIT: &str = "relay.service";
 /// The LaunchAgent's label; its file is `~/Library/LaunchAgents/<label>.plist`.
 pub const LAUNCHD_LABEL: &str = "relay.serve";
+
+/// The service manager this platform has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Manager {
+    Systemd,
+    Launchd,
+}
+
+impl Manager {
+    fn here() -> Manager {
+        if cfg!(target_os = "macos") {
+            Manager::Launchd
+        } else {
+            Manager::Systemd
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Manager::Systemd => "systemd",
+            Manager::Launchd => "launchd",
+        }
+    }
+}
+
+/// Where the service file lives, and (systemd) the link that enables it at login.
+pub struct Place {
+    pub manager: Manager,
+    pub file: PathBuf,
+    pub wants_link: Option<PathBuf>,
+}
+
+pub fn place() -> Result<Place, String> {
+    let manager = Manager::here();
+    match manager {
+        // systemd reads user units from $XDG_CONFIG_HOME/systemd/user (~/.config when
+        // unset), the directory the `directories` crate names on Linux.
+        Manager::Systemd => {
+            let base = directories::BaseDirs::new()
+                .map(|b| b.config_dir().join("systemd/user"))
+                .ok_or("no home directory (HOME is not set and the account has none)")?;
+            Ok(Place {
+                manager,
+                file: base.join(SYSTEMD_UNIT),
+                wants_link: Some(base.join("default.target.wants").join(SYSTEMD_UNIT)),
+            })
+        }
+        Manager::Launchd => {
+            let home =
+                home_dir().ok_or("no home directory (HOME is not set and the account has none)")?;
+            Ok(Place {
+                manager,
+                file: home
+                    .join("Library/LaunchAgents")
+                    .join(format!("{LAUNCHD_LABEL}.plist")),
+                wants_link: None,
+            })
+        }
+    }
+}
 
 /// What a service runs: `<relay> --config-dir <config> serve`, its output appended to
 /// `log`, with `path` as its `PATH`.
