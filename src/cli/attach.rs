@@ -169,151 +169,40 @@ impl Attach<'_> {
     pub fn run(&self) -> Result<End, String> {
         let (mut stream, already) = upgrade(self.client, self.id, self.lossless)?;
 
-        // Signals are taken by one thread: window changes, and the terminal going away.
-        let mut set = SigSet::empty();
-        for s in [
-            Signal::SIGWINCH,
-            Signal::SIGHUP,
-            Signal::SIGTERM,
-            Signal::SIGINT,
-        ] {
-            set.add(s);
-        }
-        let _ = set.thread_block();
+        let signals = block_signals();
         let stdin_is_terminal = std::io::stdin().is_terminal();
         let mut raw = RawMode::enter();
 
         let writer = stream.try_clone().map_err(|e| format!("attach: {e}"))?;
-        let writer = Arc::new(Mutex::new(writer));
-        let send = {
-            let writer = writer.clone();
-            move |bytes: &[u8]| {
-                writer
-                    .lock()
-                    .map(|mut w| w.write_all(bytes).is_ok())
-                    .unwrap_or(false)
-            }
-        };
-        // The first of the keyboard and the signal thread to end the attach says how,
-        // then shuts the stream, which ends the read below.
-        let ended: Arc<Mutex<Option<End>>> = Arc::default();
-        let finish = {
-            let writer = writer.clone();
-            let ended = ended.clone();
-            move |how: End| {
-                let mut slot = ended.lock().unwrap_or_else(|p| p.into_inner());
-                if slot.is_none() {
-                    *slot = Some(how);
-                }
-                if let Ok(w) = writer.lock() {
-                    let _ = w.shutdown(Shutdown::Both);
-                }
-            }
+        let link = Link {
+            writer: Arc::new(Mutex::new(writer)),
+            ended: Arc::default(),
         };
         if let Some(f) = resize_frame() {
-            send(&f);
+            link.send(&f);
         }
-        {
-            let send = send.clone();
-            let finish = finish.clone();
-            // Keys detach only when a person types them: piped input passes whole.
-            let keys = if stdin_is_terminal {
-                self.keys.bytes().to_vec()
-            } else {
-                Vec::new()
-            };
-            std::thread::spawn(move || {
-                let mut matcher = DetachMatcher::new(&keys);
-                let mut buf = [0u8; 4096];
-                let mut out = Vec::new();
-                let mut stdin = std::io::stdin();
-                loop {
-                    match stdin.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => {
-                            out.clear();
-                            let detach = matcher.feed(&buf[..n], &mut out);
-                            if !out.is_empty() && !send(&frame(attach::INPUT, &out)) {
-                                return;
-                            }
-                            if detach {
-                                finish(End::Detached);
-                                return;
-                            }
-                        }
-                    }
-                }
-            });
-        }
-        {
-            let send = send.clone();
-            let finish = finish.clone();
-            std::thread::spawn(move || loop {
-                match set.wait() {
-                    Ok(Signal::SIGWINCH) => {
-                        if let Some(f) = resize_frame() {
-                            send(&f);
-                        }
-                    }
-                    Ok(sig) => {
-                        finish(End::Signal(sig as i32));
-                        return;
-                    }
-                    Err(_) => return,
-                }
-            });
-        }
+        // Keys detach only when a person types them: piped input passes whole.
+        let keys = if stdin_is_terminal {
+            self.keys.bytes().to_vec()
+        } else {
+            Vec::new()
+        };
+        spawn_keyboard(link.clone(), keys);
+        spawn_signals(link.clone(), signals);
 
         let mut out: Box<dyn Write> = if self.to_stderr {
             Box::new(std::io::stderr())
         } else {
             Box::new(std::io::stdout())
         };
-        // What came with the answer's head is already the stream.
-        let mut buf = already;
-        let mut chunk = vec![0u8; 16 * 1024];
-        let mut result: Option<Value> = None;
-        // One filter for the whole stream, scrollback frame first: a sequence split
-        // across frames is judged whole.
-        let mut filter = termout::Filter::new();
-        let mut shown = Vec::new();
-        // The frames already here are taken before each read.
-        'read: loop {
-            let frames = match attach::take_frames(&mut buf) {
-                Ok(f) => f,
-                Err(e) => {
-                    raw.restore();
-                    return Err(format!("attach: {e}"));
-                }
-            };
-            for (kind, payload) in frames {
-                match kind {
-                    attach::OUTPUT => {
-                        shown.clear();
-                        filter.feed(&payload, &mut shown);
-                        // A closed output is ignored: the session runs on until it ends.
-                        let _ = out.write_all(&shown);
-                        let _ = out.flush();
-                    }
-                    attach::EXIT => {
-                        result = serde_json::from_slice(&payload).ok();
-                        if self.forget && !send(&frame(attach::FORGET, &[])) {
-                            // The stream was shut meanwhile (the detach keys or a signal
-                            // at the very end): the purge is asked for on its own.
-                            purge(self.client, self.id);
-                        }
-                        break 'read;
-                    }
-                    _ => {}
-                }
+        let result = match self.copy_output(&mut stream, already, &link, &mut out) {
+            Ok(r) => r,
+            Err(e) => {
+                raw.restore();
+                return Err(e);
             }
-            let n = match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        let how = ended.lock().unwrap_or_else(|p| p.into_inner()).take();
+        };
+        let how = link.ended.lock().unwrap_or_else(|p| p.into_inner()).take();
         // Detached, or the stream cut (relay went away): the screen is left as the session
         // drew it, its modes off, and what relay says next goes below it on a line of its
         // own rather than over the session's prompt. (A terminal that went away gets
@@ -333,7 +222,59 @@ impl Attach<'_> {
         if let Some(how) = how {
             return Ok(how);
         }
-        // The stream ended without an exit frame: ask for the terminal's state.
+        self.gone()
+    }
+
+    /// Copies the session's output to `out` until its exit frame, whose contents it
+    /// returns (the purge asked for first, with `forget`), or until the stream ends
+    /// (`None`). What came with the answer's head (`already`) is the stream's start.
+    fn copy_output(
+        &self,
+        stream: &mut UnixStream,
+        already: Vec<u8>,
+        link: &Link,
+        out: &mut dyn Write,
+    ) -> Result<Option<Value>, String> {
+        let mut buf = already;
+        let mut chunk = vec![0u8; 16 * 1024];
+        // One filter for the whole stream, scrollback frame first: a sequence split
+        // across frames is judged whole.
+        let mut filter = termout::Filter::new();
+        let mut shown = Vec::new();
+        // The frames already here are taken before each read.
+        loop {
+            let frames = attach::take_frames(&mut buf).map_err(|e| format!("attach: {e}"))?;
+            for (kind, payload) in frames {
+                match kind {
+                    attach::OUTPUT => {
+                        shown.clear();
+                        filter.feed(&payload, &mut shown);
+                        // A closed output is ignored: the session runs on until it ends.
+                        let _ = out.write_all(&shown);
+                        let _ = out.flush();
+                    }
+                    attach::EXIT => {
+                        let result = serde_json::from_slice(&payload).ok();
+                        if self.forget && !link.send(&frame(attach::FORGET, &[])) {
+                            // The stream was shut meanwhile (the detach keys or a signal
+                            // at the very end): the purge is asked for on its own.
+                            purge(self.client, self.id);
+                        }
+                        return Ok(result);
+                    }
+                    _ => {}
+                }
+            }
+            let n = match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return Ok(None),
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The stream ended without an exit frame: the terminal's state, as listed.
+    fn gone(&self) -> Result<End, String> {
         let a = self
             .client
             .call("GET", "/api/terminals")
@@ -347,6 +288,98 @@ impl Attach<'_> {
                 .unwrap_or(Value::Null),
         ))
     }
+}
+
+/// The attach's stream as the keyboard and signal threads and the output copy share it
+/// for writing, and how the attach ended when one of the threads ended it.
+#[derive(Clone)]
+struct Link {
+    writer: Arc<Mutex<UnixStream>>,
+    ended: Arc<Mutex<Option<End>>>,
+}
+
+impl Link {
+    /// Writes `bytes` (a frame) to the stream: false once it is shut.
+    fn send(&self, bytes: &[u8]) -> bool {
+        self.writer
+            .lock()
+            .map(|mut w| w.write_all(bytes).is_ok())
+            .unwrap_or(false)
+    }
+
+    /// The first of the keyboard and the signal thread to end the attach says how,
+    /// then shuts the stream, which ends the output copy's read.
+    fn finish(&self, how: End) {
+        let mut slot = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(how);
+        }
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Blocks, in this thread and those it starts, the signals one thread then takes:
+/// window changes, and the terminal going away.
+fn block_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGWINCH,
+        Signal::SIGHUP,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+    ] {
+        set.add(s);
+    }
+    let _ = set.thread_block();
+    set
+}
+
+/// The keyboard thread: what is typed goes to the session as input frames until stdin
+/// ends, the stream is shut or `keys` (empty: none) are typed, which detaches.
+fn spawn_keyboard(link: Link, keys: Vec<u8>) {
+    std::thread::spawn(move || {
+        let mut matcher = DetachMatcher::new(&keys);
+        let mut buf = [0u8; 4096];
+        let mut out = Vec::new();
+        let mut stdin = std::io::stdin();
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    out.clear();
+                    let detach = matcher.feed(&buf[..n], &mut out);
+                    if !out.is_empty() && !link.send(&frame(attach::INPUT, &out)) {
+                        return;
+                    }
+                    if detach {
+                        link.finish(End::Detached);
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The signal thread: a window change is sent as a resize frame; SIGHUP, SIGTERM or
+/// SIGINT ends the attach.
+fn spawn_signals(link: Link, set: SigSet) {
+    std::thread::spawn(move || loop {
+        match set.wait() {
+            Ok(Signal::SIGWINCH) => {
+                if let Some(f) = resize_frame() {
+                    link.send(&f);
+                }
+            }
+            Ok(sig) => {
+                link.finish(End::Signal(sig as i32));
+                return;
+            }
+            Err(_) => return,
+        }
+    });
 }
 
 /// Purges an ended terminal; a failure is said on stderr (the run itself went well).
