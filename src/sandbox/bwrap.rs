@@ -18,7 +18,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::policy::{
-    depth, effective_read_only, merged_grants, proper_ancestors, Access, Network, PathKind, Spec,
+    depth, effective_read_only, merged_grants, proper_ancestors, Access, MergedGrant, Network,
+    PathKind, Spec,
 };
 
 /// System directories bound read-only when they exist. `/usr` is required and bound
@@ -32,7 +33,19 @@ pub(crate) const OPTIONAL_SYSTEM_DIRS: &[&str] =
 /// module documentation); the launch that follows their creation masks them.
 pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     let mut args = Args::default();
+    isolation(&mut args, spec);
+    system_dirs(&mut args);
+    let grants = bind_grants(&mut args, spec);
+    for (folder, access) in pins(spec, &grants) {
+        args.path_pair(bind_flag(access), folder);
+    }
+    masks(&mut args, spec);
+    args.path(&["--chdir"], &spec.workdir);
+    args.0
+}
 
+/// The namespaces, the capabilities and the session: what the sandbox is cut off from.
+fn isolation(args: &mut Args, spec: &Spec) {
     // As root (CI) capabilities must go, or the sandbox could unmount a mask.
     args.push([
         "--die-with-parent",
@@ -53,7 +66,10 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     }
     // Denied loopback ports with a shared network are Landlock rules the shim applies
     // before exec; nothing to render here.
+}
 
+/// The system directories read-only, a fresh `/dev`, `/proc` and `/tmp`.
+fn system_dirs(args: &mut Args) {
     args.push(["--ro-bind", "/usr", "/usr"]);
     for dir in OPTIONAL_SYSTEM_DIRS {
         args.push(["--ro-bind-try", dir, dir]);
@@ -61,27 +77,38 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     // A fresh /proc in the new pid namespace: without it /proc/<host pid>/root would
     // read past every mask.
     args.push(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+}
 
+fn bind_flag(access: Access) -> &'static str {
+    match access {
+        Access::Read => "--ro-bind",
+        Access::ReadWrite => "--bind",
+    }
+}
+
+/// Binds the grants, parents first, and gives them back (merged, in that order, the
+/// missing ones too).
+fn bind_grants<'a>(args: &mut Args, spec: &'a Spec) -> Vec<MergedGrant<'a>> {
     let mut grants = merged_grants(spec);
     // Stable: parents before children, equal depths in the order given.
     grants.sort_by_key(|g| depth(&g.path.canonical));
-    let flag_for = |access: Access| match access {
-        Access::Read => "--ro-bind",
-        Access::ReadWrite => "--bind",
-    };
     for grant in &grants {
         if grant.path.kind == PathKind::Missing {
             // Nothing to bind; bwrap would fail on a missing source.
             continue;
         }
-        args.path_pair(flag_for(grant.access), &grant.path.canonical);
+        args.path_pair(bind_flag(grant.access), &grant.path.canonical);
     }
+    grants
+}
 
-    // Pins: each folder between a read-write grant and a denied path is bound onto
-    // itself with the access it already has, so it becomes a mount point and the session
-    // cannot rename it away (EBUSY) to plant a decoy where the daemon looks next time —
-    // the config dir with its settings, or the token file. The bwrap side of SBPL's
-    // ancestor unlink pins. A missing deny has no folders to pin below the existing part.
+/// Pins: each folder between a read-write grant and a denied path is bound onto
+/// itself with the access it already has, so it becomes a mount point and the session
+/// cannot rename it away (EBUSY) to plant a decoy where the daemon looks next time —
+/// the config dir with its settings, or the token file. The bwrap side of SBPL's
+/// ancestor unlink pins. A missing deny has no folders to pin below the existing part.
+/// Parents first, so a deeper read-only pin is mounted over its folder's pin.
+fn pins<'a>(spec: &'a Spec, grants: &[MergedGrant<'a>]) -> Vec<(&'a Path, Access)> {
     let bound: Vec<(&Path, Access)> = grants
         .iter()
         .filter(|g| g.path.kind != PathKind::Missing)
@@ -148,12 +175,12 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
             pins.push((pinned, Access::Read));
         }
     }
-    // Parents first, so a deeper read-only pin is mounted over its folder's pin.
     pins.sort_by_key(|(p, _)| depth(p));
-    for (folder, access) in pins {
-        args.path_pair(flag_for(access), folder);
-    }
+    pins
+}
 
+/// The masks, after every grant and pin: denied folders, then denied files.
+fn masks(args: &mut Args, spec: &Spec) {
     // A deny inside a masked directory is already hidden by that mask, and its own
     // mount point could not be created in the read-only tmpfs: bwrap would fail.
     let dir_masks: Vec<&Path> = spec
@@ -186,9 +213,6 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
         args.0.push(path_arg(&spec.file_mask));
         args.0.push(path_arg(file));
     }
-
-    args.path(&["--chdir"], &spec.workdir);
-    args.0
 }
 
 #[derive(Default)]
