@@ -160,6 +160,29 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
     p.rule("(allow default)");
     p.rule("(deny file-read* file-write*)");
 
+    baseline(&mut p);
+    host_paths(&mut p, host);
+
+    p.section("/dev read-write, so /dev/fd/5 (the token pipe) and ttys open");
+    p.rule(format!(
+        "(allow file-read* file-write* (subpath {}))",
+        sbpl_string("/dev")
+    ));
+
+    grants(&mut p, spec);
+    denies(&mut p, spec);
+    network(&mut p, spec);
+
+    p.section("no setuid or setgid executables");
+    p.rule("(deny process-exec* (file-mode #o4000))");
+    p.rule("(deny process-exec* (file-mode #o2000))");
+
+    p.text
+}
+
+/// The system reads every process needs, Homebrew's service files closed again but for
+/// the few a tool reads.
+fn baseline(p: &mut Profile) {
     p.section("baseline system reads");
     for dir in BASELINE_READS {
         p.rule(format!("(allow file-read* (subpath {}))", sbpl_string(dir)));
@@ -185,6 +208,10 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
             sbpl_string(file)
         ));
     }
+}
+
+/// What this Mac adds ([`HostPaths`]): the developer tools, the per-user temp folder.
+fn host_paths(p: &mut Profile, host: &HostPaths) {
     if let Some(dir) = &host.developer_dir {
         p.section("the developer tools xcode-select points at, so git and clang run");
         p.rule(format!("(allow file-read* (subpath {}))", sbpl_string(dir)));
@@ -210,13 +237,11 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
             ));
         }
     }
+}
 
-    p.section("/dev read-write, so /dev/fd/5 (the token pipe) and ttys open");
-    p.rule(format!(
-        "(allow file-read* file-write* (subpath {}))",
-        sbpl_string("/dev")
-    ));
-
+/// The template's grants: read, then read-write, then the nested ones restated, then
+/// the metadata of the folders above them.
+fn grants(p: &mut Profile, spec: &Spec) {
     p.section("read grants");
     for grant in spec.grants.iter().filter(|g| g.access == Access::Read) {
         p.for_spellings(&grant.path, "allow file-read*");
@@ -243,7 +268,11 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
             sbpl_string(ancestor)
         ));
     }
+}
 
+/// After every grant: the denies, the read-only pins, and the folders above both (and
+/// above [`BASELINE_CLOSED`]) kept from being renamed away.
+fn denies(p: &mut Profile, spec: &Spec) {
     p.section("denies, after every grant: they always win");
     for denied in &spec.deny {
         for spelling in denied.spellings() {
@@ -279,7 +308,10 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
             sbpl_string(ancestor)
         ));
     }
+}
 
+/// The daemon's sockets closed, then the network as the template has it.
+fn network(p: &mut Profile, spec: &Spec) {
     p.section("the daemon's sockets");
     for socket in &spec.deny_unix_sockets {
         p.rule(format!(
@@ -304,12 +336,6 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
             }
         }
     }
-
-    p.section("no setuid or setgid executables");
-    p.rule("(deny process-exec* (file-mode #o4000))");
-    p.rule("(deny process-exec* (file-mode #o2000))");
-
-    p.text
 }
 
 /// An SBPL (TinyScheme) string literal, quotes included. Backslash and quote are
