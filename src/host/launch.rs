@@ -2,23 +2,31 @@
 //! session's I/O, build the environment, spawn the shim, wait for `started`, and on any
 //! failure kill and reap everything spawned. Also terminate and the exit watcher.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use relay_shim::status::Event;
+use tokio::io::BufReader;
+use tokio::net::unix::pipe;
+use tokio::process::Child;
+use tokio::task::JoinHandle;
 
 use super::confined::Confined;
 use super::provider::{self, Provider};
 use super::redact::{Patterns, Redactor};
 use super::spawn::{self, Plan};
+use super::strays::ShimRecord;
 use super::terminal::{self, Terminal};
 use super::termlog::DiskLog;
 use super::{env, Host, Session, SessionIo, Slot};
 use crate::protocol::{
-    Backend, ExitReason, HostCode, HostEvent, LaunchRequest, LaunchResponse, SessionInfo,
+    Backend, ExitReason, HostCode, HostEvent, LaunchRequest, LaunchResponse, Routing, SessionInfo,
     SessionKind, SessionState, HOST_PROTOCOL_VERSION,
 };
 
@@ -166,78 +174,121 @@ fn landlock_for(host: &Host, ports: &[u16]) -> Result<Arc<Confined>, LaunchError
     Ok(confined)
 }
 
-/// Frees the reserved id when a launch does not complete.
-struct Reservation<'a> {
+fn failed(what: &str, e: std::io::Error) -> LaunchError {
+    LaunchError::SpawnFailed(format!("{what}: {e}"))
+}
+
+/// What a launch has set up, undone when it does not complete: the log files removed,
+/// the shim's record dropped (`strays.rs`), the reserved id freed, in that order. A
+/// spawned shim is killed and reaped before that, by [`Shim::kill`] (an await, which a
+/// drop cannot do). [`Undo::complete`] disarms it.
+struct Undo<'a> {
     host: &'a Host,
     id: String,
+    log: Option<Arc<Mutex<DiskLog>>>,
+    record: Option<ShimRecord>,
     armed: bool,
 }
 
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.host
-                .sessions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&self.id);
+impl<'a> Undo<'a> {
+    /// Reserves the id in the table: `409` if any session, running, exited or
+    /// launching, has it.
+    fn reserve(host: &'a Host, id: &str) -> Result<Undo<'a>, LaunchError> {
+        {
+            let mut table = host.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            if table.contains_key(id) {
+                return Err(LaunchError::SessionExists(format!("session {id} exists")));
+            }
+            table.insert(id.to_string(), Slot::Launching);
         }
+        Ok(Undo {
+            host,
+            id: id.to_string(),
+            log: None,
+            record: None,
+            armed: true,
+        })
+    }
+
+    /// The session's disk log, replacing the files an earlier session of the id left.
+    fn create_log(&mut self) -> Result<Arc<Mutex<DiskLog>>, LaunchError> {
+        let log = DiskLog::create(&self.host.cfg.log_dir(), &self.id)
+            .map_err(|e| failed("session log", e))?;
+        let log = Arc::new(Mutex::new(log));
+        self.log = Some(log.clone());
+        Ok(log)
+    }
+
+    /// The launch completed: the id's slot holds the live session and nothing is undone;
+    /// the shim's record goes to the exit watcher.
+    fn complete(mut self, session: Arc<Session>) -> Option<ShimRecord> {
+        self.host
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.id.clone(), Slot::Live(session));
+        self.armed = false;
+        self.record.take()
     }
 }
 
-pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchResponse, LaunchError> {
-    validate(&req)?;
-    {
-        let mut table = host.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if table.contains_key(&req.session_id) {
-            return Err(LaunchError::SessionExists(format!(
-                "session {} exists",
-                req.session_id
-            )));
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
         }
-        table.insert(req.session_id.clone(), Slot::Launching);
+        if let Some(log) = &self.log {
+            log.lock().unwrap_or_else(|p| p.into_inner()).remove();
+        }
+        drop(self.record.take());
+        self.host
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
     }
-    let mut reservation = Reservation {
-        host,
-        id: req.session_id.clone(),
-        armed: true,
-    };
-    let failed = |what: &str, e: std::io::Error| LaunchError::SpawnFailed(format!("{what}: {e}"));
-    let shim = host
-        .cfg
-        .shim
-        .exec_path()
-        .map_err(LaunchError::SpawnFailed)?;
+}
 
-    let log_dir = host.cfg.log_dir();
-    let log = DiskLog::create(&log_dir, &req.session_id).map_err(|e| failed("session log", e))?;
-    let log = Arc::new(Mutex::new(log));
-    let remove_log =
-        |log: &Arc<Mutex<DiskLog>>| log.lock().unwrap_or_else(|p| p.into_inner()).remove();
+/// A spawned shim, and its target's pid once it reported `started`.
+struct Shim {
+    child: Child,
+    pid: u32,
+    status: BufReader<pipe::Receiver>,
+    target: Option<u32>,
+}
 
-    let confined = match &req.sandbox {
-        Some(sb) if sb.backend == Backend::Bwrap && !sb.denied_loopback_ports.is_empty() => {
-            match landlock_for(host, &sb.denied_loopback_ports) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    remove_log(&log);
-                    return Err(e);
-                }
-            }
+impl Shim {
+    /// A launch that failed after the spawn: SIGKILL to the shim's group (and the
+    /// target's once it started; before that to the shim itself as well), then reap it.
+    async fn kill(&mut self) {
+        spawn::signal_groups(self.pid, self.target, libc::SIGKILL);
+        if self.target.is_none() {
+            let _ = self.child.start_kill();
         }
-        _ => None,
-    };
+        let _ = self.child.wait().await;
+    }
+}
 
-    // A `Secret`'s Debug is its length: the log says a token came, never which.
-    tracing::debug!(
-        session = %req.session_id,
-        token = ?req.claude_token,
-        redact_token = ?req.redact_token,
-        "launch"
-    );
+/// A bwrap launch with denied loopback ports forks on its port set's confined thread.
+fn confined_for(host: &Host, req: &LaunchRequest) -> Result<Option<Arc<Confined>>, LaunchError> {
+    match &req.sandbox {
+        Some(sb) if sb.backend == Backend::Bwrap && !sb.denied_loopback_ports.is_empty() => {
+            landlock_for(host, &sb.denied_loopback_ports).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The target's environment, and what the answer says of it.
+struct Environment {
+    vars: BTreeMap<OsString, OsString>,
+    routing: Option<Routing>,
+    /// Names only, for the audit row: what this sandbox took from relay's environment.
+    env_names: Option<Vec<String>>,
+}
+
+fn environment(host: &Host, req: &LaunchRequest) -> Environment {
     let token_launch = req.claude_token.is_some();
-    let pty_size = req.pty.unwrap_or_default();
-    let is_pty = req.kind == SessionKind::Pty;
     let built = env::build(env::EnvInput {
         base: req
             .base_env
@@ -248,40 +299,47 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         host_names: env::host_names(&req.session_id, host.cfg.bridge_socket.as_deref()),
         token_launch,
         allowlist: req.env_allowlist.as_ref().map(|a| a.passthrough.as_slice()),
-        pty: is_pty,
+        pty: req.kind == SessionKind::Pty,
     });
-    let routing = token_launch.then(|| env::routing(&built.vars));
-    // Names only, for the audit row: what this sandbox took from relay's environment.
-    let env_names = req.env_allowlist.is_some().then_some(built.inherited);
-    let env = built.vars;
+    Environment {
+        routing: token_launch.then(|| env::routing(&built.vars)),
+        env_names: req.env_allowlist.is_some().then_some(built.inherited),
+        vars: built.vars,
+    }
+}
 
-    let (master, stdin, stdout, stderr) = if is_pty {
-        let (master, slave) = match terminal::open_pty(pty_size) {
-            Ok(p) => p,
-            Err(e) => {
-                remove_log(&log);
-                return Err(failed("open pty", e));
-            }
-        };
-        let dup = |s: &OwnedFd| s.try_clone().map(Stdio::from);
-        match (dup(&slave), dup(&slave), dup(&slave)) {
-            (Ok(a), Ok(b), Ok(c)) => (Some(master), a, b, c),
-            _ => {
-                remove_log(&log);
-                return Err(LaunchError::SpawnFailed("duplicate pty descriptor".into()));
-            }
-        }
-    } else {
-        (None, Stdio::piped(), Stdio::piped(), Stdio::piped())
-    };
+/// A pty's master, kept for the terminal, and the shim's stdin, stdout and stderr.
+type Stdios = (Option<OwnedFd>, [Stdio; 3]);
 
+/// The pty's slave on all three of the shim's standard descriptors, or three pipes.
+fn session_stdio(req: &LaunchRequest) -> Result<Stdios, LaunchError> {
+    if req.kind != SessionKind::Pty {
+        return Ok((None, [Stdio::piped(), Stdio::piped(), Stdio::piped()]));
+    }
+    let (master, slave) =
+        terminal::open_pty(req.pty.unwrap_or_default()).map_err(|e| failed("open pty", e))?;
+    let dup = |s: &OwnedFd| s.try_clone().map(Stdio::from);
+    match (dup(&slave), dup(&slave), dup(&slave)) {
+        (Ok(a), Ok(b), Ok(c)) => Ok((Some(master), [a, b, c])),
+        _ => Err(LaunchError::SpawnFailed("duplicate pty descriptor".into())),
+    }
+}
+
+/// Spawns the shim (`spawn.rs`), on the port set's confined thread when there is one.
+async fn spawn_shim(
+    req: &LaunchRequest,
+    shim: PathBuf,
+    env: BTreeMap<OsString, OsString>,
+    [stdin, stdout, stderr]: [Stdio; 3],
+    confined: Option<&Confined>,
+) -> Result<Shim, LaunchError> {
     let plan = Plan {
         shim,
         session_id: req.session_id.clone(),
         argv: req.argv.clone(),
         env,
         cwd: req.directory.clone(),
-        pty: is_pty,
+        pty: req.kind == SessionKind::Pty,
         sandbox: req.sandbox.clone(),
         identity: req.identity.as_ref().map(|i| i.secret.clone()),
         token: req.claude_token.clone(),
@@ -290,80 +348,94 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         stdout,
         stderr,
     };
-    let spawned = match &confined {
-        Some(c) => c.spawn(plan).await,
-        None => spawn::spawn(plan),
+    let spawned = match confined {
+        Some(c) => c.spawn(plan).await?,
+        None => spawn::spawn(plan)?,
     };
-    let spawned = match spawned {
-        Ok(s) => s,
-        Err(e) => {
-            remove_log(&log);
-            return Err(e);
-        }
-    };
-    let spawn::Spawned {
-        mut child,
-        shim_pid,
-        mut status,
-    } = spawned;
-    // Kept until the shim is reaped (strays.rs): bwrap launches only, the ones whose
-    // sandbox can be left behind.
-    let shim_record = match (&host.shims, &req.sandbox) {
+    Ok(Shim {
+        child: spawned.child,
+        pid: spawned.shim_pid,
+        status: spawned.status,
+        target: None,
+    })
+}
+
+/// Kept until the shim is reaped (strays.rs): bwrap launches only, the ones whose
+/// sandbox can be left behind.
+fn shim_record(host: &Host, req: &LaunchRequest, shim_pid: u32) -> Option<ShimRecord> {
+    match (&host.shims, &req.sandbox) {
         (Some(s), Some(sb)) if sb.backend == Backend::Bwrap => s.record(shim_pid),
         _ => None,
-    };
+    }
+}
 
-    let target_pid = match spawn::wait_started(&mut status, req.identity.is_some()).await {
+/// Waits for the shim's `started`, then opens the session's I/O: the terminal on the
+/// pty's master, or the provider on the pipes. The master stays open, in `master`, until
+/// the target started.
+async fn start(
+    shim: &mut Shim,
+    req: &LaunchRequest,
+    master: &mut Option<OwnedFd>,
+    log: &Arc<Mutex<DiskLog>>,
+    redactions: &Arc<AtomicU64>,
+) -> Result<(u32, SessionIo), LaunchError> {
+    let target_pid = match spawn::wait_started(&mut shim.status, req.identity.is_some()).await {
         Ok(pid) => pid,
-        Err(e) => {
-            spawn::signal_groups(shim_pid, None, libc::SIGKILL);
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            remove_log(&log);
-            // Name the program: which launch failed is plain from the answer alone.
-            return Err(match e {
-                LaunchError::SpawnFailed(m) => {
-                    LaunchError::SpawnFailed(format!("{}: {m}", req.argv[0]))
-                }
-                other => other,
-            });
+        // Name the program: which launch failed is plain from the answer alone.
+        Err(LaunchError::SpawnFailed(m)) => {
+            return Err(LaunchError::SpawnFailed(format!("{}: {m}", req.argv[0])))
         }
+        Err(other) => return Err(other),
     };
+    shim.target = Some(target_pid);
 
     // The token stays in memory only, inside the patterns (src/host/redact.rs).
     let patterns = Arc::new(Patterns::new(
         req.claude_token.as_ref().or(req.redact_token.as_ref()),
     ));
-    let redactions = Arc::new(AtomicU64::new(0));
     let redactor = || Redactor::new(patterns.clone(), redactions.clone());
-    let io = if let Some(master) = master {
-        let term = match Terminal::new(master, log.clone(), redactor(), req.hold_output) {
-            Ok(t) => Arc::new(t),
-            Err(e) => {
-                spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
-                let _ = child.wait().await;
-                remove_log(&log);
-                return Err(failed("watch pty", e));
-            }
-        };
-        SessionIo::Terminal(term)
-    } else {
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            spawn::signal_groups(shim_pid, Some(target_pid), libc::SIGKILL);
-            let _ = child.wait().await;
-            remove_log(&log);
-            return Err(LaunchError::SpawnFailed("session pipes missing".into()));
-        };
-        if let Some(stderr) = child.stderr.take() {
-            let log = log.clone();
-            tokio::spawn(provider::drain_stderr(stderr, redactor(), move |b| {
-                let _ = log.lock().unwrap_or_else(|p| p.into_inner()).append(b);
-            }));
+    let io = match master.take() {
+        Some(master) => {
+            let term = Terminal::new(master, log.clone(), redactor(), req.hold_output)
+                .map_err(|e| failed("watch pty", e))?;
+            SessionIo::Terminal(Arc::new(term))
         }
-        SessionIo::Provider(Arc::new(Provider::new(stdin, stdout, redactor)))
+        None => provider_io(&mut shim.child, log, redactor)?,
     };
+    Ok((target_pid, io))
+}
 
-    let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
+/// A Claude session's pipes: stdin and stdout for the provider, stderr drained into the
+/// log.
+fn provider_io(
+    child: &mut Child,
+    log: &Arc<Mutex<DiskLog>>,
+    redactor: impl Fn() -> Redactor,
+) -> Result<SessionIo, LaunchError> {
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(LaunchError::SpawnFailed("session pipes missing".into()));
+    };
+    if let Some(stderr) = child.stderr.take() {
+        let log = log.clone();
+        tokio::spawn(provider::drain_stderr(stderr, redactor(), move |b| {
+            let _ = log.lock().unwrap_or_else(|p| p.into_inner()).append(b);
+        }));
+    }
+    Ok(SessionIo::Provider(Arc::new(Provider::new(
+        stdin, stdout, redactor,
+    ))))
+}
+
+/// The session as the table holds it, running.
+fn session(
+    req: &LaunchRequest,
+    shim_pid: u32,
+    target_pid: u32,
+    io: SessionIo,
+    log: Arc<Mutex<DiskLog>>,
+    exited: tokio::sync::watch::Receiver<bool>,
+) -> Arc<Session> {
+    let is_pty = req.kind == SessionKind::Pty;
     let info = SessionInfo {
         session_id: req.session_id.clone(),
         kind: req.kind,
@@ -375,24 +447,55 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         state: SessionState::Running,
         exit_status: None,
         exit_signal: None,
-        pty: is_pty.then_some(pty_size),
+        pty: is_pty.then_some(req.pty.unwrap_or_default()),
         sandboxed: req.sandbox.is_some(),
     };
-    let session = Arc::new(Session {
+    Arc::new(Session {
         info: Mutex::new(info),
         shim_pid,
         target_pid,
         terminating: AtomicBool::new(false),
-        exited: exited_rx,
+        exited,
         io,
         log,
-    });
-    host.sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(req.session_id.clone(), Slot::Live(session.clone()));
-    reservation.armed = false;
+    })
+}
 
+pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchResponse, LaunchError> {
+    validate(&req)?;
+    let mut undo = Undo::reserve(host, &req.session_id)?;
+    let shim = host
+        .cfg
+        .shim
+        .exec_path()
+        .map_err(LaunchError::SpawnFailed)?;
+    let log = undo.create_log()?;
+    let confined = confined_for(host, &req)?;
+
+    // A `Secret`'s Debug is its length: the log says a token came, never which.
+    tracing::debug!(
+        session = %req.session_id,
+        token = ?req.claude_token,
+        redact_token = ?req.redact_token,
+        "launch"
+    );
+    let env = environment(host, &req);
+    let (mut master, stdio) = session_stdio(&req)?;
+    let mut shim = spawn_shim(&req, shim, env.vars, stdio, confined.as_deref()).await?;
+    undo.record = shim_record(host, &req, shim.pid);
+
+    let redactions = Arc::new(AtomicU64::new(0));
+    let (target_pid, io) = match start(&mut shim, &req, &mut master, &log, &redactions).await {
+        Ok(started) => started,
+        Err(e) => {
+            shim.kill().await;
+            return Err(e);
+        }
+    };
+
+    let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
+    let session = session(&req, shim.pid, target_pid, io, log, exited_rx);
+    let record = undo.complete(session.clone());
     let pump = match &session.io {
         SessionIo::Terminal(t) => {
             let t = t.clone();
@@ -400,110 +503,141 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
         }
         SessionIo::Provider(_) => None,
     };
-    let watcher_host = host.clone();
-    let watcher_session = session.clone();
-    tokio::spawn(async move {
-        let mut last_exit = None;
-        while let Some(ev) = spawn::next_event(&mut status).await {
-            if let Event::Exit { status, signal } = ev {
-                last_exit = Some((status, signal));
-            }
-        }
-        let shim_status = child.wait().await.ok();
-        if last_exit.is_none() {
-            // The shim died without reporting the target's end (it was killed): the
-            // target must not outlive it, unwatched (docs/session-host.md#when-a-parent-dies).
-            spawn::signal_groups(
-                watcher_session.shim_pid,
-                Some(watcher_session.target_pid),
-                libc::SIGKILL,
-            );
-        }
-        drop(shim_record);
-        let mut pump = pump;
-        let mut drained = true;
-        if let Some(p) = pump.as_mut() {
-            // Read what the target wrote before it exited; a stray process still
-            // holding the pty must not hold the report back for long.
-            drained = tokio::time::timeout(Duration::from_secs(2), p)
-                .await
-                .is_ok();
-        }
-        let terminated = watcher_session.terminating.load(Ordering::SeqCst);
-        let (exit_status, signal, reason) = match last_exit {
-            Some((st, sig)) => {
-                let reason = if terminated {
-                    ExitReason::Terminated
-                } else if sig.is_some() {
-                    ExitReason::Signaled
-                } else {
-                    ExitReason::Exited
-                };
-                (st, sig, reason)
-            }
-            None => {
-                use std::os::unix::process::ExitStatusExt;
-                let st = shim_status.and_then(|s| s.code());
-                let sig = shim_status.and_then(|s| s.signal());
-                (
-                    st,
-                    sig,
-                    if terminated {
-                        ExitReason::Terminated
-                    } else {
-                        ExitReason::ShimFailed
-                    },
-                )
-            }
-        };
-        {
-            let mut info = watcher_session
-                .info
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            info.state = SessionState::Exited;
-            info.exit_status = exit_status;
-            info.exit_signal = signal;
-        }
-        watcher_host.report(&HostEvent::SessionExited {
-            session_id: watcher_session
-                .info
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .session_id
-                .clone(),
-            root_pid: watcher_session.shim_pid,
-            exit_status,
-            signal,
-            reason,
-            redactions: redactions.load(Ordering::Relaxed),
-        });
-        let _ = exited_tx.send(true);
-        // An ended terminal keeps its ring and its status, not its descriptors: the
-        // master and the log files close once its output is drained
-        // (docs/session-host.md#attach).
-        if let SessionIo::Terminal(t) = &watcher_session.io {
-            match pump {
-                Some(p) if !drained => {
-                    let t = t.clone();
-                    tokio::spawn(async move {
-                        let _ = p.await;
-                        t.release();
-                    });
-                }
-                _ => t.release(),
-            }
-        }
-    });
+    let root_pid = shim.pid;
+    let exit = Exit {
+        shim,
+        record,
+        pump,
+        redactions,
+        exited: exited_tx,
+    };
+    tokio::spawn(watch(host.clone(), session, exit));
 
     Ok(LaunchResponse {
         session_id: req.session_id,
         kind: req.kind,
-        root_pid: shim_pid,
+        root_pid,
         target_pid,
-        routing,
-        env_names,
+        routing: env.routing,
+        env_names: env.env_names,
     })
+}
+
+/// What the exit watcher holds besides the session.
+struct Exit {
+    shim: Shim,
+    record: Option<ShimRecord>,
+    pump: Option<JoinHandle<()>>,
+    redactions: Arc<AtomicU64>,
+    exited: tokio::sync::watch::Sender<bool>,
+}
+
+/// The exit watcher: reads the shim's events to their end, reaps it, records the exit
+/// in the session, reports `session_exited` and lets an ended terminal go.
+async fn watch(host: Arc<Host>, session: Arc<Session>, exit: Exit) {
+    let Exit {
+        mut shim,
+        record,
+        mut pump,
+        redactions,
+        exited,
+    } = exit;
+    let mut last_exit = None;
+    while let Some(ev) = spawn::next_event(&mut shim.status).await {
+        if let Event::Exit { status, signal } = ev {
+            last_exit = Some((status, signal));
+        }
+    }
+    let shim_status = shim.child.wait().await.ok();
+    if last_exit.is_none() {
+        // The shim died without reporting the target's end (it was killed): the
+        // target must not outlive it, unwatched (docs/session-host.md#when-a-parent-dies).
+        spawn::signal_groups(session.shim_pid, Some(session.target_pid), libc::SIGKILL);
+    }
+    drop(record);
+    let mut drained = true;
+    if let Some(p) = pump.as_mut() {
+        // Read what the target wrote before it exited; a stray process still
+        // holding the pty must not hold the report back for long.
+        drained = tokio::time::timeout(Duration::from_secs(2), p)
+            .await
+            .is_ok();
+    }
+    let terminated = session.terminating.load(Ordering::SeqCst);
+    let (exit_status, signal, reason) = ending(last_exit, shim_status, terminated);
+    {
+        let mut info = session.info.lock().unwrap_or_else(|p| p.into_inner());
+        info.state = SessionState::Exited;
+        info.exit_status = exit_status;
+        info.exit_signal = signal;
+    }
+    host.report(&HostEvent::SessionExited {
+        session_id: session
+            .info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .session_id
+            .clone(),
+        root_pid: session.shim_pid,
+        exit_status,
+        signal,
+        reason,
+        redactions: redactions.load(Ordering::Relaxed),
+    });
+    let _ = exited.send(true);
+    release(&session, pump, drained);
+}
+
+/// The exit status, signal and reason: the shim's `exit` report, or without one (the
+/// shim was killed) the shim's own status.
+fn ending(
+    last_exit: Option<(Option<i32>, Option<i32>)>,
+    shim_status: Option<std::process::ExitStatus>,
+    terminated: bool,
+) -> (Option<i32>, Option<i32>, ExitReason) {
+    match last_exit {
+        Some((st, sig)) => {
+            let reason = if terminated {
+                ExitReason::Terminated
+            } else if sig.is_some() {
+                ExitReason::Signaled
+            } else {
+                ExitReason::Exited
+            };
+            (st, sig, reason)
+        }
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let st = shim_status.and_then(|s| s.code());
+            let sig = shim_status.and_then(|s| s.signal());
+            (
+                st,
+                sig,
+                if terminated {
+                    ExitReason::Terminated
+                } else {
+                    ExitReason::ShimFailed
+                },
+            )
+        }
+    }
+}
+
+/// An ended terminal keeps its ring and its status, not its descriptors: the master and
+/// the log files close once its output is drained (docs/session-host.md#attach).
+fn release(session: &Session, pump: Option<JoinHandle<()>>, drained: bool) {
+    if let SessionIo::Terminal(t) = &session.io {
+        match pump {
+            Some(p) if !drained => {
+                let t = t.clone();
+                tokio::spawn(async move {
+                    let _ = p.await;
+                    t.release();
+                });
+            }
+            _ => t.release(),
+        }
+    }
 }
 
 /// SIGTERM to the session's groups, SIGKILL after [`TERMINATE_GRACE`]; returns once the
