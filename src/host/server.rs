@@ -64,7 +64,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Re
 /// (docs/session-host.md#attach).
 fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     let Some(session) = host.live(id) else {
-        return error(HostCode::NotFound, format!("no session {id}"));
+        return no_session(id);
     };
     let SessionIo::Terminal(term) = &session.io else {
         return error(HostCode::InvalidSpec, "not a terminal");
@@ -83,104 +83,168 @@ fn attach(host: &Arc<Host>, id: &str, mut req: Request<Incoming>) -> Resp {
     http::upgrade(crate::protocol::attach::ATTACH_PROTOCOL)
 }
 
+/// Every route of the host API, matched exactly, segment by segment
+/// (docs/session-host.md#routes).
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Launch,
+    Terminate,
+    List,
+    Info(String),
+    Log(String),
+    Scrollback(String),
+    Message(String),
+    Attach(String),
+    Delete(String),
+    /// Another method on a known route.
+    MethodNotAllowed,
+    NotFound,
+}
+
+impl Route {
+    fn of(method: &Method, path: &str) -> Route {
+        use Route::*;
+        let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let id = |s: &str| s.to_string();
+        match (method.clone(), parts.as_slice()) {
+            (Method::GET, ["sessions", i, "attach"]) => Attach(id(i)),
+            (Method::POST, ["launch"]) => Launch,
+            (Method::POST, ["terminate"]) => Terminate,
+            (Method::GET, ["sessions"]) => List,
+            (Method::GET, ["sessions", i]) => Info(id(i)),
+            (Method::GET, ["sessions", i, "log"]) => Log(id(i)),
+            (Method::GET, ["sessions", i, "scrollback"]) => Scrollback(id(i)),
+            (Method::POST, ["sessions", i, "message"]) => Message(id(i)),
+            (Method::DELETE, ["sessions", i]) => Delete(id(i)),
+            (
+                _,
+                ["launch"]
+                | ["terminate"]
+                | ["sessions"]
+                | ["sessions", _]
+                | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
+            ) => MethodNotAllowed,
+            _ => NotFound,
+        }
+    }
+}
+
+/// One request: the peer and the bearer, then the route's own function.
 async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp {
     if !peer_ok || !http::bearer_ok(&req, host.cfg.secret.as_bytes()) {
         return http::empty(403);
     }
-    let path = req.uri().path().to_string();
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    if let (&Method::GET, ["sessions", id, "attach"]) = (req.method(), parts.as_slice()) {
-        let id = id.to_string();
-        return attach(&host, &id, req);
+    match Route::of(req.method(), req.uri().path()) {
+        Route::Launch => start(&host, req).await,
+        Route::Terminate => terminate(&host, req).await,
+        Route::List => list(&host),
+        Route::Info(id) => info(&host, &id),
+        Route::Log(id) => log(&host, &id),
+        Route::Scrollback(id) => scrollback(&host, &id),
+        Route::Message(id) => message(&host, &id, req).await,
+        Route::Attach(id) => attach(&host, &id, req),
+        Route::Delete(id) => delete(&host, &id).await,
+        Route::MethodNotAllowed => error(HostCode::MethodNotAllowed, "method not allowed"),
+        Route::NotFound => error(HostCode::NotFound, "no such route"),
     }
-    match (req.method().clone(), parts.as_slice()) {
-        (Method::POST, ["launch"]) => match read_json::<LaunchRequest>(req).await {
-            Ok(lr) => match launch::launch(&host, lr).await {
-                Ok(r) => http::json(201, &r),
-                Err(e) => launch_error(&e),
-            },
-            Err(r) => r,
+}
+
+fn no_session(id: &str) -> Resp {
+    error(HostCode::NotFound, format!("no session {id}"))
+}
+
+fn info_of(s: &Session) -> Resp {
+    http::json(
+        200,
+        &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+    )
+}
+
+/// `POST /launch`: `201` once the shim reported `started` (`launch.rs`).
+async fn start(host: &Arc<Host>, req: Request<Incoming>) -> Resp {
+    match read_json::<LaunchRequest>(req).await {
+        Ok(lr) => match launch::launch(host, lr).await {
+            Ok(r) => http::json(201, &r),
+            Err(e) => launch_error(&e),
         },
-        (Method::POST, ["terminate"]) => match read_json::<TerminateRequest>(req).await {
-            Ok(t) => match host.live(&t.session_id) {
-                Some(s) => {
-                    launch::terminate(&s).await;
-                    http::json(
-                        200,
-                        &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-                    )
-                }
-                None => error(HostCode::NotFound, format!("no session {}", t.session_id)),
-            },
-            Err(r) => r,
-        },
-        (Method::GET, ["sessions"]) => {
-            let table = host.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            let mut sessions: Vec<_> = table
-                .values()
-                .filter_map(|s| match s {
-                    Slot::Live(s) => Some(s.info.lock().unwrap_or_else(|p| p.into_inner()).clone()),
-                    Slot::Launching => None,
-                })
-                .collect();
-            sessions.sort_by(|a, b| a.session_id.cmp(&b.session_id));
-            http::json(200, &SessionList { sessions })
-        }
-        (Method::GET, ["sessions", id]) => match host.live(id) {
-            Some(s) => http::json(
-                200,
-                &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            ),
-            None => error(HostCode::NotFound, format!("no session {id}")),
-        },
-        (Method::GET, ["sessions", id, "log"]) => match host.live(id) {
-            Some(s) => match s.log.lock().unwrap_or_else(|p| p.into_inner()).read_all() {
-                Ok(bytes) => http::octets(bytes),
-                Err(e) => error(HostCode::Internal, format!("read log: {e}")),
-            },
-            None => error(HostCode::NotFound, format!("no session {id}")),
-        },
-        (Method::GET, ["sessions", id, "scrollback"]) => match host.live(id) {
-            Some(s) => match &s.io {
-                SessionIo::Terminal(t) => http::octets(t.scrollback()),
-                SessionIo::Provider(_) => error(HostCode::InvalidSpec, "not a terminal"),
-            },
-            None => error(HostCode::NotFound, format!("no session {id}")),
-        },
-        (Method::POST, ["sessions", id, "message"]) => {
-            let id = id.to_string();
-            match read_json::<MessageRequest>(req).await {
-                Ok(m) => message(&host, &id, m).await,
-                Err(r) => r,
-            }
-        }
-        (Method::DELETE, ["sessions", id]) => match host.live(id) {
+        Err(r) => r,
+    }
+}
+
+/// `POST /terminate`: the session's info once it has ended.
+async fn terminate(host: &Arc<Host>, req: Request<Incoming>) -> Resp {
+    match read_json::<TerminateRequest>(req).await {
+        Ok(t) => match host.live(&t.session_id) {
             Some(s) => {
                 launch::terminate(&s).await;
-                if let SessionIo::Terminal(t) = &s.io {
-                    t.release();
-                }
-                s.log.lock().unwrap_or_else(|p| p.into_inner()).remove();
-                host.sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(*id);
-                http::json(
-                    200,
-                    &s.info.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-                )
+                info_of(&s)
             }
-            None => error(HostCode::NotFound, format!("no session {id}")),
+            None => no_session(&t.session_id),
         },
-        (
-            _,
-            ["launch"]
-            | ["terminate"]
-            | ["sessions"]
-            | ["sessions", _]
-            | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
-        ) => error(HostCode::MethodNotAllowed, "method not allowed"),
-        _ => error(HostCode::NotFound, "no such route"),
+        Err(r) => r,
+    }
+}
+
+/// `GET /sessions`: running and exited sessions by id, not those still launching.
+fn list(host: &Host) -> Resp {
+    let table = host.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sessions: Vec<_> = table
+        .values()
+        .filter_map(|s| match s {
+            Slot::Live(s) => Some(s.info.lock().unwrap_or_else(|p| p.into_inner()).clone()),
+            Slot::Launching => None,
+        })
+        .collect();
+    sessions.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    http::json(200, &SessionList { sessions })
+}
+
+/// `GET /sessions/{id}`.
+fn info(host: &Host, id: &str) -> Resp {
+    match host.live(id) {
+        Some(s) => info_of(&s),
+        None => no_session(id),
+    }
+}
+
+/// `GET /sessions/{id}/log`: the disk log, also after the session exited.
+fn log(host: &Host, id: &str) -> Resp {
+    match host.live(id) {
+        Some(s) => match s.log.lock().unwrap_or_else(|p| p.into_inner()).read_all() {
+            Ok(bytes) => http::octets(bytes),
+            Err(e) => error(HostCode::Internal, format!("read log: {e}")),
+        },
+        None => no_session(id),
+    }
+}
+
+/// `GET /sessions/{id}/scrollback`: a terminal's ring.
+fn scrollback(host: &Host, id: &str) -> Resp {
+    match host.live(id) {
+        Some(s) => match &s.io {
+            SessionIo::Terminal(t) => http::octets(t.scrollback()),
+            SessionIo::Provider(_) => error(HostCode::InvalidSpec, "not a terminal"),
+        },
+        None => no_session(id),
+    }
+}
+
+/// `DELETE /sessions/{id}`: terminates, removes the log files and forgets the session.
+async fn delete(host: &Host, id: &str) -> Resp {
+    match host.live(id) {
+        Some(s) => {
+            launch::terminate(&s).await;
+            if let SessionIo::Terminal(t) = &s.io {
+                t.release();
+            }
+            s.log.lock().unwrap_or_else(|p| p.into_inner()).remove();
+            host.sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(id);
+            info_of(&s)
+        }
+        None => no_session(id),
     }
 }
 
@@ -210,13 +274,18 @@ async fn ended_message(session: &Arc<Session>, e: &TurnError) -> String {
     }
 }
 
-/// `POST /sessions/{id}/message`: one turn, on a task of its own so that it reads to
-/// its end whatever happens to this request. `stream: true` answers the events as they
-/// happen (`application/x-ndjson`); otherwise one `MessageResponse` at the end, or
-/// `409 session_exited` when the turn broke.
-async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
+/// `POST /sessions/{id}/message`: the body parsed before the session is looked up, then
+/// one turn, on a task of its own so that it reads to its end whatever happens to this
+/// request. `stream: true` answers the events as they happen (`application/x-ndjson`);
+/// otherwise one `MessageResponse` at the end, or `409 session_exited` when the turn
+/// broke.
+async fn message(host: &Arc<Host>, id: &str, req: Request<Incoming>) -> Resp {
+    let m = match read_json::<MessageRequest>(req).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
     let Some(session) = host.live(id) else {
-        return error(HostCode::NotFound, format!("no session {id}"));
+        return no_session(id);
     };
     let provider = match &session.io {
         SessionIo::Provider(p) => p.clone(),
@@ -227,7 +296,7 @@ async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
     if session.info.lock().unwrap_or_else(|p| p.into_inner()).state != SessionState::Running {
         return error(HostCode::SessionExited, format!("session {id} has exited"));
     }
-    let (tx, mut rx) = mpsc::channel::<TurnEvent>(64);
+    let (tx, rx) = mpsc::channel::<TurnEvent>(64);
     let text = m.text;
     tokio::spawn(async move {
         if let Err(e) = provider.turn(&text, &tx).await {
@@ -241,19 +310,29 @@ async fn message(host: &Arc<Host>, id: &str, m: MessageRequest) -> Resp {
         }
     });
     if m.stream {
-        let (lines, body) = mpsc::channel::<Bytes>(64);
-        tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                let mut line = serde_json::to_vec(&ev).unwrap_or_default();
-                line.push(b'\n');
-                if lines.send(Bytes::from(line)).await.is_err() {
-                    // The listener went away; the turn goes on without it.
-                    return;
-                }
-            }
-        });
-        return http::stream::streamed(200, "application/x-ndjson", body);
+        return streamed(rx);
     }
+    answer(id, rx).await
+}
+
+/// A turn's events as they happen, one JSON line each.
+fn streamed(mut rx: mpsc::Receiver<TurnEvent>) -> Resp {
+    let (lines, body) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            let mut line = serde_json::to_vec(&ev).unwrap_or_default();
+            line.push(b'\n');
+            if lines.send(Bytes::from(line)).await.is_err() {
+                // The listener went away; the turn goes on without it.
+                return;
+            }
+        }
+    });
+    http::stream::streamed(200, "application/x-ndjson", body)
+}
+
+/// A turn's end: its result, or `409 session_exited`.
+async fn answer(id: &str, mut rx: mpsc::Receiver<TurnEvent>) -> Resp {
     let mut end = None;
     while let Some(ev) = rx.recv().await {
         if matches!(ev, TurnEvent::Result { .. } | TurnEvent::Error { .. }) {
@@ -367,4 +446,41 @@ fn socket_identity(p: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
     std::fs::symlink_metadata(p)
         .ok()
         .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_and_the_refusals_around_them() {
+        use Route::*;
+        let cases = [
+            (Method::POST, "/launch", Launch),
+            (Method::POST, "/terminate", Terminate),
+            (Method::GET, "/sessions", List),
+            (Method::GET, "/sessions/s1", Info("s1".into())),
+            (Method::GET, "/sessions/s1/log", Log("s1".into())),
+            (
+                Method::GET,
+                "/sessions/s1/scrollback",
+                Scrollback("s1".into()),
+            ),
+            (Method::POST, "/sessions/s1/message", Message("s1".into())),
+            (Method::GET, "/sessions/s1/attach", Attach("s1".into())),
+            (Method::DELETE, "/sessions/s1", Delete("s1".into())),
+            (Method::GET, "/launch", MethodNotAllowed),
+            (Method::PUT, "/terminate", MethodNotAllowed),
+            (Method::POST, "/sessions", MethodNotAllowed),
+            (Method::POST, "/sessions/s1", MethodNotAllowed),
+            (Method::POST, "/sessions/s1/attach", MethodNotAllowed),
+            (Method::GET, "/sessions/s1/message", MethodNotAllowed),
+            (Method::GET, "/", NotFound),
+            (Method::GET, "/bogus", NotFound),
+            (Method::GET, "/sessions/s1/log/more", NotFound),
+        ];
+        for (method, path, want) in cases {
+            assert_eq!(Route::of(&method, path), want, "{method} {path}");
+        }
+    }
 }
