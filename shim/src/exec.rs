@@ -4,8 +4,8 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::RawFd;
-use std::path::PathBuf;
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::sys::signal::SigmaskHow;
@@ -164,9 +164,46 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         .event(Event::SpawnFailed { errno: libc::EBADF }));
     }
 
-    // 2. A new session: no target may reach the terminal relay was started from.
+    // 2-4. A session of its own, the identity, Landlock and the network filter.
+    new_session(args.pty)?;
+    identify(args, &target, status)?;
+    confine(args)?;
+
+    // 5. Nothing but 0, 1, 2 (and 5 with the token) survives exec.
+    fds::mark_inherited_cloexec(args.pass_token).map_err(|e| Failure::setup("fd hygiene", e))?;
+
+    // 6. The target.
+    let argv0 = &args.argv[0];
+    let cwd = target.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let resolved = resolve::resolve(argv0, target.var("PATH"), &cwd, resolve::probe_fs)
+        .map_err(|e| resolve_failure(argv0, e))?;
+
+    // 7. The sandbox launcher; the bind sources' descriptors live until exec (bwrap
+    //    inherits them and closes each after its mount).
+    let (program, bind_fds) = program(args, &target, &resolved)?;
+
+    // 8. Spawn with the handled signals blocked, so none is lost before the wait loop.
+    let signals = spawn::handled_signals();
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&signals), None)
+        .map_err(|e| Failure::setup("spawn", e.into()))?;
+    let child = spawn::spawn(&program, args.pty).map_err(|e| spawn_failure(&program, e))?;
+    // bwrap has its copies; the shim needs none.
+    drop(bind_fds);
+    status.emit(Event::Started {
+        pid: child.as_raw().unsigned_abs(),
+    });
+
+    // 9. Forward signals, report the end, exit with the target's code.
+    let (end, code) = spawn::supervise(child, &signals)
+        .map_err(|e| Failure::new("wait", e.to_string(), exit_codes::SETUP))?;
+    status.emit(end);
+    std::process::exit(code)
+}
+
+/// 2. A new session: no target may reach the terminal relay was started from.
+fn new_session(pty: bool) -> Result<(), Failure> {
     nix::unistd::setsid().map_err(|e| Failure::setup("setsid", e.into()))?;
-    if args.pty {
+    if pty {
         // Safety: TIOCSCTTY takes an integer argument (0: do not steal).
         if unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) } != 0 {
             return Err(Failure::setup(
@@ -175,32 +212,38 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
             ));
         }
     }
+    Ok(())
+}
 
-    // 3. Identity.
+/// 3. Identity: the Hello with the secret from fd 3, then `hello_ok`; without
+///    `--identity`, `no_identity`.
+fn identify(args: &ExecArgs, target: &Target, status: &StatusFd) -> Result<(), Failure> {
     let me = std::process::id();
-    if args.identity {
-        let secret = identity::read_secret(IDENTITY_FD).map_err(|r| {
-            Failure::new("identity secret", r.0, exit_codes::IDENTITY).event(Event::BadSecret)
-        })?;
-        let hello_refused = |why: String| {
-            Failure::new("hello", why, exit_codes::IDENTITY).event(Event::HelloRefused)
-        };
-        let socket = target
-            .var(BRIDGE_SOCKET_ENV)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| hello_refused(format!("{BRIDGE_SOCKET_ENV} is not set")))?;
-        identity::say_hello(&PathBuf::from(socket), &args.session_id, &secret)
-            .map_err(|r| hello_refused(r.0))?;
-        status.emit(Event::HelloOk { pid: me });
-    } else {
+    if !args.identity {
         status.emit(Event::NoIdentity { pid: me });
+        return Ok(());
     }
+    let secret = identity::read_secret(IDENTITY_FD).map_err(|r| {
+        Failure::new("identity secret", r.0, exit_codes::IDENTITY).event(Event::BadSecret)
+    })?;
+    let hello_refused =
+        |why: String| Failure::new("hello", why, exit_codes::IDENTITY).event(Event::HelloRefused);
+    let socket = target
+        .var(BRIDGE_SOCKET_ENV)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| hello_refused(format!("{BRIDGE_SOCKET_ENV} is not set")))?;
+    identity::say_hello(&PathBuf::from(socket), &args.session_id, &secret)
+        .map_err(|r| hello_refused(r.0))?;
+    status.emit(Event::HelloOk { pid: me });
+    Ok(())
+}
 
-    // 4. Landlock, applied to the shim itself so the launcher and target inherit it
-    //    (or, with --landlock-inherited, already inherited from the host's confined
-    //    thread: docs/session-host.md#the-confined-thread), then the seccomp filter for
-    //    the ways into TCP that Landlock does not see (MPTCP, TCP Fast Open, io_uring):
-    //    denied ports hold for every socket.
+/// 4. Landlock, applied to the shim itself so the launcher and target inherit it
+///    (or, with --landlock-inherited, already inherited from the host's confined
+///    thread: docs/session-host.md#the-confined-thread), then the seccomp filter for
+///    the ways into TCP that Landlock does not see (MPTCP, TCP Fast Open, io_uring):
+///    denied ports hold for every socket.
+fn confine(args: &ExecArgs) -> Result<(), Failure> {
     if let Some(fd) = args.landlock_fd {
         landlock::restrict_self(fd).map_err(|e| Failure::setup("landlock", e))?;
         nix::unistd::close(fd).map_err(|e| Failure::setup("landlock", e.into()))?;
@@ -214,22 +257,20 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
     if args.landlock_fd.is_some() || args.landlock_inherited.is_some() {
         seccomp::install().map_err(|e| Failure::setup("seccomp", e))?;
     }
+    Ok(())
+}
 
-    // 5. Nothing but 0, 1, 2 (and 5 with the token) survives exec.
-    fds::mark_inherited_cloexec(args.pass_token).map_err(|e| Failure::setup("fd hygiene", e))?;
-
-    // 6. The target.
-    let argv0 = &args.argv[0];
-    let cwd = target.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let resolved = resolve::resolve(argv0, target.var("PATH"), &cwd, resolve::probe_fs)
-        .map_err(|e| resolve_failure(argv0, e))?;
-
-    // 7. The sandbox launcher.
+/// 7. What the shim execs: the target itself, or the sandbox launcher, which starts it
+///    through `relay-shim enter` (granted read-only inside the sandbox by the daemon),
+///    which applies the target's environment and folder there. With the descriptors of
+///    a bwrap profile's bind sources.
+fn program(
+    args: &ExecArgs,
+    target: &Target,
+    resolved: &Path,
+) -> Result<(Program, Vec<OwnedFd>), Failure> {
     let bwrap_args;
     let mut bind_fds = Vec::new();
-    // Under a launcher the target starts through `relay-shim enter`, which the daemon
-    // grants read-only inside the sandbox and which applies the target's environment
-    // and folder there.
     let self_exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| Failure::setup("own path", e))?;
@@ -241,25 +282,7 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
             enter: &self_exe,
         },
         Some(s) => {
-            let rendered = wrap::read_bwrap_profile(&s.profile).map_err(|(errno, why)| {
-                Failure::new(
-                    "sandbox profile",
-                    format!("{}: {why}", s.profile.display()),
-                    exit_codes::SETUP,
-                )
-                .event(Event::SpawnFailed { errno })
-            })?;
-            // Every bind source opened now without following a link; the descriptors
-            // live until exec (bwrap inherits them and closes each after its mount).
-            let (pinned, fds) = wrap::pin_bind_sources(&rendered).map_err(|(path, e)| {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                Failure::new(
-                    "sandbox path",
-                    format!("{path}: {e} (changed since relay checked it: a link on the way?)"),
-                    exit_codes::SETUP,
-                )
-                .event(Event::SpawnFailed { errno })
-            })?;
+            let (pinned, fds) = bwrap_profile(&s.profile)?;
             bwrap_args = pinned;
             bind_fds = fds;
             Wrap::Bwrap {
@@ -270,7 +293,7 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
             }
         }
     };
-    let (path, argv) = wrap::command_line(wrap, &resolved, &args.argv);
+    let (path, argv) = wrap::command_line(wrap, resolved, &args.argv);
     let program = match wrap {
         // No sandbox: the target is started here with what it was given.
         Wrap::None => Program::new(&path, &argv, target.envp(), target.cwd.as_deref()),
@@ -290,23 +313,29 @@ fn launch(args: &ExecArgs, status: &StatusFd) -> Result<std::convert::Infallible
         }
     }
     .map_err(|e| Failure::setup("spawn", e))?;
+    Ok((program, bind_fds))
+}
 
-    // 8. Spawn with the handled signals blocked, so none is lost before the wait loop.
-    let signals = spawn::handled_signals();
-    nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&signals), None)
-        .map_err(|e| Failure::setup("spawn", e.into()))?;
-    let child = spawn::spawn(&program, args.pty).map_err(|e| spawn_failure(&program, e))?;
-    // bwrap has its copies; the shim needs none.
-    drop(bind_fds);
-    status.emit(Event::Started {
-        pid: child.as_raw().unsigned_abs(),
-    });
-
-    // 9. Forward signals, report the end, exit with the target's code.
-    let (end, code) = spawn::supervise(child, &signals)
-        .map_err(|e| Failure::new("wait", e.to_string(), exit_codes::SETUP))?;
-    status.emit(end);
-    std::process::exit(code)
+/// A bwrap profile's arguments, every bind source opened now without following a link
+/// (the arguments then name the descriptors).
+fn bwrap_profile(profile: &Path) -> Result<(Vec<String>, Vec<OwnedFd>), Failure> {
+    let rendered = wrap::read_bwrap_profile(profile).map_err(|(errno, why)| {
+        Failure::new(
+            "sandbox profile",
+            format!("{}: {why}", profile.display()),
+            exit_codes::SETUP,
+        )
+        .event(Event::SpawnFailed { errno })
+    })?;
+    wrap::pin_bind_sources(&rendered).map_err(|(path, e)| {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        Failure::new(
+            "sandbox path",
+            format!("{path}: {e} (changed since relay checked it: a link on the way?)"),
+            exit_codes::SETUP,
+        )
+        .event(Event::SpawnFailed { errno })
+    })
 }
 
 fn resolve_failure(argv0: &OsString, e: ResolveError) -> Failure {
