@@ -528,9 +528,17 @@ mod tests {
         assert!(parse(&os(&["--help"])).is_err());
     }
 
+    /// Every case is refused, its message holding the wanted words.
+    fn assert_refused(cases: &[(&[&str], &str)]) {
+        for (args, want) in cases {
+            let got = refused(args);
+            assert!(got.contains(want), "{args:?}: got {got:?}, want {want:?}");
+        }
+    }
+
     #[test]
-    fn every_usage_refusal() {
-        let cases: &[(&[&str], &str)] = &[
+    fn an_unknown_flag_a_missing_value_or_a_missing_part_is_refused() {
+        assert_refused(&[
             (
                 &["--bogus", "--session-id", "s", "--", "x"],
                 "unknown flag --bogus",
@@ -555,6 +563,12 @@ mod tests {
             (&["--session-id", "s", "--"], "empty target argv"),
             (&["--", "x"], "--session-id is required"),
             (&["--session-id", "", "--", "x"], "--session-id is empty"),
+        ]);
+    }
+
+    #[test]
+    fn a_flag_given_twice_is_refused() {
+        assert_refused(&[
             (
                 &["--session-id", "a", "--session-id", "b", "--", "x"],
                 "given twice",
@@ -563,6 +577,12 @@ mod tests {
                 &["--session-id", "s", "--pty", "--pty", "--", "x"],
                 "given twice",
             ),
+        ]);
+    }
+
+    #[test]
+    fn a_sandbox_flag_without_its_partners_or_with_a_bad_value_is_refused() {
+        assert_refused(&[
             (
                 &["--session-id", "s", "--sandbox-backend", "bwrap", "--", "x"],
                 "--sandbox-backend without --sandbox-profile",
@@ -614,6 +634,12 @@ mod tests {
                 ],
                 "must be an absolute path",
             ),
+        ]);
+    }
+
+    #[test]
+    fn a_descriptor_that_is_no_number_or_collides_is_refused() {
+        assert_refused(&[
             (
                 &[
                     "--session-id",
@@ -671,11 +697,7 @@ mod tests {
                 &["--session-id", "s", "--landlock-fd", "3", "--", "x"],
                 "--landlock-fd 3 collides with the fd table",
             ),
-        ];
-        for (args, want) in cases {
-            let got = refused(args);
-            assert!(got.contains(want), "{args:?}: got {got:?}, want {want:?}");
-        }
+        ]);
         for fd in 0..=5 {
             let fd = fd.to_string();
             let got = refused(&[
