@@ -33,3 +33,6 @@ pub mod text;
 pub mod token;
 pub mod tree;
 pub mod wire;
+
+#[cfg(test)]
+mod layout;
