@@ -11,7 +11,7 @@ use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex, wait};
 use serde_json::{json, Value};
 
-use crate::real_claude::claude_code;
+use crate::clients::real_claude::claude_code;
 
 /// `relay ARGS` run from the home folder (the first-run `home` project's root), as a
 /// person would after `cd`.

@@ -7,8 +7,8 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use crate::attacks::every_attempt_failed;
-use crate::service::write_script;
+use crate::attacks::in_session::every_attempt_failed;
+use crate::cli::service::write_script;
 
 use relay::daemon::error::Code;
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};

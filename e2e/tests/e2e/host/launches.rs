@@ -1,63 +1,6 @@
-//! End-to-end tests through the real host, the real shim and the real bwrap (and the
-//! Seatbelt code path through the fake `sandbox-exec`). Run as root, as CI does.
-//! Every test that handles a token asserts that its bytes appear nowhere it captured.
-
-#[path = "e2e/attach.rs"]
-mod attach;
-#[path = "e2e/attacks.rs"]
-mod attacks;
-#[path = "e2e/cli_help.rs"]
-mod cli_help;
-#[path = "e2e/config_dir.rs"]
-mod config_dir;
-#[path = "e2e/daemon_suite.rs"]
-mod daemon_suite;
-#[path = "e2e/doctor_seatbelt.rs"]
-mod doctor_seatbelt;
-#[path = "e2e/explain.rs"]
-mod explain;
-#[path = "e2e/faults.rs"]
-mod faults;
-#[path = "e2e/landlock_thread.rs"]
-mod landlock_thread;
-#[path = "e2e/leak.rs"]
-mod leak;
-#[path = "e2e/ledger.rs"]
-mod ledger;
-#[path = "e2e/logs.rs"]
-mod logs;
-#[path = "e2e/lossless.rs"]
-mod lossless;
-#[path = "e2e/own_programs.rs"]
-mod own_programs;
-#[path = "e2e/ports_and_pressure.rs"]
-mod ports_and_pressure;
-#[path = "e2e/readme_flow.rs"]
-mod readme_flow;
-#[path = "e2e/real_claude.rs"]
-mod real_claude;
-#[path = "e2e/real_turns.rs"]
-mod real_turns;
-#[path = "e2e/redaction.rs"]
-mod redaction;
-#[path = "e2e/rotation_and_purge.rs"]
-mod rotation_and_purge;
-#[path = "e2e/seatbelt.rs"]
-mod seatbelt;
-#[path = "e2e/service.rs"]
-mod service;
-#[path = "e2e/settings_live.rs"]
-mod settings_live;
-#[path = "e2e/settings_open.rs"]
-mod settings_open;
-#[path = "e2e/settings_page.rs"]
-mod settings_page;
-#[path = "e2e/terminal_output.rs"]
-mod terminal_output;
-#[path = "e2e/token_contract.rs"]
-mod token_contract;
-#[path = "e2e/token_hygiene.rs"]
-mod token_hygiene;
+//! The host on its own: the real host, shim, bwrap and fakes, the test playing the
+//! daemon (harness `Instance`). The helpers here do by hand what the daemon does for a
+//! launch.
 
 use std::path::{Path, PathBuf};
 

@@ -570,13 +570,13 @@ fn a_session_cannot_read_list_or_rewrite_the_ledger() {
 
 #[test]
 fn real_claude_resumes_its_conversation_after_relay_is_sigkilled() {
-    use crate::real_turns::{message, relay_with_api, session_entry};
-    let Some(claude) = crate::real_claude::claude_code() else {
+    use crate::clients::real_turns::{message, relay_with_api, session_entry};
+    let Some(claude) = crate::clients::real_claude::claude_code() else {
         return;
     };
     let word = format!("heron-{}", relay_e2e::random_hex(4));
     let (mut r, api, token) = relay_with_api(&claude, json!({"turns": [{"text": "noted"}]}), true);
-    let id = crate::real_turns::start_session(&r, &[]);
+    let id = crate::clients::real_turns::start_session(&r, &[]);
     let first = format!("remember the word {word}");
     let out = message(&r, &id, &first, &[]);
     assert_eq!(out.status, 0, "{}", out.stderr);
@@ -611,7 +611,7 @@ fn real_claude_resumes_its_conversation_after_relay_is_sigkilled() {
     );
     assert!(texts.contains(&json!("which word was it?")), "{resumed}");
     assert!(resumed["messages"].as_u64().unwrap() >= 3, "{resumed}");
-    crate::real_turns::assert_every_bearer_is(&api, &after, &token);
+    crate::clients::real_turns::assert_every_bearer_is(&api, &after, &token);
     assert_token_not_in_ledger(&r, &token);
 }
 

@@ -787,7 +787,7 @@ fn a_session_started_before_the_token_setting_is_stopped_once_the_setting_names_
 
 #[test]
 fn a_planted_claude_hook_or_mcp_server_never_runs_in_a_token_launch() {
-    let Some(claude) = crate::real_claude::claude_code() else {
+    let Some(claude) = crate::clients::real_claude::claude_code() else {
         return;
     };
     let mut s = settings(true, &[]);

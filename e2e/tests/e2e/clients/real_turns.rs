@@ -15,7 +15,7 @@ use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex, sha256_hex, wait, WAIT};
 use serde_json::{json, Value};
 
-use crate::real_claude::claude_code;
+use crate::clients::real_claude::claude_code;
 
 pub(crate) fn fake_oauth_token() -> String {
     format!("sk-ant-oat01-{}", random_hex(40))

@@ -1,0 +1,6 @@
+//! Attacks from inside a session, each test named after its attack: planted programs,
+//! links and files, a token that appears or changes, and relay's own programs as the way
+//! out.
+
+mod in_session;
+mod own_programs;

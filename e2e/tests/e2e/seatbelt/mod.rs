@@ -1,0 +1,5 @@
+//! The Seatbelt (macOS) backend: launches checked against their policy, and
+//! `relay doctor` on that path (the fake `sandbox-exec` on Linux).
+
+mod doctor;
+mod launches;

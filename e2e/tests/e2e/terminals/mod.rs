@@ -1,0 +1,5 @@
+//! Terminals on a real pty: attach and detach, and what a session prints on the
+//! person's terminal.
+
+mod attach;
+mod output;

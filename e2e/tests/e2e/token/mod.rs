@@ -1,0 +1,8 @@
+//! The token: the `claude_token_file` contract, hygiene beyond it, rotation and purge,
+//! redaction of a token a session prints, and the log files.
+
+mod contract;
+mod hygiene;
+mod logs;
+mod redaction;
+mod rotation_and_purge;
