@@ -1,4 +1,5 @@
-// Drives relay's Settings page in the system Chromium for e2e/tests/e2e/settings_live.rs.
+// Drives relay's Settings page in the system Chromium for
+// e2e/tests/e2e/clients/settings_live.rs.
 // Usage: node live.mjs LOGIN_URL SESSION_ID SHOT_DIR
 //
 // A conversation with the test on stdin/stdout, one JSON line each way, so every wait
