@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::protocol::{HostCode, HostErrorBody};
-pub use crate::wire::{Code, Outcome};
+use crate::wire::{Code, Outcome};
 
 /// A refused request: its status, and its body `{"code": code, "error": message}`,
 /// which serializes as `wire::ErrorBody` (the field names are defined there once).

@@ -5,7 +5,7 @@
 //! ("Planted programs and links", "A token that appears or changes", "Code a project
 //! names"); `docs/testing.md` says which guard was removed to see each test fail.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::io::Write;
 use std::os::unix::fs::{symlink, OpenOptionsExt};
 use std::path::{Path, PathBuf};

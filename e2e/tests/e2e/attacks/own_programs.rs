@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::attacks::in_session::every_attempt_failed;
 use crate::cli::service::write_script;
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use relay_e2e::daemon::{base_settings, doctor_check, Relay, TOKEN_SETTING};
 use relay_e2e::{fake_token, sha256_hex};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! Settings page shows for a running terminal of that template, the token's folder
 //! among the denied, for this platform's backend and the other's.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
 use relay_e2e::fake_token;
 use serde_json::{json, Value};

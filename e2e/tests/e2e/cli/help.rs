@@ -2,7 +2,7 @@
 //! from the same tree, and a program missing from relay's `PATH` is a refusal that
 //! names the `PATH` searched and the setting to change (docs/cli.md).
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use relay_e2e::daemon::{base_settings, Relay, RelayOptions};
 
 #[test]

@@ -6,7 +6,7 @@
 //! controls), and the token is in no response it fetched and not in its DOM, in any of
 //! the forms `relay audit scan` looks for. Screenshots are kept in e2e/artifacts.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

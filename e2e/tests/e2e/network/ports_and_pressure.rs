@@ -1,7 +1,7 @@
 //! Denied ports hold for every way into TCP (MPTCP, TCP Fast Open, io_uring), probed
 //! from inside a real bwrap session; and a flood of connections cannot take relay down.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;

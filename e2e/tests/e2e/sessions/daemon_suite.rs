@@ -2,7 +2,7 @@
 //! CLI's failure contract, `relay sandbox` on a real pty, callers inside a session,
 //! the TCP listener's bearer, the API port denied to sessions, host restart, SIGTERM.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use relay::wire::Terminals;
 use relay_e2e::daemon::{base_settings, Relay};
 use relay_e2e::pty::Pty;

@@ -4,7 +4,7 @@
 //! disk, a host of another protocol version) leaves nothing lost and nothing behind
 //! (docs/testing.md, "Faults").
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::process::{Child, Command, Stdio};
 
 use relay_e2e::daemon::{base_settings, Relay};

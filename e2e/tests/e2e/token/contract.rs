@@ -2,7 +2,7 @@
 //! and bwrap, from the CLI and the API. Each test has its own instance and its own
 //! fake token; every test checks that the token's bytes appear nowhere they must not.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::path::{Path, PathBuf};
 
 use relay_e2e::daemon::{base_settings, Relay, RelayOptions, TOKEN_SETTING};

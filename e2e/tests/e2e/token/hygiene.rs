@@ -8,7 +8,7 @@
 //! "Guards and where they are enforced"); `docs/testing.md` says which guard was
 //! removed to see each test fail.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 

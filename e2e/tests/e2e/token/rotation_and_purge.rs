@@ -6,7 +6,7 @@
 //! "Leftovers and purge"); docs/testing.md says which guard was removed to see each test
 //! fail.
 
-use relay::daemon::error::Code;
+use relay::wire::Code;
 use std::io::Write;
 use std::os::unix::fs::{symlink, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
