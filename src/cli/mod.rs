@@ -351,6 +351,23 @@ fn one(verb: &str, r: Result<(wire::Session, Value), String>) -> Result<Out, Str
     r.map(|(e, json)| Out::new(json, format!("{verb} {}", describe(&e))))
 }
 
+/// The caller's folder for a start without `--directory`, as the API's `cwd`. A name
+/// that is not UTF-8 cannot travel in JSON: refused, never sent mangled (the daemon
+/// would not find it and start in the project's folder instead).
+fn here(directory: Option<&str>) -> Result<Option<String>, String> {
+    let Ok(cwd) = std::env::current_dir() else {
+        return Ok(None);
+    };
+    match cwd.to_str() {
+        Some(s) => Ok(Some(s.to_string())),
+        None if directory.is_some_and(|d| !d.is_empty()) => Ok(None),
+        None => Err(format!(
+            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: pass --directory with a folder whose name is",
+            cwd.to_string_lossy()
+        )),
+    }
+}
+
 fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
     match v {
         TerminalVerb::Start {
@@ -365,9 +382,10 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
         } => {
             // Without --directory: here when here is inside the project, else the
             // project's folder (the daemon decides).
-            let cwd = std::env::current_dir()
-                .ok()
-                .map(|d| d.to_string_lossy().into_owned());
+            let cwd = match here(directory.as_deref()) {
+                Ok(cwd) => cwd,
+                Err(e) => return (json, Err(e)),
+            };
             let body = wire::TerminalStart {
                 project: Some(project),
                 template: Some(template),
@@ -445,9 +463,10 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
         } => {
             // Without --directory: here when here is inside the project, else the
             // project's folder (the daemon decides).
-            let cwd = std::env::current_dir()
-                .ok()
-                .map(|d| d.to_string_lossy().into_owned());
+            let cwd = match here(directory.as_deref()) {
+                Ok(cwd) => cwd,
+                Err(e) => return (json, Err(e)),
+            };
             let body = wire::SessionStart {
                 project: Some(project),
                 directory,

@@ -45,10 +45,18 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(format!("current directory: {e}")),
     };
+    // The folder travels in JSON: a name that is not UTF-8 is refused, never sent
+    // mangled.
+    let Some(cwd_text) = cwd.to_str() else {
+        return fail(format!(
+            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: run relay sandbox from a folder whose name is",
+            cwd.to_string_lossy()
+        ));
+    };
     let size = attach::terminal_size();
     let body = crate::wire::TerminalStart {
         template: Some(o.template.to_string()),
-        directory: Some(cwd.to_string_lossy().into_owned()),
+        directory: Some(cwd_text.to_string()),
         project_from_directory: true,
         extra_args: o.args.to_vec(),
         cols: size.map(|s| s.0),

@@ -351,6 +351,11 @@ pub struct Project {
     /// `[]` none, `["*"]` all.
     #[serde(default)]
     pub allowed_templates: Vec<String>,
+    /// A sandboxed launch may run in the home folder itself (or `/`, or a folder above
+    /// the home folder), which grants it read-write on all of it; off, such a launch is
+    /// refused (`home_directory`, docs/settings.md).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_home_directory: bool,
 }
 
 impl Project {
@@ -391,6 +396,9 @@ pub struct Template {
     /// `bypassPermissions` for a sandboxed headless session, else Claude Code's own).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub permission_mode: String,
+    /// As a project's `allow_home_directory`, for this template's launches.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_home_directory: bool,
 }
 
 impl Template {
@@ -409,6 +417,7 @@ impl Template {
             deny: vec![],
             model: String::new(),
             permission_mode: String::new(),
+            allow_home_directory: false,
         }
     }
 }
@@ -498,7 +507,13 @@ const TOP_KEYS: &[&str] = &[
     "detach_keys",
     "env_passthrough",
 ];
-const PROJECT_KEYS: &[&str] = &["id", "name", "path", "allowed_templates"];
+const PROJECT_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "path",
+    "allowed_templates",
+    "allow_home_directory",
+];
 const TEMPLATE_KEYS: &[&str] = &[
     "id",
     "name",
@@ -512,6 +527,7 @@ const TEMPLATE_KEYS: &[&str] = &[
     "deny",
     "model",
     "permission_mode",
+    "allow_home_directory",
 ];
 const SANDBOX_KEYS: &[&str] = &[
     "denied_loopback_ports",
@@ -682,6 +698,7 @@ pub fn seed() -> Settings {
             name: "Home".into(),
             path: "~".into(),
             allowed_templates: vec!["*".into()],
+            allow_home_directory: false,
         }],
         terminal_templates: vec![
             Template::new("shell", "Shell", "/bin/sh"),

@@ -59,6 +59,9 @@ codes! {
     UnknownProject => "unknown_project", 404, Denied;
     InvalidDirectory => "invalid_directory", 400, Error;
     DirectoryOutsideProject => "directory_outside_project", 403, Denied;
+    /// A sandboxed launch in the home folder itself, `/`, or a folder above the home
+    /// folder, without `allow_home_directory`.
+    HomeDirectory => "home_directory", 403, Denied;
     TemplateRequired => "template_required", 400, Denied;
     UnknownTemplate => "unknown_template", 404, Denied;
     TemplateNotAllowed => "template_not_allowed", 403, Denied;

@@ -619,6 +619,7 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
             let input = LaunchInput {
                 template: Some(CLAUDE_CODE_TEMPLATE.into()),
                 name: Some("relay doctor canary".into()),
+                relay_probe: true,
                 probe_argv: Some(vec![
                     "/bin/sh".into(),
                     "-c".into(),
@@ -662,6 +663,7 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
             let input = LaunchInput {
                 template: Some(CLAUDE_CODE_TEMPLATE.into()),
                 name: Some("relay doctor auth status".into()),
+                relay_probe: true,
                 extra_args: vec!["auth".into(), "status".into()],
                 ..Default::default()
             };

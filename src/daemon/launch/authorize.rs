@@ -53,6 +53,10 @@ pub struct LaunchInput {
     /// everything else — spec, profile, token, environment — as the real launch.
     /// Never set from a request.
     pub probe_argv: Option<Vec<String>>,
+    /// One of `relay doctor`'s probes: relay's own canary script or `claude auth
+    /// status`, run in the project's folder whatever it is (the canary checks the mask
+    /// where a grant covers the token's folder). Never set from a request.
+    pub relay_probe: bool,
 }
 
 /// Put before every other argument of a Claude launch that gets the token: options of
@@ -224,6 +228,13 @@ pub fn authorize(
     let sandboxed = kind == SessionKind::Claude || template.sandbox;
     let claude_launch = kind == SessionKind::Claude || template.id == CLAUDE_CODE_TEMPLATE;
     c.noted.sandboxed = Some(sandboxed);
+    if sandboxed
+        && !input.relay_probe
+        && !project.allow_home_directory
+        && !template.allow_home_directory
+    {
+        home_rule(input, &directory, env.home, (&project.id, &template.id), &c)?;
+    }
     let (model, permission_mode) = model_and_mode(
         input,
         env.prior.as_ref(),
@@ -459,6 +470,56 @@ fn directory(
     })
 }
 
+/// A sandboxed launch's directory is granted read-write: the home folder itself, `/`
+/// or a folder above the home folder would hand it every file of the home folder
+/// (docs/settings.md, `allow_home_directory`). The refusal says what to do, in the
+/// words of how the folder was chosen.
+fn home_rule(
+    input: &LaunchInput,
+    directory: &Path,
+    home: &Path,
+    (project, template): (&str, &str),
+    c: &Check,
+) -> Result<(), Refusal> {
+    let home_real = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    let what = if directory == home_real {
+        "your home folder"
+    } else if home_real.starts_with(directory) {
+        "a folder above your home folder"
+    } else {
+        return Ok(());
+    };
+    let opt_in = format!(
+        "or set \"allow_home_directory\": true on project {project} or template {template} to grant it all"
+    );
+    // `relay sandbox` names the caller's folder as its directory.
+    let here = input.project_from_directory
+        || input
+            .cwd
+            .as_deref()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .is_some_and(|p| p == directory);
+    let asked = input.directory.as_deref().is_some_and(|d| !d.is_empty());
+    let (which, todo) = if here {
+        (
+            "the current folder",
+            "cd into a folder below it or pass --directory",
+        )
+    } else if asked {
+        (
+            "directory",
+            "start it in a folder below it (cd there, or pass --directory)",
+        )
+    } else {
+        ("the project's folder", "the current folder is not inside the project: cd into a folder below it or pass --directory")
+    };
+    let message = format!(
+        "{which} {} is {what}: a sandboxed launch there could read and write all of it; {todo}, {opt_in}",
+        directory.display()
+    );
+    Err(c.refuse(Code::HomeDirectory, message))
+}
+
 /// The template: `claude-code` for sessions, the named one for terminals; a Claude
 /// launch runs [`Settings::claude_program`] whatever the template's `command` says.
 fn template(
@@ -670,6 +731,7 @@ mod tests {
                     name: "Proj".into(),
                     path: "~/proj".into(),
                     allowed_templates: vec!["shell".into(), "claude-code".into(), "open".into()],
+                    allow_home_directory: false,
                 }],
                 terminal_templates: vec![
                     template("shell", "sh", true),
@@ -794,6 +856,83 @@ mod tests {
             ..input
         };
         assert_eq!(code(w.decide(&s, &outside)).0, Code::UnknownProject);
+    }
+
+    /// A project whose folder is the home folder (the first-run `home`) or `/`: its
+    /// sandboxed launches run below that folder, never in it or above the home folder,
+    /// unless the project or the template opts in; an unsandboxed one and relay's own
+    /// probes are not held to it.
+    #[test]
+    fn a_sandboxed_launch_never_runs_in_the_home_folder_or_above_it_unasked() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.projects[0].path = "~".into();
+        let home = w.path("home");
+        let refused = |s: &Settings, input: &LaunchInput| {
+            let r = w.decide(s, input).expect_err("refused");
+            assert_eq!(r.error.code, Code::HomeDirectory, "{}", r.error.message);
+            r.error.message
+        };
+        // No directory, the caller outside the project: the project's folder is home.
+        let msg = refused(&s, &terminal("shell"));
+        assert!(
+            msg.contains("the project's folder") && msg.contains("your home folder"),
+            "{msg}"
+        );
+        assert!(msg.contains("allow_home_directory"), "{msg}");
+        // Asked for by --directory, or the caller standing in it.
+        let asked = LaunchInput {
+            directory: Some("~".into()),
+            ..terminal("shell")
+        };
+        assert!(refused(&s, &asked).starts_with("directory "));
+        let here = LaunchInput {
+            cwd: Some(home.to_string_lossy().into_owned()),
+            ..terminal("shell")
+        };
+        assert!(refused(&s, &here).starts_with("the current folder "));
+        refused(&s, &session());
+        // A folder above home, `/` among them, in a project that holds it.
+        let mut root = s.clone();
+        root.projects[0].path = "/".into();
+        let slash = LaunchInput {
+            directory: Some("/".into()),
+            ..terminal("shell")
+        };
+        assert!(refused(&root, &slash).contains("a folder above your home folder"));
+        let above = LaunchInput {
+            directory: Some(w.path("").to_string_lossy().into_owned()),
+            ..terminal("shell")
+        };
+        refused(&root, &above);
+        // Below home: fine, from --directory or from the caller's folder.
+        let below = LaunchInput {
+            directory: Some("~/proj".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(w.decide(&s, &below).unwrap().directory, w.path("home/proj"));
+        let from_cwd = LaunchInput {
+            cwd: Some(w.path("home/proj/sub").to_string_lossy().into_owned()),
+            ..terminal("shell")
+        };
+        assert_eq!(
+            w.decide(&s, &from_cwd).unwrap().directory,
+            w.path("home/proj/sub")
+        );
+        // Unsandboxed, relay's own probe, or opted in by the project or the template.
+        assert!(w.decide(&s, &terminal("open")).is_ok());
+        let probe = LaunchInput {
+            relay_probe: true,
+            ..terminal("shell")
+        };
+        assert!(w.decide(&s, &probe).is_ok());
+        let mut by_project = s.clone();
+        by_project.projects[0].allow_home_directory = true;
+        assert_eq!(w.decide(&by_project, &asked).unwrap().directory, home);
+        let mut by_template = s.clone();
+        by_template.terminal_templates[0].allow_home_directory = true;
+        assert_eq!(w.decide(&by_template, &asked).unwrap().directory, home);
+        refused(&by_template, &session());
     }
 
     #[test]

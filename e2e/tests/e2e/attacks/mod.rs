@@ -2,5 +2,6 @@
 //! links and files, a token that appears or changes, and relay's own programs as the way
 //! out.
 
+mod home_folder;
 mod in_session;
 mod own_programs;

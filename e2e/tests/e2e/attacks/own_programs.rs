@@ -26,14 +26,16 @@ fn kill_host(r: &Relay, started: &Value) -> Value {
     host_started(r, Some(started))
 }
 
-/// The suite's settings plus a project `home` over the whole home folder (the first-run
-/// one).
+/// The suite's settings plus a project `home` at the home folder (the first-run one),
+/// whose launches may run in the home folder itself and so grant all of it
+/// (`allow_home_directory`): what a session under such a grant can reach of relay's
+/// folder.
 fn with_home_project(s: Option<&str>) -> Value {
     let mut v = base_settings(s);
-    v["projects"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"]}));
+    v["projects"].as_array_mut().unwrap().push(json!({
+        "id": "home", "name": "home", "path": "~", "allowed_templates": ["*"],
+        "allow_home_directory": true
+    }));
     v
 }
 

@@ -1,11 +1,13 @@
 //! The README's flow for a new user, end to end: first run, then "Get a sandboxed Claude
 //! logged in" step by step, with the real Claude Code installed the native way under
 //! `~/.local` (the common case), relay installed as the README says (`cargo install` puts
-//! it in `~/.cargo/bin`) and the first-run `home` project over the whole home.
+//! it in `~/.cargo/bin`) and the first-run `home` project, opted in to the whole home
+//! (`allow_home_directory`) after relay refused a sandbox there.
 
 use std::os::unix::fs::{symlink, PermissionsExt};
 
 use relay::daemon::diagnostics::doctor::plain;
+use relay::wire::Code;
 use relay_e2e::daemon::{doctor_check, Relay};
 use relay_e2e::pty::Pty;
 use relay_e2e::{assert_absent, random_hex, wait};
@@ -44,9 +46,22 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     std::fs::remove_file(&link).unwrap();
     symlink(&real, &link).unwrap();
 
-    // Step 1: the setting first.
+    // A sandbox in the home folder itself is refused as first run writes the settings:
+    // it would grant the whole home. The refusal says what to do.
+    let out = in_home(&r, &["sandbox", "shell", "--", "-c", "true"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(Code::HomeDirectory.as_str())
+            && stderr.contains("cd into a folder below it")
+            && stderr.contains("allow_home_directory"),
+        "{stderr}"
+    );
+    // This person wants sandboxes over the whole home, and says so.
     let settings_path = r.config.join("settings.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&settings_path).unwrap()).unwrap();
+    s["projects"][0]["allow_home_directory"] = json!(true);
+    // Step 1: the setting first.
     s["claude_token_file"] = json!("~/.config/claude-ltt/token");
     r.write_settings(&s);
     // Before the folder exists, a sandbox in the home could create it: refused, and the
