@@ -12,7 +12,7 @@ use crate::daemon::error::ApiError;
 use crate::daemon::launch::authorize::{project_holding, which};
 use crate::daemon::launch::guard;
 use crate::daemon::launch::plan::{env_names, plan_sandbox, SandboxPlan};
-use crate::daemon::launch::relay_env;
+use crate::daemon::launch::{claude_home, relay_env};
 use crate::daemon::{settings, Daemon};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
@@ -112,6 +112,7 @@ pub fn template(
             temp_dir: &temp_dir,
             token_path: token_path.as_deref(),
             token_launch: false,
+            token_home: None,
             claude_path_env: &claude_path_env,
         },
     )
@@ -132,6 +133,7 @@ pub fn template(
     if token_launch {
         let path = guard::token_launch_path(&path_env, &planned.writable, &planned.reach.pins);
         env.insert("PATH".into(), path.to_string_lossy().into_owned());
+        env.extend(claude_home::env(&temp_dir.join("home-<hex>")));
     }
     let passthrough = s.env_passthrough_for(&template);
     e.environment = Some(env_names(d, &env, Some(&passthrough), token_launch, true));

@@ -255,6 +255,20 @@ pub fn authorize(
         pass: token_path.is_some() && sandboxed && claude_launch && input.probe_argv.is_none(),
         path: token_path,
     };
+    // Not even opted in: a launch that gets the token would read what any session
+    // could have written in the home folder (docs/THREAT-MODEL.md#what-a-token-launch-reads).
+    if token.pass && !input.relay_probe && holds_home(&directory, env.home).is_some() {
+        return Err(c.refuse(
+            Code::HomeDirectory,
+            format!(
+                "{} is {}, and a Claude launch that gets the token never runs there (it \
+                 would read what any session could have written in it): start it in a \
+                 folder below it (cd there, or pass --directory)",
+                directory.display(),
+                holds_home(&directory, env.home).unwrap_or("your home folder")
+            ),
+        ));
+    }
     let sandbox = match sandboxed {
         true => Some(launcher(s, env.home, &c)?),
         false => None,
@@ -481,12 +495,7 @@ fn home_rule(
     (project, template): (&str, &str),
     c: &Check,
 ) -> Result<(), Refusal> {
-    let home_real = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
-    let what = if directory == home_real {
-        "your home folder"
-    } else if home_real.starts_with(directory) {
-        "a folder above your home folder"
-    } else {
+    let Some(what) = holds_home(directory, home) else {
         return Ok(());
     };
     let opt_in = format!(
@@ -518,6 +527,19 @@ fn home_rule(
         directory.display()
     );
     Err(c.refuse(Code::HomeDirectory, message))
+}
+
+/// What `directory` (canonical) is to the home folder when it is the home folder itself
+/// or a folder above it; `None` for any other folder.
+fn holds_home(directory: &Path, home: &Path) -> Option<&'static str> {
+    let home_real = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    if directory == home_real {
+        Some("your home folder")
+    } else if home_real.starts_with(directory) {
+        Some("a folder above your home folder")
+    } else {
+        None
+    }
 }
 
 /// The template: `claude-code` for sessions, the named one for terminals; a Claude
@@ -1071,6 +1093,36 @@ mod tests {
             w.path("bin/claude").to_string_lossy()
         );
         assert_eq!(&a.argv[1..1 + PROVIDER_ARGS.len()], PROVIDER_ARGS);
+    }
+
+    /// Opted in or not, a launch that gets the token never runs in the home folder or
+    /// above it; one below it, or one without the token, does.
+    #[test]
+    fn a_token_launch_never_runs_in_the_home_folder_even_opted_in() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.projects[0].path = "~".into();
+        s.projects[0].allow_home_directory = true;
+        s.claude_token_file = "~/.token".into();
+        let r = w.decide(&s, &session()).expect_err("refused");
+        assert_eq!(r.error.code, Code::HomeDirectory);
+        assert!(
+            r.error.message.contains("gets the token"),
+            "{}",
+            r.error.message
+        );
+        let below = LaunchInput {
+            directory: Some("~/proj".into()),
+            ..session()
+        };
+        assert!(w.decide(&s, &below).unwrap().token.pass);
+        // The shell the opt-in is for still runs in the home folder.
+        assert_eq!(
+            w.decide(&s, &terminal("shell")).unwrap().directory,
+            w.path("home")
+        );
+        s.claude_token_file.clear();
+        assert!(w.decide(&s, &session()).is_ok());
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 pub mod authorize;
 pub mod claude_config;
+pub mod claude_home;
 pub mod claude_settings;
 pub mod guard;
 pub mod plan;
@@ -157,7 +158,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
     let (settings, decision) = decide(&mut at, &id, &input)?;
     let tokens = read_token(&mut at, &decision)?;
     let temp_dir = temp_dir(&mut at, &id, decision.resume)?;
-    let mut env = session_env(&mut at, &decision, &temp_dir, tokens.pass.is_some())?;
+    let (mut env, token_home) = session_env(&mut at, &decision, &temp_dir, tokens.pass.is_some())?;
     let boxed = match decision.sandbox.clone() {
         Some(sb) => Some(sandbox_step(
             &mut at,
@@ -165,7 +166,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             &decision,
             sb,
             (&id, &temp_dir),
-            tokens.pass.is_some(),
+            token_home.as_deref(),
             &mut env,
         )?),
         None => None,
@@ -327,15 +328,18 @@ fn temp_dir(at: &mut Attempt, id: &str, resume: bool) -> Result<PathBuf, ApiErro
 }
 
 /// The target's environment: the template's, `TMPDIR`, and for a sandboxed Claude its
-/// own seeded config folder (checked for another sign-in when it gets the token).
+/// own seeded config folder (checked for another sign-in when it gets the token); for a
+/// launch that gets the token, a home of relay's (`claude_home`), returned too so the
+/// sandbox pins it.
+type SessionEnv = (std::collections::BTreeMap<String, String>, Option<PathBuf>);
 fn session_env(
     at: &mut Attempt,
     decision: &Decision,
     temp_dir: &Path,
     token_launch: bool,
-) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+) -> Result<SessionEnv, ApiError> {
     if !(decision.sandboxed && decision.claude_launch) {
-        return Ok(relay_env(&decision.template.env, temp_dir, None));
+        return Ok((relay_env(&decision.template.env, temp_dir, None), None));
     }
     // A relay-owned config folder of its own, seeded so Claude starts straight into work
     // (no theme, login or trust screens), kept across resume.
@@ -356,11 +360,22 @@ fn session_env(
             return Err(at.refuse(ApiError::sandbox(e)));
         }
     }
-    Ok(relay_env(
-        &decision.template.env,
-        temp_dir,
-        Some(&claude_dir),
-    ))
+    let mut env = relay_env(&decision.template.env, temp_dir, Some(&claude_dir));
+    if !token_launch {
+        return Ok((env, None));
+    }
+    // What Claude Code's own programs read from `HOME` (git's global configuration, a
+    // login shell's start-up files) is relay's, not what a session could have written
+    // in the person's home (docs/THREAT-MODEL.md#what-a-token-launch-reads).
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let home = claude_home::seed(temp_dir, &at.d.home, xdg.as_deref()).map_err(|e| {
+        at.refuse(ApiError::new(
+            Code::SpawnFailed,
+            format!("the launch's home in {}: {e}", temp_dir.display()),
+        ))
+    })?;
+    env.extend(claude_home::env(&home));
+    Ok((env, Some(home)))
 }
 
 /// The request's `env`: the template's, and over it what relay sets itself — `TMPDIR`,
@@ -400,9 +415,10 @@ fn sandbox_step(
     decision: &Decision,
     (backend, launcher): (Backend, PathBuf),
     (id, temp_dir): (&str, &Path),
-    token_launch: bool,
+    token_home: Option<&Path>,
     env: &mut std::collections::BTreeMap<String, String>,
 ) -> Result<Boxed, ApiError> {
+    let token_launch = token_home.is_some();
     let d = at.d;
     let plan = SandboxPlan {
         id,
@@ -416,6 +432,7 @@ fn sandbox_step(
         temp_dir,
         token_path: decision.token.path.as_deref(),
         token_launch,
+        token_home,
         claude_path_env: &decision.claude_path_env,
     };
     let Planned {

@@ -28,6 +28,8 @@ pub(in crate::daemon) struct SandboxPlan<'a> {
     pub token_path: Option<&'a Path>,
     /// The launch carries the token: the program pins must hold.
     pub token_launch: bool,
+    /// A token launch's home of relay's (`claude_home`), read-only inside.
+    pub token_home: Option<&'a Path>,
     pub claude_path_env: &'a std::ffi::OsStr,
 }
 
@@ -257,14 +259,22 @@ fn spec_lists(
     for f in pins {
         labels.add(f, "what a token launch runs (pinned)");
     }
+    let mut read_only: Vec<String> = pins
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if let Some(home) = p.token_home {
+        labels.add(
+            home,
+            "relay's home for this launch (HOME): its git identity, no start-up files",
+        );
+        read_only.push(home.to_string_lossy().into_owned());
+    }
     Ok(SpecLists {
         read,
         read_write,
         deny,
-        read_only: pins
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect(),
+        read_only,
     })
 }
 

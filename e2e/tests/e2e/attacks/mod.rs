@@ -5,3 +5,4 @@
 mod home_folder;
 mod in_session;
 mod own_programs;
+mod token_launch_reads;

@@ -84,9 +84,19 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     std::fs::set_permissions(&saved, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::rename(&saved, &path).unwrap();
 
-    // `relay sandbox claude-code` starts logged in, through fd 5.
+    // `relay sandbox claude-code` in a project folder starts logged in, through fd 5
+    // (never in the home folder itself, opted in or not: it would read what any
+    // session could have written there).
+    let demo = r.home.join("src/demo");
+    std::fs::create_dir_all(&demo).unwrap();
+    let out = in_home(&r, &["sandbox", "claude-code", "--", "auth", "status"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && stderr.contains("gets the token never runs there"),
+        "{stderr}"
+    );
     let mut cmd = r.cli_command(&["sandbox", "claude-code", "--", "auth", "status"]);
-    cmd.current_dir(&r.home);
+    cmd.current_dir(&demo);
     let mut pty = Pty::spawn(cmd, 120, 40);
     pty.wait_for("oauth_token");
     assert_eq!(exit_code(&mut pty), 0, "screen:\n{}", pty.screen());

@@ -452,7 +452,11 @@ fn a_token_file_rewritten_under_launches_gives_every_launch_one_whole_token() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    let r = Relay::start(base_settings(Some(relay_e2e::daemon::TOKEN_SETTING)));
+    // The token watcher would stop a session on a rotated token before its start line
+    // is written; this test is about what each launch read, so sessions stay (`keep`).
+    let mut s = base_settings(Some(relay_e2e::daemon::TOKEN_SETTING));
+    s["claude_token_on_change"] = json!("keep");
+    let r = Relay::start(s);
     // Two tokens of different lengths: any mix of them matches neither digest.
     let a = relay_e2e::fake_token();
     let b = format!("{}{}", relay_e2e::fake_token(), relay_e2e::random_hex(8));

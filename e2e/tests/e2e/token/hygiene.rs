@@ -508,8 +508,8 @@ fn relays_environment_secrets_never_reach_a_sandboxed_session() {
     assert!(reply.contains("\nHOME="), "{reply}");
     assert_eq!(
         launch_env_names(&r, &sid).as_deref(),
-        Some(&["HOME", "LANG"].map(String::from)[..]),
-        "a token launch's PATH is relay's own"
+        Some(&["LANG"].map(String::from)[..]),
+        "a token launch's PATH and HOME are relay's own"
     );
     // An unsandboxed template keeps the whole environment, as before, and its row
     // names nothing.
@@ -543,7 +543,7 @@ fn relays_environment_secrets_never_reach_a_sandboxed_session() {
     assert_eq!(ev["env_names"], json!(passed), "{ev}");
     assert_eq!(explained_env(&r, "shell").1, passed);
     let (names, inherited) = explained_env(&r, "claude-code");
-    assert_eq!(inherited, ["GITHUB_TOKEN", "HOME", "LANG"]);
+    assert_eq!(inherited, ["GITHUB_TOKEN", "LANG"]);
     assert!(
         !names
             .iter()
@@ -578,7 +578,7 @@ fn relays_environment_secrets_never_reach_a_sandboxed_session() {
     }
     assert_eq!(
         launch_env_names(&r, &sid).as_deref(),
-        Some(&["GITHUB_TOKEN", "HOME", "LANG"].map(String::from)[..])
+        Some(&["GITHUB_TOKEN", "LANG"].map(String::from)[..])
     );
     assert!(!r.start_line(&sid)["env_names"]
         .as_array()

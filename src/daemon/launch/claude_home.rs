@@ -1,0 +1,253 @@
+//! The home folder a token launch runs with (docs/THREAT-MODEL.md#what-a-token-launch-reads).
+//!
+//! Claude Code starts other programs at once — git, a login shell for its Bash tool —
+//! and they read their configuration from `HOME`: `~/.gitconfig` (a `filter.*.clean`
+//! runs on `git status`), `~/.bashrc`, `~/.profile`, `~/.config/…`. Under the person's
+//! own home, any of those may have been written by a session. So a launch that gets the
+//! token runs with a home of relay's: a fresh folder in its temp dir, made for this
+//! launch alone, holding one file — a `.gitconfig` with the person's git identity
+//! (`user.name`, `user.email`) copied as data and nothing else — and pinned read-only
+//! inside the sandbox. No shell start-up file is there, and git reads no system
+//! configuration or attributes either (`GIT_CONFIG_NOSYSTEM`, `GIT_ATTR_NOSYSTEM`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::Mode;
+
+/// A git configuration file larger than this is not read for the identity.
+const CONFIG_MAX: u64 = 256 * 1024;
+/// The longest identity value copied.
+const VALUE_MAX: usize = 256;
+
+/// Makes this launch's home: `<temp_dir>/home-<hex>`, new (a folder that exists already
+/// is never reused), 0700, with its `.gitconfig` (the identity from `person_home` and
+/// `xdg_config`, relay's `XDG_CONFIG_HOME`). Returns its path.
+pub fn seed(
+    temp_dir: &Path,
+    person_home: &Path,
+    xdg_config: Option<&Path>,
+) -> std::io::Result<PathBuf> {
+    let home = temp_dir.join(format!("home-{}", crate::daemon::ids::random_hex(6)?));
+    std::fs::DirBuilder::new().mode(0o700).create(&home)?;
+    let dir = openat(
+        None,
+        &home,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    // Safety: `dir` was just returned by openat(2) and is owned by nobody else.
+    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    let fd = openat(
+        Some(dir.as_raw_fd()),
+        ".gitconfig",
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )?;
+    // Safety: as above.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(gitconfig(&identity(person_home, xdg_config)).as_bytes())?;
+    Ok(home)
+}
+
+/// The environment that points a token launch's programs at `home`, over relay's and
+/// the template's own names.
+pub fn env(home: &Path) -> BTreeMap<String, String> {
+    let home_text = home.to_string_lossy().into_owned();
+    BTreeMap::from([
+        ("HOME".to_string(), home_text.clone()),
+        (
+            "XDG_CONFIG_HOME".to_string(),
+            format!("{home_text}/.config"),
+        ),
+        (
+            "GIT_CONFIG_GLOBAL".to_string(),
+            format!("{home_text}/.gitconfig"),
+        ),
+        ("GIT_CONFIG_NOSYSTEM".to_string(), "1".to_string()),
+        ("GIT_ATTR_NOSYSTEM".to_string(), "1".to_string()),
+    ])
+}
+
+/// The person's `user.name` and `user.email`, as git would take them from the global
+/// files (`$XDG_CONFIG_HOME/git/config`, then `~/.gitconfig`; the last one set wins).
+/// Read as text, never by running git: nothing in those files runs. Includes are not
+/// followed.
+fn identity(person_home: &Path, xdg_config: Option<&Path>) -> BTreeMap<&'static str, String> {
+    let xdg = xdg_config
+        .filter(|p| p.is_absolute())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| person_home.join(".config"));
+    let mut found = BTreeMap::new();
+    for path in [xdg.join("git/config"), person_home.join(".gitconfig")] {
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let mut text = String::new();
+        if file.take(CONFIG_MAX).read_to_string(&mut text).is_err() {
+            continue;
+        }
+        for (key, value) in user_values(&text) {
+            found.insert(key, value);
+        }
+    }
+    found
+}
+
+/// `name` and `email` of every `[user]` section of a git configuration text, in order.
+/// A value with a control character, or longer than [`VALUE_MAX`], is left out.
+fn user_values(text: &str) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let mut in_user = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            let section = line.trim_start_matches('[');
+            let section = section.split(']').next().unwrap_or("").trim();
+            in_user = section.eq_ignore_ascii_case("user");
+            continue;
+        }
+        if !in_user {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = match key.trim().to_ascii_lowercase().as_str() {
+            "name" => "name",
+            "email" => "email",
+            _ => continue,
+        };
+        let value = unquote(value.trim());
+        if !value.is_empty() && value.len() <= VALUE_MAX && !value.chars().any(char::is_control) {
+            out.push((key, value));
+        }
+    }
+    out
+}
+
+/// A git value without its comment and surrounding quotes, escapes resolved.
+fn unquote(v: &str) -> String {
+    let mut out = String::new();
+    let (mut quoted, mut chars) = (false, v.chars());
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some(other) => out.push(other),
+                None => {}
+            },
+            ';' | '#' if !quoted => break,
+            c => out.push(c),
+        }
+    }
+    out.trim().to_string()
+}
+
+/// The `.gitconfig` of relay's home: the identity, quoted, and nothing else.
+fn gitconfig(identity: &BTreeMap<&'static str, String>) -> String {
+    let mut text =
+        String::from("# Written by relay for this launch alone (docs/THREAT-MODEL.md).\n");
+    if !identity.is_empty() {
+        text.push_str("[user]\n");
+        for (key, value) in identity {
+            let escaped = value.replace('\\', "\\\\").replace('"', "\\\"");
+            text.push_str(&format!("\t{key} = \"{escaped}\"\n"));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_identity_is_copied_and_nothing_that_runs() {
+        let text = r#"
+[user]
+    name = "Ada \"the\" Lovelace" ; a comment
+    email = ada@example.com
+[filter "x"]
+    clean = sh -c 'cat /proc/1/mem'
+[core]
+    fsmonitor = /tmp/x
+    hooksPath = /tmp/hooks
+[include]
+    path = ~/.other
+[User]
+    email = ada@work.example
+    name = bad\u0007
+"#;
+        let values = user_values(text);
+        assert_eq!(
+            values,
+            [
+                ("name", "Ada \"the\" Lovelace".to_string()),
+                ("email", "ada@example.com".to_string()),
+                ("email", "ada@work.example".to_string()),
+                ("name", "badu0007".to_string()),
+            ]
+        );
+        let written = gitconfig(&values.into_iter().collect());
+        assert!(written.contains("name = \"badu0007\""), "{written}");
+        assert!(
+            written.contains("email = \"ada@work.example\""),
+            "{written}"
+        );
+        for never in [
+            "filter",
+            "clean",
+            "fsmonitor",
+            "hooksPath",
+            "include",
+            "/proc",
+        ] {
+            assert!(!written.contains(never), "{never} in {written}");
+        }
+        // A control character or a newline never reaches the file.
+        assert!(user_values("[user]\nname = \"a\\nb\"\n").is_empty());
+        assert!(user_values(&format!("[user]\nname = {}\n", "x".repeat(300))).is_empty());
+    }
+
+    #[test]
+    fn each_launch_gets_a_new_home_with_only_its_gitconfig() {
+        let t = tempfile::tempdir().unwrap();
+        let person = t.path().join("person");
+        std::fs::create_dir_all(person.join(".config/git")).unwrap();
+        std::fs::write(
+            person.join(".config/git/config"),
+            "[user]\nname = X\nemail = x@x\n",
+        )
+        .unwrap();
+        std::fs::write(person.join(".gitconfig"), "[user]\nname = Ada\n").unwrap();
+        let temp = t.path().join("relay-s-1");
+        std::fs::create_dir_all(&temp).unwrap();
+        let a = seed(&temp, &person, None).unwrap();
+        let b = seed(&temp, &person, Some(Path::new("relative/is/ignored"))).unwrap();
+        assert_ne!(a, b, "a home is never reused");
+        let names: Vec<_> = std::fs::read_dir(&a)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [".gitconfig"]);
+        let text = std::fs::read_to_string(a.join(".gitconfig")).unwrap();
+        assert!(
+            text.contains("name = \"Ada\"") && text.contains("email = \"x@x\""),
+            "{text}"
+        );
+        let env = env(&a);
+        assert_eq!(env["HOME"], a.to_string_lossy());
+        assert_eq!(
+            env["GIT_CONFIG_GLOBAL"],
+            a.join(".gitconfig").to_string_lossy()
+        );
+        assert_eq!(env["GIT_CONFIG_NOSYSTEM"], "1");
+    }
+}
