@@ -66,6 +66,9 @@ const CITED_ROOTS: &[&str] = &[
     "src/", "shim/", "e2e/", "fakes/", "tests/", "web/", "docs/", ".ci/",
 ];
 
+/// Where the e2e suite writes its screenshots and screens: cited, made by a run.
+const GENERATED: &str = "e2e/artifacts/";
+
 /// `name` matches `pattern`, whose `*` stands for any run of characters.
 fn glob_match(pattern: &str, name: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
@@ -115,8 +118,9 @@ fn citations(page: &Path, text: &str) -> Vec<(usize, String, PathBuf)> {
             }
             let path = span.split([' ', '#']).next().unwrap_or(span);
             let path = path.split(':').next().unwrap_or(path);
-            // A placeholder (`<pid>`, `…`) names no one file.
-            if path.contains(['<', '…', '{']) {
+            // A placeholder (`<pid>`, `…`) names no one file; what the suite writes
+            // (`e2e/artifacts/`) is there only after a run.
+            if path.contains(['<', '…', '{']) || path.starts_with(GENERATED) {
                 continue;
             }
             out.push((n + 1, span.to_string(), root().join(path)));

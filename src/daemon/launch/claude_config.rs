@@ -18,6 +18,8 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use serde_json::{json, Value};
 
 const FILE: &str = ".claude.json";
+/// The user settings of a launch whose `CLAUDE_CONFIG_DIR` this is.
+pub const SETTINGS: &str = "settings.json";
 const NEW: &str = ".claude.json.relay-new";
 /// A `.claude.json` larger than this is not read (the session could have grown it).
 const READ_MAX: u64 = 4 * 1024 * 1024;
@@ -136,7 +138,24 @@ pub fn seed(dir: &Path, directory: &Path) -> std::io::Result<()> {
     let mut v = read_existing(&folder)?.unwrap_or_else(|| json!({}));
     add_answers(&mut v, directory);
     let text = serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?;
-    replace(&folder, &text)
+    replace(&folder, &text)?;
+    user_settings(&folder)
+}
+
+/// The user settings file, `settings.json`, made (`{}`, 0600) when missing, so that a
+/// token launch can pin it read-only (a missing file cannot be pinned under bwrap);
+/// what is there is left for the settings check to judge.
+fn user_settings(dir: &OwnedFd) -> std::io::Result<()> {
+    match open_nofollow(
+        Some(dir.as_raw_fd()),
+        Path::new(SETTINGS),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+        Mode::from_bits_truncate(0o600),
+    ) {
+        Ok(fd) => std::fs::File::from(fd).write_all(b"{}\n"),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

@@ -151,13 +151,69 @@ pub fn check_files(files: &[PathBuf]) -> Result<(), String> {
 }
 
 /// The check a token launch runs: its config folder, the managed settings of this
-/// platform, the session directory's and the project folder's settings; and in the
-/// config folder's own `settings.json` — the user settings a token launch loads — no
-/// key that makes Claude Code run a command by itself.
+/// platform, the session directory's and the project folder's settings; in every file
+/// a session could have written (all but the managed ones, which are the
+/// administrator's), no `env` name that routes Claude Code's traffic or changes how its
+/// Bash tool runs; and in the config folder's own `settings.json` — the user settings a
+/// token launch loads — no key that makes Claude Code run a command by itself.
 pub fn check_launch(config_dir: &Path, directory: &Path, project: &Path) -> Result<(), String> {
-    let files = settings_files(config_dir, directory, project, Path::new(MANAGED_DIR))?;
+    let managed = Path::new(MANAGED_DIR);
+    let files = settings_files(config_dir, directory, project, managed)?;
     check_files(&files)?;
+    let writable: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|f| !f.starts_with(managed))
+        .collect();
+    check_routing_keys(&writable)?;
     check_code_keys(&config_dir.join("settings.json"))
+}
+
+/// `env` names of a settings file a session could have written that would send the
+/// token elsewhere or run its tools another way: every routing name of relay's own
+/// environment (`ROUTING`, src/host/env.rs: the API's address, proxies, certificate
+/// authorities), and what wraps or chooses the Bash tool's shell. Claude Code reloads
+/// its settings while it runs, so a routing key there is the person's traffic sent
+/// wherever a session chose (docs/THREAT-MODEL.md#what-a-token-launch-reads).
+pub fn is_routing_name(name: &str) -> bool {
+    crate::host::env::is_routing(name)
+        || matches!(
+            name,
+            "CLAUDE_CODE_SHELL_PREFIX" | "CLAUDE_CODE_SHELL" | "BASH_ENV" | "ENV"
+        )
+}
+
+fn check_routing_keys(files: &[PathBuf]) -> Result<(), String> {
+    for f in files {
+        let Some(bytes) = read_settings_file(f).map_err(|reason| refusal_unreadable(f, &reason))?
+        else {
+            continue;
+        };
+        let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+        let doc: Value =
+            serde_json::from_slice(text).map_err(|_| refusal_unreadable(f, "is not valid JSON"))?;
+        let keys: Vec<String> = doc
+            .get("env")
+            .and_then(Value::as_object)
+            .map(|env| {
+                env.keys()
+                    .filter(|k| is_routing_name(k))
+                    .map(|k| format!("env.{k}"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !keys.is_empty() {
+            return Err(format!(
+                "the Claude settings file {} sets {}, which would route a token launch's \
+                 traffic or run its tools another way, and a session may have written it: \
+                 set routing in the template's env or relay's environment instead; remove \
+                 {} and launch again",
+                f.display(),
+                keys.join(", "),
+                if keys.len() == 1 { "it" } else { "them" }
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Top-level keys of a settings file that make Claude Code run a command on its own,

@@ -263,6 +263,16 @@ fn spec_lists(
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
+    if p.token_launch {
+        // Claude Code reloads its user settings while it runs: none of its own tools may
+        // change them (`env.ANTHROPIC_BASE_URL` would take the next turn's bearer away).
+        let settings = p
+            .temp_dir
+            .join("claude-config")
+            .join(super::claude_config::SETTINGS);
+        labels.add(&settings, "Claude Code's user settings (read-only)");
+        read_only.push(settings.to_string_lossy().into_owned());
+    }
     if let Some(home) = p.token_home {
         labels.add(
             home,

@@ -157,3 +157,63 @@ fn a_bashrc_line_appended_by_a_tokenless_shell_never_runs_in_claudes_bash_tool()
     );
     relay_e2e::assert_absent(result.as_bytes(), &token, "the tool result");
 }
+
+#[test]
+fn a_token_launch_cannot_rewrite_its_own_claude_settings_and_a_planted_routing_key_is_refused() {
+    let Some(claude) = claude_code() else { return };
+    // The tool tries the three ways to change the user settings Claude Code reloads:
+    // write, rename over, remove.
+    let script = one_command(
+        "cd \"$CLAUDE_CONFIG_DIR\" && \
+         { echo '{\"env\":{\"ANTHROPIC_BASE_URL\":\"http://127.0.0.1:9\"}}' > settings.json 2>/dev/null || echo write-refused; } && \
+         printf '{}' > new.json && { mv -f new.json settings.json 2>/dev/null || echo rename-refused; } && \
+         { rm -f settings.json 2>/dev/null; test -e settings.json && echo unlink-refused; }",
+    );
+    let (r, api, token) = relay(&claude, &script, &[]);
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "change your settings", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let result = tool_result(&api);
+    for refused in ["write-refused", "rename-refused", "unlink-refused"] {
+        assert!(result.contains(refused), "{refused} not in: {result}");
+    }
+    let file = r
+        .tmp
+        .join(format!("relay-{id}/claude-config/settings.json"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}\n");
+    // A session granted relay's TMPDIR could write it while the session is stopped: the
+    // resume is refused naming the key; so is a routing key in the project's settings.
+    assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
+    r.wait_exited(&id);
+    std::fs::write(
+        &file,
+        r#"{"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}}"#,
+    )
+    .unwrap();
+    let (status, v, _) = r.api("POST", &format!("/api/sessions/{id}/resume"), None);
+    assert_eq!(status, 400, "{v}");
+    let msg = v["error"].as_str().unwrap_or_default();
+    assert!(
+        v["code"] == relay::wire::Code::SandboxUnavailable.as_str()
+            && msg.contains("env.ANTHROPIC_BASE_URL")
+            && msg.contains(&file.display().to_string()),
+        "{v}"
+    );
+    std::fs::write(&file, "{}").unwrap();
+    let local = r.project.join(".claude/settings.local.json");
+    std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+    std::fs::write(&local, r#"{"env": {"HTTPS_PROXY": "http://127.0.0.1:9"}}"#).unwrap();
+    let (status, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("env.HTTPS_PROXY"),
+        "{v}"
+    );
+    std::fs::remove_file(&local).unwrap();
+    let (status, v, _) = r.api("POST", &format!("/api/sessions/{id}/resume"), None);
+    assert_eq!(status, 201, "{v}");
+    relay_e2e::assert_absent(result.as_bytes(), &token, "the tool result");
+}

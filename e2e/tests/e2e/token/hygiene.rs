@@ -151,19 +151,24 @@ fn a_sign_in_a_session_wrote_into_its_own_claude_config_refuses_its_resume() {
     let (status, v, _) = start_session(&r);
     assert_eq!(status, 201, "{v}");
     let id = v["id"].as_str().unwrap().to_string();
-    // The session writes the user settings of its own next launch.
-    let out = r.turn(&id,
-        &format!(
-            "!sh printf '{{\"env\": {{\"ANTHROPIC_AUTH_TOKEN\": \"%s\"}}}}' \"{RANDOM_VALUE}\" > \"$CLAUDE_CONFIG_DIR/settings.json\""
-        ),
-    );
-    assert!(out.starts_with("exit: 0"), "{out}");
+    // The session cannot write the user settings of its own next launch (they are
+    // read-only inside); another one granted relay's TMPDIR could, while it is stopped.
+    let out = r.turn(&id, "!sh echo '{}' > \"$CLAUDE_CONFIG_DIR/settings.json\"");
+    assert!(!out.starts_with("exit: 0"), "{out}");
+    assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
+    r.wait_exited(&id);
     let file: PathBuf = r
         .tmp
         .join(format!("relay-{id}/claude-config/settings.json"));
+    std::fs::write(
+        &file,
+        format!(
+            "{{\"env\": {{\"ANTHROPIC_AUTH_TOKEN\": \"sk-ant-api03-{}\"}}}}",
+            relay_e2e::random_hex(16)
+        ),
+    )
+    .unwrap();
     let value = planted_value(&file, "env.ANTHROPIC_AUTH_TOKEN");
-    assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
-    r.wait_exited(&id);
 
     let (status, v, raw) = r.api("POST", &format!("/api/sessions/{id}/resume"), None);
     assert_refused_naming(
