@@ -8,6 +8,7 @@
 //!     [--sandbox-backend seatbelt|bwrap --sandbox-profile ABS_PATH] [--sandbox-launcher PATH]
 //!     [--status-fd N] [--pass-token] [--landlock-fd N | --landlock-inherited PORT] -- ARGV…
 //! relay-shim enter [--pty] -- ARGV…      (inside the sandbox: crate::enter)
+//! relay-shim --shield COMMAND             (Claude's Bash commands: crate::shield)
 //! relay-shim --version
 //! ```
 
@@ -23,6 +24,10 @@ pub mod flags {
     pub const EXEC: &str = "exec";
     pub const ENTER: &str = "enter";
     pub const VERSION: &str = "--version";
+    /// `--shield COMMAND`: what a token launch's Claude Code runs each Bash command
+    /// through (`CLAUDE_CODE_SHELL_PREFIX`, see `crate::shield`). A flag, not a word:
+    /// Claude Code splits its prefix at the last ` -`.
+    pub const SHIELD: &str = "--shield";
     pub const SESSION_ID: &str = "--session-id";
     pub const IDENTITY: &str = "--identity";
     pub const PTY: &str = "--pty";
@@ -46,6 +51,11 @@ pub enum Command {
     Enter {
         pty: bool,
         argv: Vec<OsString>,
+    },
+    /// `--shield COMMAND`: the command Claude Code built, run by its shell inside a
+    /// Landlock domain of its own (see `crate::shield`).
+    Shield {
+        command: OsString,
     },
 }
 
@@ -127,6 +137,12 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     match args.first().map(|a| a.to_str()) {
         None => Err(usage("missing subcommand (expected exec)")),
         Some(Some(flags::VERSION)) if args.len() == 1 => Ok(Command::Version),
+        Some(Some(flags::SHIELD)) => match &args[1..] {
+            [command] => Ok(Command::Shield {
+                command: command.clone(),
+            }),
+            _ => Err(usage("--shield takes one argument, the command")),
+        },
         Some(Some(flags::EXEC)) => parse_exec(&args[1..]).map(Command::Exec),
         Some(Some(flags::ENTER)) => {
             let pty = args.get(1).and_then(|a| a.to_str()) == Some(flags::PTY);
@@ -376,7 +392,9 @@ mod tests {
         full.extend_from_slice(args);
         match parse(&os(&full))? {
             Command::Exec(e) => Ok(e),
-            Command::Version | Command::Enter { .. } => panic!("not exec"),
+            Command::Version | Command::Enter { .. } | Command::Shield { .. } => {
+                panic!("not exec")
+            }
         }
     }
 
@@ -526,6 +544,27 @@ mod tests {
         assert!(parse(&os(&["run"])).is_err());
         assert!(parse(&os(&["--version", "x"])).is_err());
         assert!(parse(&os(&["--help"])).is_err());
+    }
+
+    #[test]
+    fn shield_takes_the_whole_command_as_one_argument() {
+        // What Claude Code runs for a prefix of `<shim> --shield`: the command it built,
+        // quoted as one word.
+        let command = "source snap.sh && eval 'git status' < /dev/null && pwd -P >| /tmp/x";
+        assert_eq!(
+            parse(&os(&["--shield", command])),
+            Ok(Command::Shield {
+                command: command.into()
+            })
+        );
+        for args in [&["--shield"][..], &["--shield", "a", "b"]] {
+            assert_eq!(
+                parse(&os(args)),
+                Err(UsageError(
+                    "--shield takes one argument, the command".into()
+                ))
+            );
+        }
     }
 
     /// Every case is refused, its message holding the wanted words.
@@ -809,7 +848,7 @@ mod tests {
         args.push(raw.clone());
         match parse(&args).unwrap() {
             Command::Exec(e) => assert_eq!(e.argv[1], raw),
-            Command::Version | Command::Enter { .. } => unreachable!(),
+            Command::Version | Command::Enter { .. } | Command::Shield { .. } => unreachable!(),
         }
     }
 }
@@ -828,6 +867,7 @@ mod fuzz {
                 "exec",
                 "enter",
                 "--version",
+                "--shield",
                 "--session-id",
                 "--identity",
                 "--pty",
@@ -889,6 +929,10 @@ mod fuzz {
                 prop_assert!(!argv.is_empty());
             }
             Ok(Command::Version) => prop_assert_eq!(args.len(), 1),
+            Ok(Command::Shield { command }) => {
+                prop_assert_eq!(args.len(), 2);
+                prop_assert_eq!(&command, &args[1]);
+            }
             Err(_) => {}
         }
         Ok(())

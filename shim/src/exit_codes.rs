@@ -11,8 +11,8 @@ pub const USAGE: i32 = 64;
 pub const IDENTITY: i32 = 65;
 /// `--pass-token` was given but fd 5 ([`crate::fds::TOKEN_FD`]) is not open.
 pub const NO_TOKEN_FD: i32 = 66;
-/// Any other setup step failed: setsid, the controlling terminal, Landlock, the seccomp
-/// filter, fd hygiene, the sandbox profile, fork.
+/// Any other setup step failed: setsid, the controlling terminal, Landlock (the
+/// shield's domain too), the seccomp filter, fd hygiene, the sandbox profile, fork.
 pub const SETUP: i32 = 70;
 /// The target (or the sandbox launcher) exists but cannot be executed.
 pub const NOT_EXECUTABLE: i32 = 126;

@@ -10,12 +10,24 @@
 //! `--landlock-inherited` ([session-host.md](../../docs/session-host.md#the-confined-thread)).
 //! A caller that has no such thread passes the descriptor instead (`--landlock-fd N`)
 //! and the shim applies it to itself just before it execs bwrap.
+//!
+//! The shield ([`shield`]) is the other use: a domain of its own for each Bash command
+//! a token launch's Claude Code runs, so that no tool can read Claude's memory
+//! ([session-host.md](../../docs/session-host.md#the-shield)).
 
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 
 /// The first Landlock ABI that can restrict TCP connect.
 pub const MIN_NET_ABI: u32 = 4;
+
+/// The first Landlock ABI the shield works on: 6 (Linux 6.12), the first whose
+/// rulesets can handle no file and no port access at all, only a scope. An older
+/// domain would have to handle a file access, and a domain that handles any makes the
+/// kernel refuse every rename and link across folders (`EXDEV`) wherever a layer —
+/// the denied ports' own, for one — has no rule allowing it: measured, and why the
+/// shield needs no rule.
+pub const MIN_SHIELD_ABI: u32 = 6;
 
 /// The kernel's Landlock ABI version; an error when Landlock is absent or disabled.
 pub fn abi_version() -> io::Result<u32> {
@@ -60,6 +72,32 @@ pub fn restrict_self(fd: RawFd) -> io::Result<()> {
     sys::restrict_self(fd)
 }
 
+/// Puts the calling process, and everything it starts from then on, in a Landlock
+/// domain of its own nested below the one it is in (none, or the denied ports'). The
+/// kernel then refuses it `ptrace` and the `/proc/<pid>/` files that need it (`mem`,
+/// `environ`, `maps`, the `fd` links, …) of every process outside that domain: its
+/// parents first. The ruleset handles no file and no port access; its one scope keeps
+/// it from connecting to an abstract unix socket bound outside its domain (the scope
+/// that costs ordinary tools least: signals stay allowed, so a command can still stop
+/// a job an earlier one started). Sets `no_new_privs`. Fails with
+/// [`io::ErrorKind::Unsupported`] below [`MIN_SHIELD_ABI`].
+pub fn shield() -> io::Result<()> {
+    let abi = abi_version().map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("landlock unavailable: {e}"),
+        )
+    })?;
+    if abi < MIN_SHIELD_ABI {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("landlock ABI {abi} has no scopes (the shield needs {MIN_SHIELD_ABI})"),
+        ));
+    }
+    let ruleset = sys::create_scoped_ruleset()?;
+    sys::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&ruleset))
+}
+
 /// What a shim started with `--landlock-inherited PORT` checks of its inheritance: the
 /// kernel offers no query for a Landlock domain, so it asks the domain itself. The
 /// confined thread set no-new-privs together with its domain, and a TCP connect to
@@ -96,6 +134,7 @@ mod sys {
     const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1 << 0;
     const LANDLOCK_ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
     const LANDLOCK_RULE_NET_PORT: libc::c_int = 2;
+    const LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 
     /// `struct landlock_ruleset_attr` up to `handled_access_net` (ABI 4); the kernel
     /// accepts a prefix of its current struct.
@@ -103,6 +142,14 @@ mod sys {
     struct RulesetAttr {
         handled_access_fs: u64,
         handled_access_net: u64,
+    }
+
+    /// `struct landlock_ruleset_attr` up to `scoped` (ABI 6).
+    #[repr(C)]
+    struct ScopedRulesetAttr {
+        handled_access_fs: u64,
+        handled_access_net: u64,
+        scoped: u64,
     }
 
     /// `struct landlock_net_port_attr`.
@@ -155,6 +202,32 @@ mod sys {
             return Err(io::Error::last_os_error());
         }
         Ok(fd)
+    }
+
+    /// A ruleset that handles nothing but the abstract unix socket scope.
+    pub(super) fn create_scoped_ruleset() -> io::Result<OwnedFd> {
+        let attr = ScopedRulesetAttr {
+            handled_access_fs: 0,
+            handled_access_net: 0,
+            scoped: LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET,
+        };
+        // Safety: `attr` is a live, initialised #[repr(C)] struct and the size passed is
+        // its exact size; the kernel only reads it.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const ScopedRulesetAttr,
+                std::mem::size_of::<ScopedRulesetAttr>(),
+                0u32,
+            )
+        };
+        if ret < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let raw = RawFd::try_from(ret).map_err(|_| io::Error::other("fd out of range"))?;
+        // Safety: the syscall just returned this descriptor and nothing else owns it; it
+        // is closed as soon as the domain is made.
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
     }
 
     pub(super) fn allow_connect(ruleset: &OwnedFd, port: u16) -> io::Result<()> {
@@ -260,6 +333,10 @@ mod sys {
     }
 
     pub(super) fn allow_connect(_ruleset: &OwnedFd, _port: u16) -> io::Result<()> {
+        Err(unsupported())
+    }
+
+    pub(super) fn create_scoped_ruleset() -> io::Result<OwnedFd> {
         Err(unsupported())
     }
 

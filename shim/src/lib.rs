@@ -27,6 +27,7 @@ mod identity;
 mod json;
 mod resolve;
 mod seccomp;
+mod shield;
 mod spawn;
 mod wrap;
 

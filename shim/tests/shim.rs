@@ -929,3 +929,78 @@ fn landlock_inherited_is_proven_by_a_refused_connect_not_by_no_new_privs() {
     );
     drop(denied);
 }
+
+/// The kernel's Landlock ABI has the shield's scopes; else why not, on stderr (a
+/// failure when CI is set: nothing is skipped there).
+fn shield_here() -> bool {
+    if cfg!(target_os = "macos") {
+        eprintln!("does not apply on macOS (Landlock is Linux's)");
+        return false;
+    }
+    match relay_shim::landlock::abi_version() {
+        Ok(abi) if abi >= relay_shim::landlock::MIN_SHIELD_ABI => true,
+        other => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "landlock ABI {other:?} has no scopes (CI is set: nothing is skipped)"
+            );
+            eprintln!("skip: landlock ABI {other:?} has no scopes");
+            false
+        }
+    }
+}
+
+/// `relay-shim --shield COMMAND` (docs/session-host.md#the-shield):
+/// the command runs in the shell `SHELL` names, in a Landlock domain of its own, where
+/// the kernel refuses it its parent's memory (this test's), which the same command in a
+/// plain shell of the same uid opens; a rename and a hard link across folders still
+/// work (a domain that handled any file access would refuse them); fd 5 does not reach
+/// it; the status is the command's.
+#[test]
+fn shield_refuses_the_parents_memory_and_leaves_ordinary_work_alone() {
+    if !shield_here() {
+        return;
+    }
+    let s = Scratch::new("shield");
+    let script = "exec 3</proc/$PPID/mem && echo mem:opened || echo mem:refused
+        cd \"$(mktemp -d ./run.XXXXXX)\" && mkdir a b && echo x > a/f && mv a/f b/f && ln b/f a/g && echo moved
+        [ -e /proc/self/fd/5 ] && echo fd5:open || echo fd5:closed
+        echo \"shell:$0\"
+        exit 7";
+    let run = |program: &str, args: &[&str]| {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("exec \"$0\" \"$@\" 5</dev/null")
+            .arg(program)
+            .args(args)
+            .arg(script)
+            .current_dir(&s.0)
+            .env("SHELL", "/bin/bash");
+        output(cmd)
+    };
+    let plain = run("/bin/bash", &["-c"]);
+    let plain_out = text(&plain.stdout);
+    if !plain_out.contains("mem:opened") {
+        eprintln!("skip: a plain shell is refused its parent's memory here already: {plain_out}");
+        return;
+    }
+    let shielded = run(SHIM, &["--shield"]);
+    let out = text(&shielded.stdout);
+    assert_eq!(
+        shielded.status.code(),
+        Some(7),
+        "{out}{}",
+        text(&shielded.stderr)
+    );
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["mem:refused", "moved", "fd5:closed", "shell:/bin/bash"],
+        "{}",
+        text(&shielded.stderr)
+    );
+    assert!(
+        text(&shielded.stderr).contains("Permission denied"),
+        "{}",
+        text(&shielded.stderr)
+    );
+}
