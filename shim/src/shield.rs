@@ -3,7 +3,7 @@
 //! inside the sandbox (bound read-only there) and `--shield`; Claude Code then runs
 //! `'<shim>' --shield '<the command it built>'` from its shell, which execs the shim.
 //!
-//! Threat (docs/session-host.md#the-shield): a tool runs as
+//! Threat (docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude): a tool runs as
 //! Claude's own uid in Claude's own sandbox, and Claude holds the token in memory; a
 //! prompt-injected command could read it from `/proc/<claude>/mem`. So the shim first
 //! puts itself in a Landlock domain nested below Claude's ([`crate::landlock::shield`]),

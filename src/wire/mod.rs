@@ -302,6 +302,10 @@ pub struct AuditRow<S = String> {
     /// the routing names, `env_passthrough`), never their values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_names: Option<Vec<String>>,
+    /// A token launch whose sandbox was built: whether its Claude's tools run shielded,
+    /// in a Landlock domain of their own (docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shield: Option<bool>,
     /// `session_end`: how many times the host masked a token in the session's output
     /// (absent when the host died and could not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -666,6 +670,7 @@ mod tests {
                 anthropic_base_url_host: Some("api.example".into()),
             }),
             env_names: Some(vec!["HOME".into(), "PATH".into()]),
+            shield: Some(true),
             redactions: Some(2),
         };
         round_trip(&row);

@@ -12,7 +12,7 @@ use crate::daemon::error::ApiError;
 use crate::daemon::launch::authorize::{project_holding, which};
 use crate::daemon::launch::guard;
 use crate::daemon::launch::plan::{env_names, plan_sandbox, SandboxPlan};
-use crate::daemon::launch::{claude_home, relay_env};
+use crate::daemon::launch::{claude_home, relay_env, shield};
 use crate::daemon::{settings, Daemon};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
@@ -130,10 +130,14 @@ pub fn template(
     let token_launch = claude && token_path.is_some();
     let claude_dir = temp_dir.join("claude-config");
     let mut env = relay_env(&template.env, &temp_dir, claude.then_some(&*claude_dir));
+    let mut shield_note = None;
     if token_launch {
         let path = guard::token_launch_path(&path_env, &planned.writable, &planned.reach.pins);
         env.insert("PATH".into(), path.to_string_lossy().into_owned());
         env.extend(claude_home::env(&temp_dir.join("home-<hex>")));
+        let shim = d.host.shim_helper.real_path();
+        let shielded = shield::apply(backend, shim.as_deref().map_err(String::as_str), &mut env);
+        shield_note = Some(shielded.note);
     }
     let passthrough = s.env_passthrough_for(&template);
     e.environment = Some(env_names(d, &env, Some(&passthrough), token_launch, true));
@@ -151,6 +155,7 @@ pub fn template(
             native.as_str()
         ));
     }
+    e.notes.extend(shield_note);
     Ok(e)
 }
 

@@ -234,6 +234,35 @@ fn kernel_check(d: &Daemon, s: &Settings) -> Check {
     check("kernel", Status::Ok, detail, None)
 }
 
+/// Whether a token launch's Claude Code runs its tools shielded on this machine
+/// (`launch::shield`, docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude): `ok` with
+/// Landlock ABI 6 under bubblewrap, `warn` on an older kernel (launches run unshielded),
+/// `skip` under Seatbelt, which has no Landlock.
+fn shield_check(s: &Settings) -> Check {
+    let backend = s.backend();
+    match launch::shield::available(backend) {
+        Ok(abi) => check(
+            "shield",
+            Status::Ok,
+            format!(
+                "in force: a token launch's Claude Code runs every Bash command in a Landlock \
+                 domain of its own (ABI {abi}), where no tool can read Claude's memory"
+            ),
+            None,
+        ),
+        Err(why) if backend == Backend::Bwrap => check(
+            "shield",
+            Status::Warn,
+            format!(
+                "not in force: {why}; token launches still run, but a Bash command Claude \
+                 runs can read Claude's memory, the token with it"
+            ),
+            Some("run relay on Linux 6.12 or later with Landlock enabled (landlock in the kernel's lsm= list)"),
+        ),
+        Err(why) => check("shield", Status::Skip, why, None),
+    }
+}
+
 fn config_check(d: &Daemon) -> Check {
     let me = nix::unistd::geteuid().as_raw();
     let mut problems = Vec::new();
@@ -564,6 +593,7 @@ async fn checks_without_probes(
     checks.push(launcher_check(&settings, &d.home).await);
     checks.push(helpers_check(d, &settings).await);
     checks.push(kernel_check(d, &settings));
+    checks.push(shield_check(&settings));
     checks.push(config_check(d));
     checks.push(ledger_check(d));
     let (token, token_path) = token_check(&settings, &d.home);

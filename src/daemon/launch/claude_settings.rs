@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::shield::PREFIX_VAR;
 use crate::token::plain_io;
 
 /// Larger settings files are refused: nobody writes a megabyte of settings by hand.
@@ -136,6 +137,14 @@ pub fn check_files(files: &[PathBuf]) -> Result<(), String> {
         let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
         let doc: Value =
             serde_json::from_slice(text).map_err(|_| refusal_unreadable(f, "is not valid JSON"))?;
+        if replaces_the_shield(&doc) {
+            return Err(format!(
+                "the Claude settings file {} sets env.{PREFIX_VAR} (Claude's Bash commands \
+                 would run outside relay's shield, where they can read Claude's memory); \
+                 remove it and launch again",
+                f.display()
+            ));
+        }
         let keys = sign_in_keys(&doc);
         if !keys.is_empty() {
             return Err(format!(
@@ -148,6 +157,14 @@ pub fn check_files(files: &[PathBuf]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether a settings document's `env` names [`PREFIX_VAR`]: Claude Code would run its
+/// Bash commands through that instead of relay's shield (`super::shield`).
+fn replaces_the_shield(doc: &Value) -> bool {
+    doc.get("env")
+        .and_then(Value::as_object)
+        .is_some_and(|env| env.keys().any(|k| k.eq_ignore_ascii_case(PREFIX_VAR)))
 }
 
 /// The check a token launch runs: its config folder, the managed settings of this
@@ -223,9 +240,14 @@ fn check_routing_keys(files: &[PathBuf]) -> Result<(), String> {
 const CODE_KEYS: &[&str] = &[
     "hooks",
     "statusLine",
+    "subagentStatusLine",
+    "fileSuggestion",
     "otelHeadersHelper",
     "awsAuthRefresh",
     "awsCredentialExport",
+    "gcpAuthRefresh",
+    "proxyAuthHelper",
+    "processWrapper",
     "enabledPlugins",
 ];
 
@@ -365,11 +387,15 @@ mod tests {
         std::fs::create_dir_all(&cfg).unwrap();
         std::fs::write(
             cfg.join("settings.json"),
-            r#"{"hooks": {"SessionStart": []}, "statusLine": {"command": "x"}, "theme": "dark"}"#,
+            r#"{"hooks": {"SessionStart": []}, "statusLine": {"command": "x"}, "theme": "dark",
+                "fileSuggestion": {"type": "command", "command": "x"}, "proxyAuthHelper": "x"}"#,
         )
         .unwrap();
         let err = check_code_keys(&cfg.join("settings.json")).unwrap_err();
-        assert!(err.contains("hooks, statusLine"), "{err}");
+        assert!(
+            err.contains("hooks, statusLine, fileSuggestion, proxyAuthHelper"),
+            "{err}"
+        );
         assert!(!err.contains("SessionStart"), "{err}");
         std::fs::write(cfg.join("settings.json"), r#"{"theme": "dark"}"#).unwrap();
         assert!(check_code_keys(&cfg.join("settings.json")).is_ok());
@@ -476,6 +502,11 @@ mod tests {
                 (
                     r#"{"env": {"CLAUDE_CODE_USE_BEDROCK": "1"}}"#.to_string(),
                     "env.CLAUDE_CODE_USE_BEDROCK",
+                ),
+                // Claude's Bash commands outside the shield.
+                (
+                    r#"{"env": {"CLAUDE_CODE_SHELL_PREFIX": "/usr/bin/env"}}"#.to_string(),
+                    "env.CLAUDE_CODE_SHELL_PREFIX",
                 ),
             ] {
                 let t = tree();

@@ -17,6 +17,7 @@ pub mod claude_home;
 pub mod claude_settings;
 pub mod guard;
 pub mod plan;
+pub mod shield;
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -442,11 +443,17 @@ fn sandbox_step(
         ports,
         labels,
     } = plan_sandbox(d, settings, &plan).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
+    let mut shield_note = None;
     if token_launch {
         // What Claude Code runs by name (`git` at once) comes from folders no session can
         // write, or pinned ones.
         let path = guard::token_launch_path(&decision.launch_path_env, &writable, &reach.pins);
         env.insert("PATH".into(), path.to_string_lossy().into_owned());
+        // And what it runs for its tools runs where none can read its memory.
+        let shim = d.host.shim_helper.real_path();
+        let shielded = shield::apply(backend, shim.as_deref().map_err(String::as_str), env);
+        at.row.shield = Some(shielded.in_force);
+        shield_note = Some(shielded.note);
     }
     // The Settings page explains this very spec (docs/routes.md), and the names of the
     // environment this launch will get.
@@ -459,6 +466,7 @@ fn sandbox_step(
         token_launch,
         decision.kind == SessionKind::Pty,
     ));
+    explained.notes.extend(shield_note);
     let explained = Arc::new(explained);
     let (bytes, ext) = match backend {
         Backend::Seatbelt => (

@@ -171,6 +171,36 @@ fn sandbox_explain_for_the_other_backend_and_its_refusals() {
             .contains("launches here use bwrap"),
         "{x}"
     );
+    // A token launch's tools: no shield without Landlock; under bwrap the prefix the
+    // launch gets, and the note, whichever the kernel allows.
+    let notes = |x: &Value| x["notes"].as_array().unwrap().clone();
+    assert!(
+        notes(&x).iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("Claude's tools are not shielded: no Landlock under Seatbelt")),
+        "{x}"
+    );
+    let b = r.cli_json(&["sandbox", "explain", "claude-code", "--backend", "bwrap"]);
+    let shielded = relay_shim::landlock::abi_version()
+        .is_ok_and(|abi| abi >= relay_shim::landlock::MIN_SHIELD_ABI);
+    let want = if shielded {
+        "Claude's tools are shielded: every Bash command runs through relay-shim --shield"
+    } else {
+        "Claude's tools are not shielded: "
+    };
+    assert!(
+        notes(&b)
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with(want)),
+        "{b}"
+    );
+    let names = b["environment"]["names"].as_array().unwrap();
+    assert_eq!(
+        names.iter().any(|n| n == "CLAUDE_CODE_SHELL_PREFIX"),
+        shielded,
+        "{names:?}"
+    );
     let text = r.cli(&["sandbox", "explain", "claude-code", "--backend", "seatbelt"]);
     assert!(
         text.stdout.starts_with("sandbox: seatbelt"),

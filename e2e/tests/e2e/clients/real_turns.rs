@@ -137,7 +137,7 @@ pub(crate) fn assert_every_bearer_is(api: &FakeApi, requests: &[Value], token: &
 }
 
 /// The token in nothing relay or the stand-in wrote but the token file.
-fn assert_token_nowhere(r: &Relay, token: &str, extra: &[(&str, &[u8])]) {
+pub(crate) fn assert_token_nowhere(r: &Relay, token: &str, extra: &[(&str, &[u8])]) {
     assert_absent(&r.output(), token, "the daemon's output");
     let events = serde_json::to_vec(&r.all_events()).unwrap();
     assert_absent(&events, token, "the events");
