@@ -66,8 +66,9 @@ const CITED_ROOTS: &[&str] = &[
     "src/", "shim/", "e2e/", "fakes/", "tests/", "web/", "docs/", ".ci/",
 ];
 
-/// Where the e2e suite writes its screenshots and screens: cited, made by a run.
-const GENERATED: &str = "e2e/artifacts/";
+/// What a run or the set-up makes (the suite's screenshots and screens; the browser
+/// driver `npm ci` installs): cited, absent from a fresh clone.
+const GENERATED: &[&str] = &["e2e/artifacts/", "e2e/browser/node_modules/"];
 
 /// `name` matches `pattern`, whose `*` stands for any run of characters.
 fn glob_match(pattern: &str, name: &str) -> bool {
@@ -118,9 +119,9 @@ fn citations(page: &Path, text: &str) -> Vec<(usize, String, PathBuf)> {
             }
             let path = span.split([' ', '#']).next().unwrap_or(span);
             let path = path.split(':').next().unwrap_or(path);
-            // A placeholder (`<pid>`, `…`) names no one file; what the suite writes
-            // (`e2e/artifacts/`) is there only after a run.
-            if path.contains(['<', '…', '{']) || path.starts_with(GENERATED) {
+            // A placeholder (`<pid>`, `…`) names no one file; what a run or the
+            // set-up makes is not there in a fresh clone.
+            if path.contains(['<', '…', '{']) || GENERATED.iter().any(|g| path.starts_with(g)) {
                 continue;
             }
             out.push((n + 1, span.to_string(), root().join(path)));
