@@ -1,5 +1,6 @@
 //! The `relay` command line. Every verb takes `--json` (one line on stdout). On
-//! failure: nothing on stdout, `error: …` on stderr, exit 1. Everything printed goes
+//! failure: nothing on stdout, `error: …` on stderr, exit 1; a command line clap refuses
+//! is clap's whole message, exit 2 ([`not_run`]). Everything printed goes
 //! through [`termout`] (no control sequence a session chose reaches the terminal) and
 //! [`emit`] (a reader that went away, as `| head` does, is not an error).
 
@@ -103,19 +104,7 @@ fn json_bytes(v: &Value) -> Vec<u8> {
 pub fn run() -> ExitCode {
     let cli = match args::parse() {
         Ok(c) => c,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                return emit(e.to_string().as_bytes(), ExitCode::SUCCESS);
-            }
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
-            return fail(format!("{first} (see relay --help)"));
-        }
+        Err(e) => return not_run(&e),
     };
     if let Verb::Completions { shell } = cli.verb {
         let mut out = Vec::new();
@@ -244,6 +233,23 @@ pub fn run() -> ExitCode {
         Err(e) => fail(e),
     }
 }
+
+/// A command line clap answered itself: `--help`, `help` and `--version` on stdout,
+/// exit 0; anything else — a usage error, or bare `relay`, which gets the help — clap's
+/// whole message on stderr (what is wrong, the usage line, a suggestion, the `--` tip),
+/// exit 2, clap's convention for usage (docs/cli.md#exit-codes). The message quotes
+/// what was typed, so its control bytes are shown as text, as every `error:` line's are.
+fn not_run(e: &clap::Error) -> ExitCode {
+    let text = e.render().to_string();
+    if e.exit_code() == 0 {
+        return emit(text.as_bytes(), ExitCode::SUCCESS);
+    }
+    let _ = std::io::stderr().write_all(termout::visible(text.as_bytes()).as_bytes());
+    ExitCode::from(USAGE)
+}
+
+/// The exit status of a command line relay did not run (clap's `USAGE_CODE`).
+const USAGE: u8 = 2;
 
 fn serve(config: PathBuf, log_level: Option<String>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()

@@ -232,8 +232,13 @@ fn sandbox_explain_for_the_other_backend_and_its_refusals() {
         Code::InvalidDirectory.as_str(),
     );
     let bad = r.cli(&["sandbox", "explain", "shell", "--backend", "firejail"]);
-    assert_eq!(bad.status, 1);
-    assert!(bad.stderr.contains("see relay --help"), "{}", bad.stderr);
+    assert_eq!(bad.status, 2);
+    assert!(
+        bad.stderr
+            .contains("error: invalid value 'firejail' for '--backend <B>'"),
+        "{}",
+        bad.stderr
+    );
     // Nothing was launched or audited by any of it.
     let (_, list, _) = r.api("GET", "/api/terminals", None);
     assert_eq!(list["terminals"], json!([]));

@@ -29,8 +29,13 @@ fn help_groups_the_verbs_and_completions_print_for_each_shell() {
         assert!(out.stdout.contains("terminal"), "{shell}: {}", out.stdout);
     }
     let out = r.cli(&["completions", "tcsh"]);
-    assert_eq!(out.status, 1);
-    assert!(out.stderr.contains("see relay --help"), "{}", out.stderr);
+    assert_eq!(out.status, 2);
+    assert!(
+        out.stderr
+            .contains("error: invalid value 'tcsh' for '<SHELL>'"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
-//! The command line: its help and completions, the config dir it picks,
-//! `relay sandbox explain`, and `relay service` with `relay doctor`'s helpers check.
+//! The command line: its help and completions, its usage errors, the config dir it
+//! picks, `relay sandbox explain`, and `relay service` with `relay doctor`'s helpers check.
 
 mod config_dir;
 mod explain;
 mod help;
 pub(crate) mod service;
+mod usage;

@@ -423,14 +423,26 @@ fn cli_failures_print_nothing_on_stdout_and_one_error_line() {
     for args in [
         vec!["terminal", "log", "--id", "t-nope", "--json"],
         vec!["session", "message", "--id", "s-nope", "hi", "--json"],
-        vec!["terminal", "start", "--template", "shell", "--json"],
-        vec!["bogus-verb"],
     ] {
         let out = r.cli(&args);
         assert_eq!(out.status, 1, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}: {:?}", out.stdout);
         assert!(
             out.stderr.starts_with("error: ") && out.stderr.trim_end().lines().count() == 1,
+            "{args:?}: {:?}",
+            out.stderr
+        );
+    }
+    // A command line relay cannot run is clap's whole message, exit 2 (cli/usage.rs).
+    for args in [
+        vec!["terminal", "start", "--template", "shell", "--json"],
+        vec!["bogus-verb"],
+    ] {
+        let out = r.cli(&args);
+        assert_eq!(out.status, 2, "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {:?}", out.stdout);
+        assert!(
+            out.stderr.starts_with("error: ") && out.stderr.contains("\nUsage: relay "),
             "{args:?}: {:?}",
             out.stderr
         );

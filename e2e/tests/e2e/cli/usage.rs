@@ -1,0 +1,152 @@
+//! A command line relay cannot run is clap's whole message and exit 2: what is wrong,
+//! the usage line, a suggestion, the `--` tip; bare `relay` prints the help (on stderr,
+//! exit 2, clap's convention); nothing runs and the config dir is untouched
+//! (docs/cli.md#exit-codes).
+
+use relay_e2e::daemon::Relay;
+
+/// Runs `relay --config-dir <instance> ARGS`, which must be refused as usage: exit 2,
+/// nothing on stdout, clap's closing line on stderr. Its stderr.
+fn refused(r: &Relay, args: &[&str]) -> String {
+    let out = r.cli(args);
+    assert_eq!(out.status, 2, "relay {args:?}: {}", out.stderr);
+    assert_eq!(out.stdout, "", "relay {args:?}");
+    assert!(
+        out.stderr
+            .ends_with("For more information, try '--help'.\n"),
+        "relay {args:?}: {}",
+        out.stderr
+    );
+    out.stderr
+}
+
+fn has(stderr: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(stderr.contains(p), "no {p:?} in:\n{stderr}");
+    }
+}
+
+#[test]
+fn usage_errors_print_claps_whole_message_and_exit_2() {
+    // No daemon, and none needed: the command line is refused before anything runs.
+    let r = Relay::prepare(None, false);
+    let before: Vec<_> = std::fs::read_dir(&r.config).unwrap().flatten().collect();
+    assert!(before.is_empty(), "{before:?}");
+
+    // The missing argument by name, and the usage line.
+    let e = refused(&r, &["session", "stop"]);
+    has(
+        &e,
+        &[
+            "error: the following required arguments were not provided:\n  --id <ID>\n",
+            "\nUsage: relay session stop --id <ID>\n",
+        ],
+    );
+    let e = refused(&r, &["session", "message", "--id", "s-1"]);
+    has(&e, &["  <TEXT>...\n", "Usage: relay session message"]);
+
+    // Did you mean: a verb and a flag misspelt.
+    let e = refused(&r, &["sesion", "list"]);
+    has(
+        &e,
+        &[
+            "error: unrecognized subcommand 'sesion'",
+            "tip: some similar subcommands exist:",
+            "'session'",
+            "Usage: relay [OPTIONS] <COMMAND>",
+        ],
+    );
+    let e = refused(&r, &["terminal", "stop", "--idd", "t-1"]);
+    has(
+        &e,
+        &[
+            "error: unexpected argument '--idd' found",
+            "tip: a similar argument exists: '--id'",
+            "Usage: relay terminal stop --id <ID>",
+        ],
+    );
+
+    // The `--` tip for a tool's own flag given before `--`.
+    let e = refused(&r, &["sandbox", "shell", "-c", "echo hi"]);
+    has(
+        &e,
+        &[
+            "error: unexpected argument '-c' found",
+            "tip: to pass '-c' as a value, use '-- -c'",
+            "Usage: relay sandbox [OPTIONS] <TEMPLATE> [-- <ARG>...]",
+        ],
+    );
+
+    // A value outside its list names the list; a bad filter says why.
+    let e = refused(&r, &["completions", "tcsh"]);
+    has(
+        &e,
+        &[
+            "error: invalid value 'tcsh' for '<SHELL>'",
+            "[possible values: bash, elvish, fish, powershell, zsh]",
+        ],
+    );
+    let e = refused(&r, &["serve", "--log-level", "a=b=c"]);
+    has(
+        &e,
+        &["error: invalid value 'a=b=c' for '--log-level <FILTER>': log level \"a=b=c\""],
+    );
+
+    // A verb missing after the options is refused like any other usage error.
+    let e = refused(&r, &[]);
+    has(
+        &e,
+        &["error: 'relay' requires a subcommand but one was not provided"],
+    );
+
+    // What was typed is quoted with its control bytes as visible text.
+    let e = refused(&r, &["\x1b]0;title\x07"]);
+    has(&e, &["unrecognized subcommand '^[]0;title^G'"]);
+    assert!(!e.contains('\x1b') && !e.contains('\x07'), "{e:?}");
+
+    // Nothing ran: not even `relay serve` touched the config dir.
+    let after: Vec<_> = std::fs::read_dir(&r.config).unwrap().flatten().collect();
+    assert!(after.is_empty(), "{after:?}");
+}
+
+#[test]
+fn bare_relay_prints_the_help_and_help_asked_for_goes_to_stdout_with_exit_0() {
+    let r = Relay::prepare(None, false);
+    // Bare `relay`, not even `--config-dir`: clap's help on stderr, exit 2.
+    let mut bare = std::process::Command::new(r.relay_bin());
+    bare.env_clear()
+        .env("HOME", &r.home)
+        .env("PATH", "/usr/bin:/bin");
+    let out = bare.output().expect("run relay");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    has(
+        &stderr,
+        &[
+            "Sandboxed Claude Code sessions on your own machine\n",
+            "Usage: relay [OPTIONS] <COMMAND>",
+            "Sessions and terminals:",
+            "  session      Headless Claude Code sessions driven turn by turn",
+            "--config-dir <DIR>",
+        ],
+    );
+    assert!(!stderr.starts_with("error:"), "{stderr}");
+
+    // Asked for, the help and the version are answers: stdout, exit 0.
+    for args in [
+        &["--help"][..],
+        &["help", "session"],
+        &["session", "stop", "--help"],
+        &["--version"],
+    ] {
+        let out = r.cli(args);
+        assert_eq!(out.status, 0, "relay {args:?}: {}", out.stderr);
+        assert_eq!(out.stderr, "", "relay {args:?}");
+        assert!(!out.stdout.is_empty(), "relay {args:?}");
+    }
+    assert!(r
+        .cli(&["session", "stop", "--help"])
+        .stdout
+        .contains("Usage: relay session stop [OPTIONS] --id <ID>"));
+}
