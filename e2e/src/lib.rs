@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod fakeapi;
+pub mod procs;
 pub mod pty;
 pub mod seatbelt;
 pub mod wait;

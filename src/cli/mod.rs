@@ -183,7 +183,7 @@ pub fn run() -> ExitCode {
         ),
         Verb::Status {
             json: Json { json },
-        } => (json, status(&Client::new(&config))),
+        } => (json, status(&Client::new(&config), &config)),
         Verb::Service(ServiceVerb::Install {
             dry_run,
             json: Json { json },
@@ -260,7 +260,12 @@ fn serve(config: PathBuf, log_level: Option<String>) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("runtime: {e}")),
     };
-    match rt.block_on(crate::daemon::serve(config, log_level)) {
+    // Who started it, for its lock file and its status (docs/cli.md#one-relay-per-config-dir).
+    let service = unit::started_by().map(|name| crate::daemon::serve::Service {
+        name: name.into(),
+        stop: unit::stop_command(),
+    });
+    match rt.block_on(crate::daemon::serve(config, log_level, service)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }
@@ -662,16 +667,17 @@ fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
     })
 }
 
-fn status(c: &Client) -> Result<Out, String> {
+fn status(c: &Client, config: &std::path::Path) -> Result<Out, String> {
     let (st, v): (wire::Status, _) = get(c, "GET", "/api/status")?;
     let token = match &st.paths.claude_token_file {
         Some(p) => format!("Claude token file: {p}"),
         None => "Claude token file: not set".to_string(),
     };
-    let text = format!(
-        "relay {} running (pid {})\nconfig: {}\n{}\nsessions running: {}{}",
+    let mut text = format!(
+        "relay {} running (pid {}, {})\nconfig: {}\n{}\nsessions running: {}{}",
         st.version,
         st.pid,
+        service::started_by(st.service.as_deref()),
         st.paths.config.display(),
         token,
         st.sessions_running,
@@ -680,5 +686,8 @@ fn status(c: &Client) -> Result<Out, String> {
             .map(|n| format!("\nsettings: {n}"))
             .unwrap_or_default()
     );
+    if let Some(c) = service::collision(config, st.pid, st.service.as_deref()) {
+        text.push_str(&format!("\nnote: {c}"));
+    }
     Ok(Out::new(v, text))
 }

@@ -107,13 +107,53 @@ fn systemd_reachable() -> Result<(), String> {
     systemctl(&["show-environment"]).map(|_| ())
 }
 
-/// The daemon's pid when one answers on this config dir's socket.
-fn running_pid(config: &Path) -> Option<u64> {
+/// The relay that answers on this config dir's socket: its pid, and the login service
+/// that started it (`None`: by hand).
+struct Running {
+    pid: u32,
+    service: Option<String>,
+}
+
+fn running(config: &Path) -> Option<Running> {
     let a = Client::new(config).call("GET", "/api/status").ok()?;
     (a.status == 200)
         .then(|| a.typed::<crate::wire::Status>("GET /api/status").ok())
         .flatten()
-        .map(|s| u64::from(s.pid))
+        .map(|s| Running {
+            pid: s.pid,
+            service: s.service,
+        })
+}
+
+/// How a running relay was started, in words.
+pub(crate) fn started_by(service: Option<&str>) -> String {
+    match service {
+        Some(s) => format!("started by its login service {s}"),
+        None => "started by hand".into(),
+    }
+}
+
+/// The collision of a relay started by hand with the login service installed for the
+/// same config dir: the service's relay cannot start while this one runs (one relay per
+/// config dir, docs/cli.md#one-relay-per-config-dir). `None` when the running relay is
+/// the service's, or no service for `config` is installed.
+pub(crate) fn collision(config: &Path, pid: u32, service: Option<&str>) -> Option<String> {
+    if service.is_some() {
+        return None;
+    }
+    let place = place().ok()?;
+    let content = std::fs::read_to_string(&place.file).ok()?;
+    if !unit::names_config_dir(&content, config) {
+        return None;
+    }
+    Some(format!(
+        "the login service for this config dir is installed ({}), but this relay was \
+         started by hand, so the service cannot start its own while it runs (one relay per \
+         config dir); to hand over, stop this one (Ctrl-C where it runs, or `kill {pid}`), \
+         then run `{}`",
+        place.file.display(),
+        unit::start_command()
+    ))
 }
 
 /// Writes `bytes` to `path` through a temp file and a rename, mode 0644 (a unit file
@@ -166,17 +206,25 @@ pub(crate) fn install(config: &Path, dry_run: bool) -> Result<Out, String> {
             .map_err(|e| format!("config dir {}: {e}", config.display()))?;
     }
     write_file(&place.file, content.as_bytes())?;
-    let running = running_pid(config);
+    let running = running(config);
+    // A relay started by hand keeps the config dir's lock: the service's relay could
+    // not start beside it (one relay per config dir), so it is not asked to.
+    let by_hand = running
+        .as_ref()
+        .filter(|r| r.service.is_none())
+        .map(|r| r.pid);
     let mut notes = Vec::new();
     let (enabled, started) = match place.manager {
         Manager::Systemd => match systemd_reachable() {
             Ok(()) => {
                 systemctl(&["daemon-reload"])?;
-                // A second `relay serve` on the same config dir would take the socket
-                // over: with one already running, only enable.
-                if let Some(pid) = running {
+                if let Some(pid) = by_hand {
                     systemctl(&["enable", SYSTEMD_UNIT])?;
-                    notes.push(format!("relay already runs (pid {pid}), so the service was enabled, not started: stop that relay, then `systemctl --user start {SYSTEMD_UNIT}`"));
+                    notes.push(format!("relay already runs for this config dir (pid {pid}, started by hand), so the service was enabled, not started (one relay per config dir): stop that relay (Ctrl-C where it runs, or `kill {pid}`), then `systemctl --user start {SYSTEMD_UNIT}`"));
+                    (true, false)
+                } else if let Some(r) = &running {
+                    systemctl(&["enable", SYSTEMD_UNIT])?;
+                    notes.push(format!("the service already runs relay (pid {}); `systemctl --user restart {SYSTEMD_UNIT}` runs it from the file written now", r.pid));
                     (true, false)
                 } else {
                     systemctl(&["enable", "--now", SYSTEMD_UNIT])?;
@@ -190,8 +238,12 @@ pub(crate) fn install(config: &Path, dry_run: bool) -> Result<Out, String> {
                 remove_if_there(link)?;
                 std::os::unix::fs::symlink(&place.file, link)
                     .map_err(|e| format!("{}: {e}", link.display()))?;
+                let now = match by_hand {
+                    Some(pid) => format!("relay already runs for this config dir (pid {pid}, started by hand); the service's relay cannot start while it runs (one relay per config dir)"),
+                    None => "Start relay now with `relay serve`".into(),
+                };
                 notes.push(format!(
-                    "systemctl --user is not available here ({why}): the unit is written and linked into default.target.wants, so a systemd user manager starts it at your next login; nothing was started now. Start relay now with `relay serve`"
+                    "systemctl --user is not available here ({why}): the unit is written and linked into default.target.wants, so a systemd user manager starts it at your next login; nothing was started now. {now}"
                 ));
                 (true, false)
             }
@@ -199,10 +251,11 @@ pub(crate) fn install(config: &Path, dry_run: bool) -> Result<Out, String> {
         Manager::Launchd => {
             let file = place.file.to_string_lossy().into_owned();
             // A LaunchAgent in ~/Library/LaunchAgents is loaded at every login; loading
-            // it now starts it (RunAtLoad), unless a relay already runs.
+            // it now starts it (RunAtLoad), unless a relay started by hand runs. One the
+            // service runs ends with the bootout and starts again from the new file.
             let _ = launchctl(&["bootout", &format!("{}/{LAUNCHD_LABEL}", gui_domain())]);
-            if let Some(pid) = running {
-                notes.push(format!("relay already runs (pid {pid}), so the LaunchAgent was not loaded now: it starts at your next login, or stop that relay and run `launchctl bootstrap {} '{file}'`", gui_domain()));
+            if let Some(pid) = by_hand {
+                notes.push(format!("relay already runs for this config dir (pid {pid}, started by hand), so the LaunchAgent was not loaded now (one relay per config dir): it starts at your next login, or stop that relay (Ctrl-C where it runs, or `kill {pid}`) and run `launchctl bootstrap {} '{file}'`", gui_domain()));
                 (true, false)
             } else {
                 launchctl(&["bootstrap", &gui_domain(), &file])?;
@@ -336,7 +389,10 @@ pub(crate) fn status(config: &Path) -> Result<Out, String> {
                 }
             }
         };
-    let pid = running_pid(config);
+    let running = running(config);
+    let conflict = running
+        .as_ref()
+        .and_then(|r| collision(config, r.pid, r.service.as_deref()));
     let log = Paths {
         config: config.to_path_buf(),
     }
@@ -370,10 +426,18 @@ pub(crate) fn status(config: &Path) -> Result<Out, String> {
     if let Some(n) = &manager_note {
         text.push_str(&format!("\nnote: {n}"));
     }
-    text.push_str(&match pid {
-        Some(pid) => format!("\nrelay: running (pid {pid}) for {}", config.display()),
+    text.push_str(&match &running {
+        Some(r) => format!(
+            "\nrelay: running (pid {}, {}) for {}",
+            r.pid,
+            started_by(r.service.as_deref()),
+            config.display()
+        ),
         None => format!("\nrelay: not running for {}", config.display()),
     });
+    if let Some(c) = &conflict {
+        text.push_str(&format!("\nnote: {c}"));
+    }
     text.push_str(&format!("\nlog: {}", log.display()));
     let v: Value = json!({
         "manager": place.manager.name(),
@@ -382,8 +446,10 @@ pub(crate) fn status(config: &Path) -> Result<Out, String> {
         "current": current,
         "enabled": enabled,
         "active": active,
-        "running": pid.is_some(),
-        "pid": pid,
+        "running": running.is_some(),
+        "pid": running.as_ref().map(|r| r.pid),
+        "service": running.as_ref().and_then(|r| r.service.clone()),
+        "conflict": conflict,
         "log": log,
         "note": manager_note,
     });

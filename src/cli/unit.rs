@@ -200,6 +200,53 @@ pub fn launchd_plist(spec: &ServiceSpec) -> String {
     )
 }
 
+/// The login service that started this process, when it is relay's own: systemd runs a
+/// unit's processes in its cgroup (`…/relay.service` in `/proc/self/cgroup`), launchd
+/// names the job in `XPC_SERVICE_NAME`. `None`: started by hand (a shell, a script).
+/// `relay serve` says so in its lock file and in `GET /api/status`
+/// (docs/cli.md#one-relay-per-config-dir).
+pub fn started_by() -> Option<&'static str> {
+    match Manager::here() {
+        Manager::Systemd => std::fs::read_to_string("/proc/self/cgroup")
+            .is_ok_and(|cg| in_unit(&cg))
+            .then_some(SYSTEMD_UNIT),
+        Manager::Launchd => std::env::var("XPC_SERVICE_NAME")
+            .is_ok_and(|job| job == LAUNCHD_LABEL)
+            .then_some(LAUNCHD_LABEL),
+    }
+}
+
+/// Whether `/proc/self/cgroup` (v1 or v2) puts the process in relay's unit: a line
+/// whose path ends in `/relay.service`.
+fn in_unit(cgroup: &str) -> bool {
+    cgroup
+        .lines()
+        .filter_map(|l| l.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
+        .any(|(_, path)| path.rsplit('/').next() == Some(SYSTEMD_UNIT))
+}
+
+/// The command that stops relay's login service now.
+pub fn stop_command() -> String {
+    match Manager::here() {
+        Manager::Systemd => format!("systemctl --user stop {SYSTEMD_UNIT}"),
+        Manager::Launchd => format!(
+            "launchctl bootout gui/{}/{LAUNCHD_LABEL}",
+            nix::unistd::getuid().as_raw()
+        ),
+    }
+}
+
+/// The command that starts relay's installed login service now.
+pub fn start_command() -> String {
+    match Manager::here() {
+        Manager::Systemd => format!("systemctl --user start {SYSTEMD_UNIT}"),
+        Manager::Launchd => format!(
+            "launchctl kickstart gui/{}/{LAUNCHD_LABEL}",
+            nix::unistd::getuid().as_raw()
+        ),
+    }
+}
+
 /// Whether a service file (either kind) runs relay on `config`.
 pub fn names_config_dir(content: &str, config: &Path) -> bool {
     let c = config.to_string_lossy();
@@ -255,6 +302,26 @@ mod tests {
             path: "/home/ada/.local/bin:/usr/local/bin:/usr/bin:/bin",
         };
         golden("relay.service", &systemd_unit(&spec));
+    }
+
+    #[test]
+    fn only_relays_own_unit_counts_as_started_by_the_service() {
+        let unit = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/relay.service\n";
+        assert!(in_unit(unit));
+        assert!(in_unit(
+            "12:pids:/user.slice/user-1000.slice/user@1000.service/app.slice/relay.service\n\
+             0::/user.slice/user-1000.slice/user@1000.service/app.slice/relay.service\n"
+        ));
+        for by_hand in [
+            "0::/user.slice/user-1000.slice/session-3.scope\n",
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-1.scope\n",
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/relay.service/inner\n",
+            "0::/system.slice/not-relay.service\n",
+            "0::/\n",
+            "",
+        ] {
+            assert!(!in_unit(by_hand), "{by_hand:?}");
+        }
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub struct Daemon {
     /// Why this start runs neither helper (not even for `--version`): a session relay
     /// remembers could have written relay's folder without the pin (`launch::plan::own_pins_hold`).
     pub helpers_withheld: OnceLock<String>,
+    /// The login service that started this relay (`relay.service`, `relay.serve`);
+    /// `None` when it was started by hand (`GET /api/status`).
+    pub service: Option<String>,
 }
 
 impl Daemon {

@@ -5,6 +5,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use serde::{Deserialize, Serialize};
+
 use super::records::journal::{Audit, Events};
 use super::{api, bridge, hostlink, launch, paths, random_hex, records, settings, Daemon};
 use crate::wire;
@@ -12,6 +14,110 @@ use crate::wire;
 fn ensure_dir(path: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The login service that started this `relay serve` (docs/cli.md#relay-service): its
+/// name (`relay.service`, `relay.serve`) and the command that stops it. `None` in
+/// [`serve`]'s argument: started by hand.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Service {
+    pub name: String,
+    pub stop: String,
+}
+
+/// What the config dir's lock file says of the relay that holds it: written by that
+/// relay once it holds the lock, read by a second one to say which relay runs and how
+/// to stop it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Holder {
+    pid: u32,
+    service: Option<Service>,
+}
+
+/// The lock that makes one `relay serve` per config dir: `flock(LOCK_EX)` on
+/// `<config>/relay.lock`, held for the daemon's life (docs/cli.md#one-relay-per-config-dir).
+///
+/// Taken before anything else is read or written, so a second `relay serve` is refused
+/// having touched nothing (the folder is only made when it is missing, and then no
+/// relay can hold it). The kernel drops a `flock` when the last descriptor of its open
+/// file goes, however the holder ends: a lock left by a killed relay is simply free.
+/// Threat: a child that inherits the descriptor keeps the lock for as long as it
+/// lives — a host or a session outliving a killed daemon would then refuse every
+/// restart. The file is opened close-on-exec (std opens every file so; checked here),
+/// and no fork of relay's keeps it past its exec.
+pub struct ConfigLock {
+    _held: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// The lock file's name in the config dir.
+pub const LOCK_FILE: &str = "relay.lock";
+
+/// Takes the config dir's lock, or refuses with the relay that holds it.
+pub fn lock_config(config: &Path, service: Option<&Service>) -> Result<ConfigLock, String> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::io::Read;
+    use std::os::unix::fs::FileExt;
+    if std::fs::symlink_metadata(config).is_err() {
+        std::fs::create_dir_all(config)
+            .map_err(|e| format!("config dir {}: {e}", config.display()))?;
+    }
+    let path = config.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| format!("lock {}: {e}", path.display()))?;
+    if !crate::cloexec::is_cloexec(&file) {
+        return Err(format!("lock {}: not close-on-exec", path.display()));
+    }
+    let held = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => held,
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            let mut text = String::new();
+            let _ = (&mut file).take(4096).read_to_string(&mut text);
+            return Err(already_running(config, &path, &text));
+        }
+        Err((_, e)) => return Err(format!("lock {}: {e}", path.display())),
+    };
+    // Who holds it, for the next one; a write that fails (a full disk) only makes that
+    // one's message vaguer.
+    let holder = Holder {
+        pid: std::process::id(),
+        service: service.cloned(),
+    };
+    if let Ok(mut line) = serde_json::to_vec(&holder) {
+        line.push(b'\n');
+        let _ = held.set_len(0).and_then(|()| held.write_all_at(&line, 0));
+    }
+    Ok(ConfigLock { _held: held })
+}
+
+/// The refusal of a second `relay serve`: which relay runs, and how to stop it.
+fn already_running(config: &Path, lock: &Path, text: &str) -> String {
+    let dir = config.display();
+    match serde_json::from_str::<Holder>(text.trim()) {
+        Ok(Holder {
+            pid,
+            service: Some(s),
+        }) => format!(
+            "relay is already running for {dir} (pid {pid}, started by its login service \
+             {}); stop it with `{}`",
+            s.name, s.stop
+        ),
+        Ok(Holder { pid, service: None }) => format!(
+            "relay is already running for {dir} (pid {pid}, started by hand); stop it with \
+             Ctrl-C where it runs, or `kill {pid}`"
+        ),
+        Err(_) => format!(
+            "relay is already running for {dir} (it is starting: {} names no pid yet); stop \
+             it before starting another",
+            lock.display()
+        ),
+    }
 }
 
 /// The API bearer: created 0600 at open time on first run, read afterwards.
@@ -133,6 +239,7 @@ fn build_daemon(
     home: PathBuf,
     tmp: PathBuf,
     tmp_real: PathBuf,
+    service: Option<Service>,
 ) -> Result<(Arc<Daemon>, Arc<hostlink::HostLink>), String> {
     let token = api_token(&paths.api_token())
         .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
@@ -185,6 +292,7 @@ fn build_daemon(
         web: api::web::WebAuth::default(),
         doctor_probes: Mutex::new(None),
         helpers_withheld: OnceLock::new(),
+        service: service.map(|s| s.name),
     });
     Ok((daemon, host))
 }
@@ -218,8 +326,13 @@ async fn until_stopped() -> Result<(), String> {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
-/// `log_level` is `relay serve --log-level` (src/logging.rs).
-pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(), String> {
+/// `log_level` is `relay serve --log-level` (src/logging.rs); `service`, the login
+/// service that started it (`None`: by hand).
+pub async fn serve(
+    config_dir: PathBuf,
+    log_level: Option<String>,
+    service: Option<Service>,
+) -> Result<(), String> {
     // It reads the token at every launch: no core dump, no same-uid reader of its memory.
     crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
     let home =
@@ -230,6 +343,9 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
         .unwrap_or_else(|| "/tmp".into());
     let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
     let paths = paths::Paths { config: config_dir };
+    // One relay per config dir, before anything there is read or written; held until
+    // this function returns, after the sockets are gone (dropped last).
+    let _lock = lock_config(&paths.config, service.as_ref())?;
     ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
     start_logging(&paths.config, log_level.as_deref());
     // Room for what a flood of connections cannot take (src/listen.rs).
@@ -239,7 +355,7 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     });
     let cap = crate::listen::connection_cap(nofile);
     prepare_config(&paths)?;
-    let (daemon, host) = build_daemon(paths, home, tmp, tmp_real)?;
+    let (daemon, host) = build_daemon(paths, home, tmp, tmp_real, service)?;
     let initial = daemon.load_settings();
     if let Err(e) = &initial {
         tracing::warn!("{e} (launches are refused until it is fixed)");
@@ -342,4 +458,101 @@ pub async fn serve(config_dir: PathBuf, log_level: Option<String>) -> Result<(),
     let _ = std::fs::remove_file(daemon.paths.socket());
     let _ = std::fs::remove_file(daemon.paths.bridge());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn by_hand_refusal(dir: &Path) -> String {
+        let pid = std::process::id();
+        format!(
+            "relay is already running for {} (pid {pid}, started by hand); stop it with \
+             Ctrl-C where it runs, or `kill {pid}`",
+            dir.display()
+        )
+    }
+
+    #[test]
+    fn a_second_lock_on_one_config_dir_is_refused_naming_the_holder_and_freed_at_drop() {
+        let d = tempfile::tempdir().unwrap();
+        let config = d.path().join("config");
+        // A config dir that is not there yet is made, then locked.
+        let first = lock_config(&config, None).unwrap();
+        let holder: Holder =
+            serde_json::from_slice(&std::fs::read(config.join(LOCK_FILE)).unwrap()).unwrap();
+        assert_eq!(
+            holder,
+            Holder {
+                pid: std::process::id(),
+                service: None
+            }
+        );
+        assert_eq!(
+            lock_config(&config, None).err().as_deref(),
+            Some(by_hand_refusal(&config).as_str())
+        );
+        drop(first);
+
+        // Taken again once freed; a service names itself and its stop command.
+        let svc = Service {
+            name: "relay.service".into(),
+            stop: "systemctl --user stop relay.service".into(),
+        };
+        let again = lock_config(&config, Some(&svc)).unwrap();
+        assert_eq!(
+            lock_config(&config, None).err().unwrap(),
+            format!(
+                "relay is already running for {} (pid {}, started by its login service \
+                 relay.service); stop it with `systemctl --user stop relay.service`",
+                config.display(),
+                std::process::id()
+            )
+        );
+        drop(again);
+
+        // A holder that has not written its pid yet.
+        let file = std::fs::File::create(config.join(LOCK_FILE)).unwrap();
+        let _held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).unwrap();
+        let e = lock_config(&config, None).err().unwrap();
+        assert!(
+            e.contains("(it is starting: ") && e.contains("names no pid yet)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_child_relay_starts_never_holds_the_lock() {
+        // Threat: a child that inherited the lock's descriptor would keep the config
+        // dir locked after relay died, and refuse the next `relay serve`.
+        let d = tempfile::tempdir().unwrap();
+        let lock = lock_config(d.path(), None).unwrap();
+        assert!(crate::cloexec::is_cloexec(&lock._held.as_raw_fd()));
+        let mut child = {
+            let _g = crate::cloexec::lock();
+            std::process::Command::new("/bin/sh")
+                .args(["-c", "read x"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        drop(lock);
+        // The child still runs, holding whatever it inherited.
+        let relocked = lock_config(d.path(), None);
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        assert!(relocked.is_ok(), "{:?}", relocked.err());
+    }
+
+    #[test]
+    fn a_planted_link_in_the_lock_files_place_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        std::fs::write(&elsewhere, "keep").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, d.path().join(LOCK_FILE)).unwrap();
+        let e = lock_config(d.path(), None).err().unwrap();
+        assert!(e.starts_with("lock "), "{e}");
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
+    }
 }

@@ -225,6 +225,10 @@ pub struct Status {
     pub host: Option<HostInfo>,
     pub settings: SettingsState,
     pub sessions_running: u64,
+    /// The login service that started this relay (`relay.service`, `relay.serve`),
+    /// `null` when it was started by hand.
+    #[serde(default)]
+    pub service: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -639,6 +643,7 @@ mod tests {
                     note: api.as_ref().map(|_| "unknown keys: x".into()),
                 },
                 sessions_running: 3,
+                service: api.as_ref().map(|_| "relay.service".into()),
             });
         }
         round_trip(&LoginLink {

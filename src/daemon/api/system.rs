@@ -51,6 +51,7 @@ pub fn status_body(d: &Daemon) -> wire::Status {
             note,
         },
         sessions_running: running as u64,
+        service: d.service.clone(),
     }
 }
 

@@ -194,10 +194,17 @@ fn service_install_and_uninstall_round_trip_without_a_user_manager() {
         (Some(true), Some(false)),
         "{v}"
     );
+    // The relay of this test runs, started by hand: the note says the service's cannot
+    // start beside it, instead of telling to start one.
     let note = v["notes"][0].as_str().unwrap_or_default();
     assert!(
         note.starts_with("systemctl --user is not available here (")
-            && note.contains("Start relay now with `relay serve`"),
+            && note.contains(&format!(
+                "relay already runs for this config dir (pid {}, started by hand); the \
+                 service's relay cannot start while it runs (one relay per config dir)",
+                r.ready.pid
+            ))
+            && !note.contains("Start relay now"),
         "{v}"
     );
     let unit = std::fs::read_to_string(unit_file(&r)).expect("the unit is written");
@@ -260,6 +267,38 @@ fn service_install_and_uninstall_round_trip_without_a_user_manager() {
         "{st}"
     );
     assert_eq!(st["pid"], r.ready.pid);
+    // The hand-started relay and the installed service collide: both status verbs say
+    // so, with how to hand over.
+    let pid = r.ready.pid;
+    let conflict = format!(
+        "the login service for this config dir is installed ({}), but this relay was \
+         started by hand, so the service cannot start its own while it runs (one relay per \
+         config dir); to hand over, stop this one (Ctrl-C where it runs, or `kill {pid}`), \
+         then run `systemctl --user start relay.service`",
+        unit_file(&r).display()
+    );
+    assert_eq!(
+        (&st["service"], st["conflict"].as_str()),
+        (&Value::Null, Some(conflict.as_str())),
+        "{st}"
+    );
+    let text = r.cli(&["service", "status"]);
+    assert!(
+        text.stdout.contains(&format!(
+            "\nrelay: running (pid {pid}, started by hand) for {}\nnote: {conflict}\n",
+            r.config.display()
+        )),
+        "{}",
+        text.stdout
+    );
+    let text = r.cli(&["status"]);
+    assert!(
+        text.stdout
+            .contains(&format!("running (pid {pid}, started by hand)\n"))
+            && text.stdout.ends_with(&format!("\nnote: {conflict}\n")),
+        "{}",
+        text.stdout
+    );
 
     // relay stopped: the CLI says so, and where the installed service logs.
     r.stop();
@@ -335,7 +374,7 @@ fn verify_unit(unit: &Path) {
 /// records its arguments (CI has no user manager to run the real one against).
 #[test]
 fn service_install_enables_and_starts_through_the_user_manager() {
-    let r = Relay::prepare(None, false);
+    let mut r = Relay::prepare(None, false);
     let calls = r.root.join("systemctl.calls");
     write_script(
         &r.home.join(".local/bin/systemctl"),
@@ -376,6 +415,38 @@ fn service_install_enables_and_starts_through_the_user_manager() {
             "--user show-environment",
             "--user disable --now relay.service",
             "--user daemon-reload",
+        ],
+        "{recorded}"
+    );
+
+    // A relay started by hand on the config dir: install only enables, since the
+    // service's relay could not start beside it, and says how to hand over.
+    r.write_settings(&base_settings(None));
+    r.launch_daemon();
+    std::fs::remove_file(&calls).unwrap();
+    let (code, v) = json_of(&r, &mut r.cli_command(&["service", "install", "--json"]));
+    assert_eq!(code, 0, "{v}");
+    let pid = r.ready.pid;
+    assert_eq!(
+        (&v["started"], &v["notes"]),
+        (
+            &Value::Bool(false),
+            &serde_json::json!([format!(
+                "relay already runs for this config dir (pid {pid}, started by hand), so the \
+                 service was enabled, not started (one relay per config dir): stop that relay \
+                 (Ctrl-C where it runs, or `kill {pid}`), then `systemctl --user start \
+                 relay.service`"
+            )])
+        ),
+        "{v}"
+    );
+    let recorded = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(
+        recorded.lines().collect::<Vec<_>>(),
+        [
+            "--user show-environment",
+            "--user daemon-reload",
+            "--user enable relay.service",
         ],
         "{recorded}"
     );

@@ -1,4 +1,6 @@
-//! The daemon and its sessions: the daemon end to end, and restarts with the ledger.
+//! The daemon and its sessions: the daemon end to end, restarts with the ledger, and
+//! one daemon per config dir.
 
 mod daemon_suite;
 mod ledger;
+mod one_daemon;

@@ -8,6 +8,7 @@ use relay::wire::Code;
 use std::process::{Child, Command, Stdio};
 
 use relay_e2e::daemon::{base_settings, Relay};
+use relay_e2e::procs::{alive, kill9, session_pids};
 use relay_e2e::{wait, WAIT};
 use serde_json::{json, Value};
 
@@ -135,41 +136,6 @@ fn sixty_four_relay_sandbox_runs_at_once_each_print_their_line_and_exit_4() {
             );
         }
     }
-}
-
-/// The pids of every process whose environment names session `id` (its shim, its
-/// launcher and everything the target started, sandboxed or not). Zombies, whose
-/// environment is gone, are not counted: they run nothing.
-fn session_pids(id: &str) -> Vec<u32> {
-    let needle = format!("RELAY_SESSION_ID={id}\0");
-    // The shim and the launcher carry the target's environment hex-encoded
-    // (relay_shim::target), the target itself as plain variables.
-    let hex: String = needle.bytes().map(|b| format!("{b:02x}")).collect();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(e.path().join("environ")) {
-            if env.windows(needle.len()).any(|w| w == needle.as_bytes())
-                || env.windows(hex.len()).any(|w| w == hex.as_bytes())
-            {
-                out.push(pid);
-            }
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|st| !st.contains(") Z "))
-        .unwrap_or(false)
-}
-
-fn kill9(pid: u32) {
-    // Safety: kill(2) of a process this test's instance started; no memory.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
 }
 
 fn id_of(v: &Value) -> String {
