@@ -154,21 +154,23 @@ impl Daemon {
     /// Writes `id`'s entry to its ledger file, or removes the file when the entry is
     /// gone (docs/architecture.md, "The ledger file"). A launch still being prepared is
     /// not written: the file keeps what it held before (a resume's dormant record).
-    /// A write that fails is logged; the session goes on.
-    pub(crate) fn persist(&self, id: &str) {
+    /// A write that fails is logged; the session goes on. Whether the file now says
+    /// what the entry does (false while launching, or when the write failed).
+    pub(crate) fn persist(&self, id: &str) -> bool {
         let _w = self.store.lock.lock().unwrap_or_else(|p| p.into_inner());
         let rec = self.ledger().get(id).map(records::ledger::Record::of);
         let done = match rec {
-            Some(r) if r.state == EntryState::Launching => Ok(()),
+            Some(r) if r.state == EntryState::Launching => return false,
             Some(r) => self.store.write(&r),
             None => self.store.remove(id),
         };
-        if let Err(e) = done {
+        if let Err(e) = &done {
             crate::listen::log(format_args!(
                 "relay: ledger: {}: {e}",
                 self.store.dir().join(format!("{id}.json")).display()
             ));
         }
+        done.is_ok()
     }
 
     /// The host answered: the session's pids. It stays `Launching` until its audit row
@@ -388,7 +390,12 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
-        self.persist(id);
+        // On file now: the record owns the temp folder, and the launch's marker goes. A
+        // record that could not be written keeps the marker, so a restart still finds
+        // the folder of a session it does not know (records::purge::launches_cut_short).
+        if self.persist(id) {
+            self.store.unmark(id);
+        }
         if let Some((exit_status, signal, reason, redactions)) = pending {
             self.on_host_event(HostEvent::SessionExited {
                 session_id: id.to_string(),

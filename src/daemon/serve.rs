@@ -368,8 +368,10 @@ pub async fn serve(
     {
         tracing::warn!("settings: {note}");
     }
-    // The sessions of earlier runs, before the host or any API can start one.
-    records::ledger::restore(&daemon)?;
+    // The sessions of earlier runs, before the host or any API can start one; then what
+    // the launches a stop of relay cut short before their record had made.
+    let cut_short = records::ledger::restore(&daemon)?;
+    records::purge::launches_cut_short(&daemon, &cut_short);
     // Neither helper runs, not even for `--version`, while a remembered session could
     // have put its own program in relay's folder; launches say why, a purge still works.
     let run_helpers = match launch::plan::own_pins_hold(&daemon) {

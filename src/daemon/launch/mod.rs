@@ -5,11 +5,12 @@
 //!
 //! Order: caller not inside a session → settings readable → [`authorize`] (project,
 //! directory, template, sandbox decision, program, token decision) → the token read, for
-//! a launch that passes it (before any side effect) → the session temp dir and its Claude
-//! config folder → for a token launch, the Claude settings it will see checked for
+//! a launch that passes it (before any side effect) → the launch's marker in the ledger
+//! folder, then the session temp dir and its Claude config folder → for a token launch, the Claude settings it will see checked for
 //! another sign-in (`claude_settings`) → sandbox spec (the token path denied on every
 //! sandboxed launch) → profile written last → identity secret → host launch → the audit
-//! row (a row that cannot be written stops the session and refuses the launch) → 201.
+//! row (a row that cannot be written stops the session and refuses the launch) → the
+//! record on file, the marker gone → 201 (docs/architecture.md#the-ledger-file).
 
 pub mod authorize;
 pub mod claude_config;
@@ -55,6 +56,9 @@ struct Attempt<'a> {
     /// The id whose temp dir (`<tmp>/relay-<id>`) this attempt made (a refusal removes
     /// it).
     temp_dir: Option<String>,
+    /// The id whose launch marker this attempt wrote (`Store::mark_launching`): a
+    /// refusal removes it once the folder is gone.
+    marked: Option<String>,
 }
 
 impl Attempt<'_> {
@@ -71,7 +75,12 @@ impl Attempt<'_> {
                 crate::daemon::records::purge::remove_session_dir(&self.d.tmp_real, &id)
             {
                 tracing::warn!(session = %id, "refused launch: {msg}");
+                // The marker stays with the folder: the next start removes both.
+                self.marked = None;
             }
+        }
+        if let Some(id) = self.marked.take() {
+            self.d.store.unmark(&id);
         }
         let mut row = self.row.clone();
         row.outcome = e.outcome();
@@ -123,6 +132,7 @@ pub fn refused_request(
         kind,
         profile: None,
         temp_dir: None,
+        marked: None,
     };
     at.refuse(e)
 }
@@ -155,11 +165,14 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         kind,
         profile: None,
         temp_dir: None,
+        marked: None,
     };
     let (settings, decision) = decide(&mut at, &id, &input)?;
     let tokens = read_token(&mut at, &decision)?;
     let temp_dir = temp_dir(&mut at, &id, decision.resume)?;
+    pause_at("temp_dir", &id).await;
     let (mut env, token_home) = session_env(&mut at, &decision, &temp_dir, tokens.pass.is_some())?;
+    pause_at("claude_config", &id).await;
     let boxed = match decision.sandbox.clone() {
         Some(sb) => Some(sandbox_step(
             &mut at,
@@ -172,6 +185,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         )?),
         None => None,
     };
+    pause_at("profile", &id).await;
     let secret = crate::daemon::ids::random_hex(32)
         .map_err(|e| at.refuse(no_random("identity secret", e)))?;
     d.bridge.expect(&id, &secret);
@@ -213,7 +227,47 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         }),
     };
     let launched = call_host(&mut at, &id, req, decision.unfound.as_deref()).await?;
+    pause_at("host", &id).await;
     record(&mut at, &id, launched).await
+}
+
+/// The launch steps a test can stop at (docs/testing.md#stopping-a-launch-at-a-step).
+pub const PAUSE_STEPS: [&str; 5] = ["temp_dir", "claude_config", "profile", "host", "audited"];
+
+/// For the e2e suite only: with `RELAY_E2E_LAUNCH_PAUSE=<step>:<fifo>` in `relay
+/// serve`'s environment, a launch that reaches `<step>` (one of [`PAUSE_STEPS`])
+/// writes `<step> <id>` into the FIFO and waits there for good, so a test can SIGKILL
+/// relay at exactly that step without a clock (docs/testing.md#stopping-a-launch-at-a-step).
+/// Without the variable, nothing (read once). The session's own environment never has
+/// it: the host drops every `RELAY_*` name (docs/session-host.md#what-a-child-inherits).
+async fn pause_at(step: &'static str, id: &str) {
+    static PAUSE: std::sync::OnceLock<Option<(String, PathBuf)>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        let v = std::env::var("RELAY_E2E_LAUNCH_PAUSE").ok()?;
+        let (at, fifo) = v.split_once(':')?;
+        Some((at.to_string(), PathBuf::from(fifo)))
+    });
+    let Some((at, fifo)) = pause else {
+        return;
+    };
+    if at != step {
+        return;
+    }
+    let (fifo, line) = (fifo.clone(), format!("{step} {id}\n"));
+    let told = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&fifo)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+    })
+    .await;
+    tracing::warn!(
+        session = id,
+        ?told,
+        "launch paused at {step} (RELAY_E2E_LAUNCH_PAUSE)"
+    );
+    std::future::pending::<()>().await;
 }
 
 /// `relay serve`'s environment, the base of a target's (the host has none of it): the
@@ -311,10 +365,25 @@ fn read_token(at: &mut Attempt, decision: &Decision) -> Result<Tokens, ApiError>
     })
 }
 
-/// The session's own temp dir (0700); a resume finds its own folder again.
+/// The session's own temp dir (0700); a resume finds its own folder again. One this
+/// launch makes is noted in the ledger folder first (`Store::mark_launching`), so a
+/// stop of relay at any later step leaves nothing the next start does not find.
 fn temp_dir(at: &mut Attempt, id: &str, resume: bool) -> Result<PathBuf, ApiError> {
     use std::os::unix::fs::DirBuilderExt;
     let temp_dir = at.d.tmp.join(format!("relay-{id}"));
+    if !(resume && temp_dir.is_dir()) {
+        if let Err(e) = at.d.store.mark_launching(id, &at.d.tmp_real) {
+            return Err(at.refuse(ApiError::new(
+                Code::SpawnFailed,
+                format!(
+                    "session temp dir {}: the ledger cannot note it first ({}): {e}",
+                    temp_dir.display(),
+                    at.d.store.dir().display()
+                ),
+            )));
+        }
+        at.marked = Some(id.to_string());
+    }
     match std::fs::DirBuilder::new().mode(0o700).create(&temp_dir) {
         Ok(()) => at.temp_dir = Some(id.to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && resume && temp_dir.is_dir() => {}
@@ -611,7 +680,11 @@ async fn record(
     d.started(id, launched.root_pid, launched.target_pid);
     at.row.routing = launched.routing.clone();
     at.row.env_names = launched.env_names.clone();
-    if let Err(e) = d.audit.record(&at.row) {
+    let audited = d.audit.record(&at.row);
+    if audited.is_ok() {
+        pause_at("audited", id).await;
+    }
+    if let Err(e) = audited {
         // The session goes before anyone hears of it (its groups killed, the host's
         // record dropped), and the launch is refused.
         d.abort(id);

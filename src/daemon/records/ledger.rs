@@ -42,6 +42,10 @@ pub const VERSION: u32 = 1;
 const FILE_MAX: u64 = 256 * 1024;
 /// The reason a session that was running when relay stopped or died ends with.
 pub const RELAY_RESTARTED: &str = "relay_restarted";
+/// The name of a launch's marker, `<id>.launching` ([`Store::mark_launching`]).
+const LAUNCHING: &str = ".launching";
+/// A marker holds one path.
+const MARKER_MAX: u64 = 4096;
 
 /// One session as the ledger file keeps it. Everything the lists show, what a resume
 /// needs (project, directory, model, permission mode, Claude Code's session id), and
@@ -198,12 +202,23 @@ pub struct SetAside {
     pub why: String,
 }
 
+/// A launch's marker read back: the launch of `id` had made, or was about to make, its
+/// temp folder `<tmp>/relay-<id>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launching {
+    pub id: String,
+    /// The canonical temp folder of the `relay serve` that launched it.
+    pub tmp: PathBuf,
+}
+
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub records: Vec<Record>,
     pub set_aside: Vec<SetAside>,
     /// Temp files of writes a crash cut short, removed.
     pub leftovers: usize,
+    /// Markers of launches whose record was not yet written when relay stopped.
+    pub launching: Vec<Launching>,
 }
 
 /// The ledger folder and its one writer.
@@ -254,6 +269,45 @@ impl Store {
 
     fn path_of(&self, id: &str) -> Option<PathBuf> {
         crate::daemon::ids::is_relay_id(id).then(|| self.dir.join(format!("{id}.json")))
+    }
+
+    fn marker_of(&self, id: &str) -> Option<PathBuf> {
+        crate::daemon::ids::is_relay_id(id).then(|| self.dir.join(format!("{id}{LAUNCHING}")))
+    }
+
+    /// Notes, before a launch makes its temp folder `<tmp>/relay-<id>`, that it is about
+    /// to: `<config>/ledger/<id>.launching`, holding `tmp` (the canonical temp folder).
+    /// Removed ([`Self::unmark`]) once the session's record is on file, which then owns
+    /// the folder, or once a refused launch removed it; a marker a stop of relay left
+    /// behind is how the next start finds the folder of a launch it never recorded
+    /// (`purge::launches_cut_short`; docs/architecture.md#the-ledger-file). Not synced
+    /// to disk: it is for a stop of relay, which the page cache outlives.
+    pub fn mark_launching(&self, id: &str, tmp: &Path) -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = self
+            .marker_of(id)
+            .ok_or_else(|| std::io::Error::other(format!("session id {id:?} is not relay's")))?;
+        let mut line = tmp.as_os_str().as_bytes().to_vec();
+        line.push(b'\n');
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)?;
+        f.write_all(&line).inspect_err(|_| {
+            // A marker made but not filled (a full disk) would be set aside at the next
+            // start: it goes now, and the launch is refused.
+            let _ = std::fs::remove_file(&path);
+        })
+    }
+
+    /// Removes `id`'s launch marker; one that is not there is fine.
+    pub fn unmark(&self, id: &str) {
+        if let Some(p) = self.marker_of(id) {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     /// Writes `rec` atomically: temp file, `fsync`, rename, `fsync` of the folder.
@@ -330,8 +384,20 @@ impl Store {
                 }
                 continue;
             }
-            match read_record(&path, &text) {
-                Ok(r) => out.records.push(r),
+            let marker = text
+                .strip_suffix(LAUNCHING)
+                .filter(|id| crate::daemon::ids::is_relay_id(id));
+            let read = match marker {
+                Some(id) => read_marker(&path).map(|tmp| {
+                    out.launching.push(Launching {
+                        id: id.to_string(),
+                        tmp,
+                    })
+                }),
+                None => read_record(&path, &text).map(|r| out.records.push(r)),
+            };
+            match read {
+                Ok(()) => {}
                 Err(why) => {
                     let moved_to = self.move_aside(&path, &text);
                     out.set_aside.push(SetAside {
@@ -374,8 +440,9 @@ impl Store {
 /// session that was running when relay stopped or died is ended now with reason
 /// [`RELAY_RESTARTED`] (its record rewritten, a `session_end` audit row and a
 /// `session.exited` event, as any end has); each file set aside is reported on stderr
-/// and in a `ledger_set_aside` audit row.
-pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<(), String> {
+/// and in a `ledger_set_aside` audit row. Returns the markers of launches cut short
+/// (for `purge::launches_cut_short`, once the records are in).
+pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<Vec<Launching>, String> {
     d.store
         .ensure()
         .map_err(|e| format!("{}: {e}", d.store.dir().display()))?;
@@ -410,14 +477,15 @@ pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<(), String
             d.teardown(&e, RELAY_RESTARTED, None, None, None);
         }
     }
-    if total > 0 || !loaded.set_aside.is_empty() {
+    if total > 0 || !loaded.set_aside.is_empty() || !loaded.launching.is_empty() {
         tracing::info!(
             "ledger: {total} sessions read back ({ended} ended {RELAY_RESTARTED}), {} files set \
-             aside",
-            loaded.set_aside.len()
+             aside, {} launches cut short",
+            loaded.set_aside.len(),
+            loaded.launching.len()
         );
     }
-    Ok(())
+    Ok(loaded.launching)
 }
 
 /// At shutdown, before the host is told to end every session: each running one ends
@@ -428,6 +496,34 @@ pub(in crate::daemon) fn stopping_all(d: &crate::daemon::Daemon) {
             e.stop_reason = Some(RELAY_RESTARTED);
         }
     }
+}
+
+/// A launch's marker: the absolute temp folder it names, read as a record is (no link
+/// followed, no FIFO waited on, bounded).
+fn read_marker(path: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "a link, not a file".to_string(),
+            _ => format!("cannot open: {e}"),
+        })?;
+    let meta = f.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    f.take(MARKER_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let line = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let tmp = PathBuf::from(std::ffi::OsStr::from_bytes(line));
+    if bytes.len() as u64 > MARKER_MAX || !tmp.is_absolute() || line.contains(&b'\n') {
+        return Err("not a launch marker (one absolute folder)".into());
+    }
+    Ok(tmp)
 }
 
 /// One record file, read without following a link or blocking on a FIFO, checked
@@ -688,6 +784,59 @@ mod tests {
         let loaded = s.load();
         assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
         assert_eq!(loaded.records, vec![old]);
+    }
+
+    #[test]
+    fn a_launch_marker_reads_back_with_its_temp_folder_and_a_bad_one_is_set_aside() {
+        let (_d, s) = store();
+        let tmp = Path::new("/var/tmp/odd \u{e9} folder");
+        s.mark_launching("s-0123456789ab", tmp).unwrap();
+        s.mark_launching("t-0123456789ab", Path::new("/tmp"))
+            .unwrap();
+        s.write(&record("t-0123456789ab", EntryState::Running))
+            .unwrap();
+        let loaded = s.load();
+        assert_eq!(
+            loaded.launching,
+            vec![
+                Launching {
+                    id: "s-0123456789ab".into(),
+                    tmp: tmp.into()
+                },
+                Launching {
+                    id: "t-0123456789ab".into(),
+                    tmp: "/tmp".into()
+                },
+            ]
+        );
+        // A marker is not a record: the record beside it still loads.
+        assert_eq!(loaded.records.len(), 1);
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        s.unmark("s-0123456789ab");
+        s.unmark("t-0123456789ab");
+        s.unmark("t-0123456789ab");
+        assert!(s.load().launching.is_empty());
+        // Not ids of relay's: refused, never written.
+        assert!(s.mark_launching("../x", tmp).is_err());
+
+        // A relative folder, a link and a name that is no id are set aside, not followed.
+        std::fs::write(s.dir().join("s-aaaaaaaaaaaa.launching"), "tmp\n").unwrap();
+        let elsewhere = s.dir().parent().unwrap().join("elsewhere");
+        std::fs::write(&elsewhere, "/tmp\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.dir().join("s-bbbbbbbbbbbb.launching")).unwrap();
+        std::fs::write(s.dir().join("x.launching"), "/tmp\n").unwrap();
+        let loaded = s.load();
+        assert!(loaded.launching.is_empty(), "{:?}", loaded.launching);
+        let why: Vec<&str> = loaded.set_aside.iter().map(|a| a.why.as_str()).collect();
+        assert_eq!(
+            why,
+            [
+                "not a launch marker (one absolute folder)",
+                "a link, not a file",
+                "not a ledger file name (<id>.json)"
+            ]
+        );
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "/tmp\n");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::journal::{now_ms, AuditRow, Event};
+use super::ledger::Launching;
 use crate::daemon::error::ApiError;
 use crate::daemon::settings::{self, Retention};
 use crate::daemon::{Daemon, Entry, EntryState};
@@ -80,8 +81,10 @@ pub async fn purge(
         d.persist(id);
         return Err(ApiError::new(Code::PurgeFailed, msg));
     }
-    // Its ledger file goes last: a restart finds it until the purge is done.
+    // Its ledger file goes last: a restart finds it until the purge is done (and a
+    // launch marker its launch could not take away, with it).
     d.persist(id);
+    d.store.unmark(id);
     d.remember_purged(&entry);
     record(d, id, Some(&entry), kind, reason);
     Ok(entry)
@@ -207,6 +210,46 @@ pub async fn remove_session_dir_blocking(d: &Daemon, id: &str) -> Result<bool, S
         })
 }
 
+/// At start, before the host runs: the launches a stop of relay cut short before their
+/// ledger record was written, found by the markers they left (`Store::mark_launching`).
+/// A marker whose id has a record belongs to a resume: the record owns the folder, the
+/// marker goes. Otherwise the session was never on file and nothing of it runs any
+/// more: its temp folder (removed as a purge removes it, in the temp folder the marker
+/// names), its logs, then the marker go, with a `session_purge` row and a
+/// `session.purged` event (reason `launch_cut_short`). A folder that cannot be removed
+/// safely keeps its marker, so the next start tries again.
+pub(in crate::daemon) fn launches_cut_short(d: &Daemon, marks: &[Launching]) {
+    for m in marks {
+        if d.ledger().contains_key(&m.id) {
+            d.store.unmark(&m.id);
+            continue;
+        }
+        remove_logs(d, &m.id);
+        match remove_session_dir(&m.tmp, &m.id) {
+            Ok(_) => {
+                d.store.unmark(&m.id);
+                record(d, &m.id, None, kind_of(&m.id), LAUNCH_CUT_SHORT);
+            }
+            Err(msg) => tracing::warn!(
+                "launch {} cut short by a stop of relay: {msg}; tried again at the next start",
+                m.id
+            ),
+        }
+    }
+}
+
+/// The purge reason of a launch cut short ([`launches_cut_short`]).
+pub const LAUNCH_CUT_SHORT: &str = "launch_cut_short";
+
+/// A session's kind from its id (`s-…` a Claude session, `t-…` a terminal).
+fn kind_of(id: &str) -> SessionKind {
+    if id.starts_with('s') {
+        SessionKind::Claude
+    } else {
+        SessionKind::Pty
+    }
+}
+
 /// The timer's part: purges every ended session whose `retain_ended` has passed; with
 /// `orphans`, also the logs (and temp folders) of sessions the ledger no longer knows —
 /// an earlier `relay serve` ran them — once their logs are that old.
@@ -284,14 +327,7 @@ async fn sweep_orphans(d: &Daemon, keep: u64) {
         }
         remove_logs(d, &id);
         match remove_session_dir_blocking(d, &id).await {
-            Ok(_) => {
-                let kind = if id.starts_with('s') {
-                    SessionKind::Claude
-                } else {
-                    SessionKind::Pty
-                };
-                record(d, &id, None, kind, "retain_ended");
-            }
+            Ok(_) => record(d, &id, None, kind_of(&id), "retain_ended"),
             Err(msg) => {
                 crate::listen::log(format_args!("relay: purge {id}: {msg}"));
                 d.purge_failed
