@@ -18,6 +18,9 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use serde_json::{json, Value};
 
 const FILE: &str = ".claude.json";
+/// Keys of `.claude.json` relay drops at each launch: its `env` (applied to Claude Code
+/// itself), a stored API key, and MCP servers.
+const UNTRUSTED_KEYS: &[&str] = &["env", "primaryApiKey", "mcpServers"];
 /// The user settings of a launch whose `CLAUDE_CONFIG_DIR` this is.
 pub const SETTINGS: &str = "settings.json";
 const NEW: &str = ".claude.json.relay-new";
@@ -94,6 +97,12 @@ fn add_answers(v: &mut Value, directory: &Path) {
     let Some(obj) = v.as_object_mut() else {
         return;
     };
+    // Claude Code applies `.claude.json`'s `env` to itself at start, over relay's, and
+    // reads a key and servers from it too: what a session may have written there
+    // (docs/THREAT-MODEL.md#what-a-token-launch-reads) is dropped at every launch.
+    for key in UNTRUSTED_KEYS {
+        obj.remove(*key);
+    }
     obj.entry("hasCompletedOnboarding").or_insert(true.into());
     obj.entry("theme").or_insert("dark".into());
     let projects = obj.entry("projects").or_insert_with(|| json!({}));
@@ -194,6 +203,34 @@ mod tests {
         seed(&cfg, d.path()).unwrap();
         assert!(std::fs::symlink_metadata(&cfg).unwrap().is_dir());
         assert!(!elsewhere.join(".claude.json").exists());
+    }
+
+    /// What a session may have planted in `.claude.json` for the next start — `env`
+    /// (applied to Claude Code itself: `ANTHROPIC_BASE_URL`, `CLAUDE_CODE_SHELL_PREFIX`),
+    /// a key, MCP servers — is gone after the seed; the rest stays, and the user
+    /// settings file is there, `{}`.
+    #[test]
+    fn a_planted_env_key_or_server_in_claude_json_is_dropped_at_each_launch() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("claude-config");
+        std::fs::create_dir(&cfg).unwrap();
+        std::fs::write(
+            cfg.join(".claude.json"),
+            r#"{"env":{"ANTHROPIC_BASE_URL":"http://127.0.0.1:9"},"primaryApiKey":"k",
+                "mcpServers":{"x":{"command":"sh"}},"numStartups":3}"#,
+        )
+        .unwrap();
+        seed(&cfg, d.path()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(cfg.join(".claude.json")).unwrap()).unwrap();
+        for gone in ["env", "primaryApiKey", "mcpServers"] {
+            assert!(v.get(gone).is_none(), "{gone} kept: {v}");
+        }
+        assert_eq!(v["numStartups"], 3);
+        assert_eq!(
+            std::fs::read_to_string(cfg.join("settings.json")).unwrap(),
+            "{}\n"
+        );
     }
 
     #[test]

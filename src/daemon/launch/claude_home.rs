@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{openat, OFlag};
@@ -84,9 +84,17 @@ fn identity(person_home: &Path, xdg_config: Option<&Path>) -> BTreeMap<&'static 
         .unwrap_or_else(|| person_home.join(".config"));
     let mut found = BTreeMap::new();
     for path in [xdg.join("git/config"), person_home.join(".gitconfig")] {
-        let Ok(file) = std::fs::File::open(&path) else {
+        // A link is followed (dotfiles often are links); a FIFO or a device is not read.
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+        else {
             continue;
         };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            continue;
+        }
         let mut text = String::new();
         if file.take(CONFIG_MAX).read_to_string(&mut text).is_err() {
             continue;
@@ -214,6 +222,15 @@ mod tests {
         // A control character or a newline never reaches the file.
         assert!(user_values("[user]\nname = \"a\\nb\"\n").is_empty());
         assert!(user_values(&format!("[user]\nname = {}\n", "x".repeat(300))).is_empty());
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_gitconfig_is_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join(".gitconfig");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+        // Returns at once, with no identity: the FIFO has no writer.
+        assert!(identity(t.path(), None).is_empty());
     }
 
     #[test]

@@ -181,8 +181,9 @@ pub fn check_launch(config_dir: &Path, directory: &Path, project: &Path) -> Resu
         .into_iter()
         .filter(|f| !f.starts_with(managed))
         .collect();
-    check_routing_keys(&writable)?;
-    check_code_keys(&config_dir.join("settings.json"))
+    let own = config_dir.join("settings.json");
+    check_routing_keys(&writable, &own)?;
+    check_code_keys(&own)
 }
 
 /// `env` names of a settings file a session could have written that would send the
@@ -199,7 +200,11 @@ pub fn is_routing_name(name: &str) -> bool {
         )
 }
 
-fn check_routing_keys(files: &[PathBuf]) -> Result<(), String> {
+/// In `own` — the config folder's `settings.json`, the one layer a token launch loads,
+/// which relay makes empty and nobody edits by hand — every `env` name is refused: any
+/// of them reaches Claude Code's own children, outside the shield (`PATH`, `GIT_*`,
+/// `LD_PRELOAD`, `NODE_OPTIONS`, …). In the other files only the routing and shell names.
+fn check_routing_keys(files: &[PathBuf], own: &Path) -> Result<(), String> {
     for f in files {
         let Some(bytes) = read_settings_file(f).map_err(|reason| refusal_unreadable(f, &reason))?
         else {
@@ -213,7 +218,7 @@ fn check_routing_keys(files: &[PathBuf]) -> Result<(), String> {
             .and_then(Value::as_object)
             .map(|env| {
                 env.keys()
-                    .filter(|k| is_routing_name(k))
+                    .filter(|k| f == own || is_routing_name(k))
                     .map(|k| format!("env.{k}"))
                     .collect()
             })
@@ -221,9 +226,9 @@ fn check_routing_keys(files: &[PathBuf]) -> Result<(), String> {
         if !keys.is_empty() {
             return Err(format!(
                 "the Claude settings file {} sets {}, which would route a token launch's \
-                 traffic or run its tools another way, and a session may have written it: \
-                 set routing in the template's env or relay's environment instead; remove \
-                 {} and launch again",
+                 traffic or change what its programs run, and a session may have written \
+                 it: set variables in the template's env or relay's environment instead; \
+                 remove {} and launch again",
                 f.display(),
                 keys.join(", "),
                 if keys.len() == 1 { "it" } else { "them" }
@@ -378,6 +383,38 @@ mod tests {
         let e = check(t).expect_err("refused");
         assert!(!e.contains(VALUE) && !e.contains("planted-value"), "{e}");
         e
+    }
+
+    /// The config folder's own `settings.json` may set no `env` at all (any name reaches
+    /// Claude Code's own children); another writable layer only no routing or shell name.
+    #[test]
+    fn any_env_in_the_loaded_settings_and_routing_names_elsewhere_refuse() {
+        let d = tempfile::tempdir().unwrap();
+        let own = d.path().join("claude-config/settings.json");
+        let project = d.path().join("p/.claude/settings.json");
+        for f in [&own, &project] {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        }
+        let files = [own.clone(), project.clone()];
+        std::fs::write(&own, r#"{"env": {"PATH": "/tmp/evil:/usr/bin"}}"#).unwrap();
+        let e = check_routing_keys(&files, &own).unwrap_err();
+        assert!(
+            e.contains("env.PATH") && e.contains(&own.display().to_string()),
+            "{e}"
+        );
+        std::fs::write(&own, "{}").unwrap();
+        std::fs::write(&project, r#"{"env": {"PATH": "/x", "DEBUG": "1"}}"#).unwrap();
+        assert!(check_routing_keys(&files, &own).is_ok());
+        std::fs::write(
+            &project,
+            r#"{"env": {"HTTPS_PROXY": "http://x", "GIT_DIR": "/x"}}"#,
+        )
+        .unwrap();
+        let e = check_routing_keys(&files, &own).unwrap_err();
+        assert!(
+            e.contains("env.HTTPS_PROXY") && !e.contains("GIT_DIR"),
+            "{e}"
+        );
     }
 
     #[test]

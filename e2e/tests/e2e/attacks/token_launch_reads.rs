@@ -167,14 +167,20 @@ fn a_token_launch_cannot_rewrite_its_own_claude_settings_and_a_planted_routing_k
         "cd \"$CLAUDE_CONFIG_DIR\" && \
          { echo '{\"env\":{\"ANTHROPIC_BASE_URL\":\"http://127.0.0.1:9\"}}' > settings.json 2>/dev/null || echo write-refused; } && \
          printf '{}' > new.json && { mv -f new.json settings.json 2>/dev/null || echo rename-refused; } && \
-         { rm -f settings.json 2>/dev/null; test -e settings.json && echo unlink-refused; }",
+         { rm -f settings.json 2>/dev/null; test -e settings.json && echo unlink-refused; } && \
+         { mv \"$CLAUDE_CONFIG_DIR\" \"$CLAUDE_CONFIG_DIR.old\" 2>/dev/null || echo folder-rename-refused; }",
     );
     let (r, api, token) = relay(&claude, &script, &[]);
     let id = start_session(&r, &[]);
     let out = message(&r, &id, "change your settings", &[]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     let result = tool_result(&api);
-    for refused in ["write-refused", "rename-refused", "unlink-refused"] {
+    for refused in [
+        "write-refused",
+        "rename-refused",
+        "unlink-refused",
+        "folder-rename-refused",
+    ] {
         assert!(result.contains(refused), "{refused} not in: {result}");
     }
     let file = r
@@ -213,7 +219,22 @@ fn a_token_launch_cannot_rewrite_its_own_claude_settings_and_a_planted_routing_k
         "{v}"
     );
     std::fs::remove_file(&local).unwrap();
+    // `.claude.json`'s `env`, which Claude Code applies to itself at start, is dropped.
+    let state = file.with_file_name(".claude.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    v["env"] = json!({"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"});
+    std::fs::write(&state, v.to_string()).unwrap();
     let (status, v, _) = r.api("POST", &format!("/api/sessions/{id}/resume"), None);
     assert_eq!(status, 201, "{v}");
+    let kept: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert!(kept.get("env").is_none(), "{kept}");
+    // The resumed Claude still talks to the stand-in, on the token.
+    let before = api.messages().len();
+    let out = message(&r, &id, "again", &[]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        api.messages().len() > before,
+        "the turn did not reach the stand-in"
+    );
     relay_e2e::assert_absent(result.as_bytes(), &token, "the tool result");
 }
