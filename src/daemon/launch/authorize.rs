@@ -257,15 +257,16 @@ pub fn authorize(
     };
     // Not even opted in: a launch that gets the token would read what any session
     // could have written in the home folder (docs/THREAT-MODEL.md#what-a-token-launch-reads).
-    if token.pass && !input.relay_probe && holds_home(&directory, env.home).is_some() {
+    if let Some(what) =
+        holds_home(&directory, env.home).filter(|_| token.pass && !input.relay_probe)
+    {
         return Err(c.refuse(
             Code::HomeDirectory,
             format!(
-                "{} is {}, and a Claude launch that gets the token never runs there (it \
+                "{} is {what}, and a Claude launch that gets the token never runs there (it \
                  would read what any session could have written in it): start it in a \
                  folder below it (cd there, or pass --directory)",
                 directory.display(),
-                holds_home(&directory, env.home).unwrap_or("your home folder")
             ),
         ));
     }

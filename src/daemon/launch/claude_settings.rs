@@ -189,15 +189,13 @@ pub fn check_launch(config_dir: &Path, directory: &Path, project: &Path) -> Resu
 /// `env` names of a settings file a session could have written that would send the
 /// token elsewhere or run its tools another way: every routing name of relay's own
 /// environment (`ROUTING`, src/host/env.rs: the API's address, proxies, certificate
-/// authorities), and what wraps or chooses the Bash tool's shell. Claude Code reloads
-/// its settings while it runs, so a routing key there is the person's traffic sent
-/// wherever a session chose (docs/THREAT-MODEL.md#what-a-token-launch-reads).
+/// authorities), and what chooses the Bash tool's shell or what it sources (the prefix
+/// that wraps it is refused in every file, managed ones too, by [`check_files`]).
+/// Claude Code reloads its settings while it runs, so a routing key there is the
+/// person's traffic sent wherever a session chose
+/// (docs/THREAT-MODEL.md#what-a-token-launch-reads).
 pub fn is_routing_name(name: &str) -> bool {
-    crate::host::env::is_routing(name)
-        || matches!(
-            name,
-            "CLAUDE_CODE_SHELL_PREFIX" | "CLAUDE_CODE_SHELL" | "BASH_ENV" | "ENV"
-        )
+    crate::host::env::is_routing(name) || matches!(name, "CLAUDE_CODE_SHELL" | "BASH_ENV" | "ENV")
 }
 
 /// In `own` — the config folder's `settings.json`, the one layer a token launch loads,
