@@ -399,6 +399,11 @@ pub struct Template {
     /// As a project's `allow_home_directory`, for this template's launches.
     #[serde(default, skip_serializing_if = "is_false")]
     pub allow_home_directory: bool,
+    /// Execution-bearing paths this template's sandboxes may write after all: a path
+    /// (`~/…` or absolute) or a name relay takes in every granted folder (`.git/config`)
+    /// (docs/session-host.md#execution-bearing-files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_exceptions: Vec<String>,
 }
 
 impl Template {
@@ -418,6 +423,7 @@ impl Template {
             model: String::new(),
             permission_mode: String::new(),
             allow_home_directory: false,
+            writable_exceptions: vec![],
         }
     }
 }
@@ -528,6 +534,7 @@ const TEMPLATE_KEYS: &[&str] = &[
     "model",
     "permission_mode",
     "allow_home_directory",
+    "writable_exceptions",
 ];
 const SANDBOX_KEYS: &[&str] = &[
     "denied_loopback_ports",
@@ -649,6 +656,18 @@ fn validate(s: &Settings) -> Result<(), String> {
             &t.env_passthrough,
             &format!("terminal template {:?}: env_passthrough", t.id),
         )?;
+        if let Some(x) = t
+            .writable_exceptions
+            .iter()
+            .find(|x| !crate::daemon::launch::exec_files::valid_exception(x))
+        {
+            return Err(format!(
+                "terminal template {:?}: writable_exceptions entry {x:?} is neither a path \
+                 (absolute or ~/…) nor one of {}",
+                t.id,
+                crate::daemon::launch::exec_files::root_names().join(", ")
+            ));
+        }
         if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
             return Err(format!(
                 "terminal template {:?}: permission_mode {:?} is not one word of letters",

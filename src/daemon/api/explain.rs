@@ -114,6 +114,7 @@ pub fn template(
             token_launch: false,
             token_home: None,
             claude_path_env: &claude_path_env,
+            make_missing: crate::daemon::launch::exec_files::Make::Say,
         },
     )
     .map_err(ApiError::sandbox)?;
@@ -124,6 +125,7 @@ pub fn template(
         HostPaths::default()
     };
     let mut e = explain::explain(&planned.spec, backend, &host, &planned.labels);
+    e.notes.extend(planned.notes.iter().cloned());
     // The environment's names as the launch would have them: a `claude-code` terminal
     // gets its config folder, and the token while the setting is set.
     let claude = template.id == CLAUDE_CODE_TEMPLATE;

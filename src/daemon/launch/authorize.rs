@@ -140,6 +140,8 @@ pub struct Decision {
     /// When `argv[0]` is a bare name found nowhere: what to say if the start fails.
     pub unfound: Option<String>,
     pub token: TokenDecision,
+    /// One of `relay doctor`'s own probes.
+    pub relay_probe: bool,
 }
 
 /// The facts the audit row of a refused launch carries, as far as authorization got.
@@ -317,6 +319,7 @@ pub fn authorize(
         claude_path_env,
         unfound,
         token,
+        relay_probe: input.relay_probe,
     })
 }
 

@@ -16,6 +16,7 @@ pub mod authorize;
 pub mod claude_config;
 pub mod claude_home;
 pub mod claude_settings;
+pub mod exec_files;
 pub mod guard;
 pub mod plan;
 pub mod shield;
@@ -504,6 +505,14 @@ fn sandbox_step(
         token_launch,
         token_home,
         claude_path_env: &decision.claude_path_env,
+        // `relay doctor`'s probes run in the project's folder, the home itself for the
+        // first-run project: they make nothing there (what they run comes from folders
+        // every other launch pins).
+        make_missing: if decision.relay_probe {
+            exec_files::Make::Leave
+        } else {
+            exec_files::Make::Make
+        },
     };
     let Planned {
         spec,
@@ -511,6 +520,7 @@ fn sandbox_step(
         writable,
         ports,
         labels,
+        notes,
     } = plan_sandbox(d, settings, &plan).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
     let mut shield_note = None;
     if token_launch {
@@ -535,6 +545,7 @@ fn sandbox_step(
         token_launch,
         decision.kind == SessionKind::Pty,
     ));
+    explained.notes.extend(notes);
     explained.notes.extend(shield_note);
     let explained = Arc::new(explained);
     let (bytes, ext) = match backend {

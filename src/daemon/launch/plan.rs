@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::guard;
+use super::{exec_files, guard};
 use crate::daemon::settings::{Settings, Template};
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{Backend, SessionKind};
@@ -31,6 +31,9 @@ pub(in crate::daemon) struct SandboxPlan<'a> {
     /// A token launch's home of relay's (`claude_home`), read-only inside.
     pub token_home: Option<&'a Path>,
     pub claude_path_env: &'a std::ffi::OsStr,
+    /// What to do with the execution-bearing files bwrap must hold that do not exist
+    /// yet: make them (a launch), leave them (a probe), or say them (`explain`).
+    pub make_missing: exec_files::Make,
 }
 
 /// A launch's sandbox spec (token path denied), what it reaches, the folders some
@@ -41,6 +44,9 @@ pub(in crate::daemon) struct Planned {
     pub writable: Vec<PathBuf>,
     pub ports: Vec<u16>,
     pub labels: Vec<(PathBuf, String)>,
+    /// What the explanation says besides the paths: execution-bearing files reopened or
+    /// left open.
+    pub notes: Vec<String>,
 }
 
 /// Why each path is in a spec, in the order they were added.
@@ -91,6 +97,24 @@ pub(in crate::daemon) fn plan_sandbox(
         &d.home,
     )
     .map_err(|e| e.to_string())?;
+    // What the person's tools run later is read-only wherever a write grant holds it.
+    let exec = exec_files::plan(&exec_files::Input {
+        backend: p.backend,
+        home: &d.home,
+        grants: &spec.grants,
+        temp_dir: p.temp_dir,
+        directory: p.directory,
+        session_writable: &writable,
+        path_env: &std::env::var_os("PATH").unwrap_or_default(),
+        exceptions: &p.template.writable_exceptions,
+        make: p.make_missing,
+    })?;
+    for pin in exec.pins {
+        if !spec.read_only.iter().any(|r| r.canonical == pin.canonical) {
+            spec.read_only.push(pin);
+        }
+    }
+    labels.0.extend(exec.labels);
     let mut reach = reach_of(&spec);
     // relay's own folder is never a session's to write, not even unpinned: `relay`
     // runs from it at the person's next command, which no later refusal covers.
@@ -126,6 +150,7 @@ pub(in crate::daemon) fn plan_sandbox(
         writable,
         ports,
         labels: labels.0,
+        notes: exec.notes,
     })
 }
 

@@ -212,7 +212,8 @@ fn a_session_cannot_replace_the_claude_program_to_steal_the_token() {
     );
     assert_eq!(names(real.parent().unwrap()), ["1.0.0"]);
     assert_eq!(names(link.parent().unwrap()), ["claude"]);
-    assert_eq!(names(&r.home.join(".local")), ["bin", "share"]);
+    // `lib` is relay's, made empty before the launch (Python's user site-packages).
+    assert_eq!(names(&r.home.join(".local")), ["bin", "lib", "share"]);
     assert_eq!(
         names(&r.home)
             .iter()
@@ -790,7 +791,11 @@ fn a_planted_claude_hook_or_mcp_server_never_runs_in_a_token_launch() {
     let Some(claude) = crate::clients::real_claude::claude_code() else {
         return;
     };
-    let mut s = settings(true, &[]);
+    // The planting shell may write `.claude/` and `.mcp.json`: every sandbox keeps them
+    // read-only otherwise (attacks/planted_for_later.rs); here a token launch's Claude
+    // must not run what a session could write there.
+    let planter = json!({"writable_exceptions": [".claude", ".mcp.json"]});
+    let mut s = settings(true, &[("planter", planter)]);
     s["claude_path"] = json!(claude);
     s["terminal_templates"][0]["command"] = json!(claude);
     // No retries: with no network (or a fake token) the turn ends at once.
@@ -814,7 +819,7 @@ fn a_planted_claude_hook_or_mcp_server_never_runs_in_a_token_launch() {
         "mkdir -p .claude && cat >.claude/settings.json <<'EOF'\n{project_settings}\nEOF\n\
          cp .claude/settings.json .claude/settings.local.json && cat >.mcp.json <<'EOF'\n{mcp}\nEOF\n"
     );
-    run_ok(&r, "p1", "shell", &plant);
+    run_ok(&r, "p1", "planter", &plant);
     assert!(r.project.join(".claude/settings.local.json").is_file());
     assert!(r.project.join(".mcp.json").is_file());
 
@@ -910,7 +915,10 @@ fn a_second_hard_link_to_the_claude_program_refuses_token_launches() {
 #[test]
 fn a_program_planted_in_path_never_runs_beside_the_token() {
     let token = fake_token();
-    let mut s = settings(true, &[("home-rw", json!({"read_write": ["~"]}))]);
+    // `~/bin` reopened: every sandbox keeps it read-only otherwise (a folder of the
+    // person's PATH, attacks/planted_for_later.rs); here the token launch's PATH is tested.
+    let home_rw = json!({"read_write": ["~"], "writable_exceptions": ["~/bin"]});
+    let mut s = settings(true, &[("home-rw", home_rw)]);
     // Claude sees the whole home folder, `~/bin` with it.
     s["terminal_templates"][0]["read"] = json!(["~"]);
     // `~/bin` comes after `claude`'s folder (so it is not pinned) and before `/usr`.
@@ -959,7 +967,9 @@ const PLANT_CAT: &str = r#"mkdir "$HOME/bin" && printf '#!/bin/sh\necho ran >>"$
 #[test]
 fn relay_doctor_never_hands_the_token_to_its_canary() {
     let token = fake_token();
-    let mut s = settings(true, &[("home-rw", json!({"read_write": ["~"]}))]);
+    // `~/bin` reopened, as above: the canary's own guard is tested here.
+    let home_rw = json!({"read_write": ["~"], "writable_exceptions": ["~/bin"]});
+    let mut s = settings(true, &[("home-rw", home_rw)]);
     s["terminal_templates"][0]["read"] = json!(["~"]);
     // `~/bin` comes first on relay's PATH and does not exist yet.
     let mut r = start_on_path(s, "~/bin:~/.local/bin:/usr/local/bin:/usr/bin:/bin");
@@ -1050,7 +1060,11 @@ fn relay_doctor_never_runs_the_program_it_inspects() {
     // out of its launches (they could not write their grant otherwise).
     let r = Relay::start(settings(
         false,
-        &[("bin-rw", json!({"read_write": ["~/.local/bin"]}))],
+        // Granted on purpose: relay refuses a grant inside `~/.local/bin` otherwise.
+        &[(
+            "bin-rw",
+            json!({"read_write": ["~/.local/bin"], "writable_exceptions": ["~/.local/bin"]}),
+        )],
     ));
     let marker = r.home.join("doctor-ran-it");
     let plant = format!(

@@ -6,4 +6,5 @@ mod claude_memory;
 mod home_folder;
 mod in_session;
 mod own_programs;
+mod planted_for_later;
 mod token_launch_reads;

@@ -33,6 +33,14 @@ fn relay(claude: &Path, script: &Value, read: &[&str]) -> (Relay, FakeApi, Strin
     s["projects"].as_array_mut().unwrap().push(json!({
         "id": "home", "path": "~", "allowed_templates": ["*"], "allow_home_directory": true
     }));
+    // The planting shell may write the files it plants: every sandbox keeps them
+    // read-only otherwise (attacks/planted_for_later.rs), and what is tested here is
+    // that a token launch reads none of them.
+    for t in s["terminal_templates"].as_array_mut().unwrap() {
+        if t["id"] == "shell" {
+            t["writable_exceptions"] = json!(["~/.gitconfig", "~/.bashrc"]);
+        }
+    }
     r.write_settings(&s);
     r.launch_daemon();
     (r, api, token)

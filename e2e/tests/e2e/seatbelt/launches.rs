@@ -42,8 +42,24 @@ fn launch() -> Launched {
     seatbelt::use_seatbelt(&mut s, &seatbelt::launcher());
     s["terminal_templates"][0]["read_write"] = json!(["~"]);
     std::fs::create_dir_all(r.home.join("scratch")).unwrap();
+    // The project is a repository: its hooks and config are the person's git's.
+    std::fs::create_dir_all(r.project.join(".git/hooks")).unwrap();
+    std::fs::write(r.project.join(".git/config"), "[core]\n").unwrap();
     // `claude` is `~/.local/bin/claude`, in a folder the template writes: pinned.
     r.seatbelt_pins = vec![r.home.join(".local/bin")];
+    // And what the person's tools run later, present or not (issue 22).
+    r.seatbelt_pins.extend(
+        [
+            ".bashrc",
+            ".profile",
+            ".ssh",
+            ".config/autostart",
+            "Library/LaunchAgents",
+        ]
+        .map(|n| r.home.join(n)),
+    );
+    r.seatbelt_pins
+        .extend([".git/config", ".git/hooks", ".vscode"].map(|n| r.project.join(n)));
     r.write_settings(&s);
     r.launch_daemon();
 
@@ -209,6 +225,51 @@ fn seatbelt_session_cannot_write_rename_or_link_the_pinned_claude_program() {
         checks.push(Check::denied(op, path(l.r.home.join(".local"))));
     }
     assert_checks_hold(&l, &checks);
+    end(l);
+}
+
+#[test]
+fn seatbelt_session_cannot_create_or_change_the_persons_start_up_files_git_hooks_or_ssh_config() {
+    // Issue 22's plants for the person's own tools, on Seatbelt: `~` is read-write, and
+    // what bash, ssh, git and the desktop run later stays read-only there, whether it
+    // exists (`.git/config`) or not yet (`~/.bashrc`, `~/.ssh`), with nothing made.
+    let l = launch();
+    let home = &l.r.home;
+    assert!(!home.join(".bashrc").exists() && !home.join(".ssh").exists());
+    let mut checks = Vec::new();
+    for file in [
+        home.join(".bashrc"),
+        home.join(".profile"),
+        l.r.project.join(".git/config"),
+    ] {
+        for op in ["file-write-data", "file-write-unlink", "file-link"] {
+            checks.push(Check::denied(op, path(&file)));
+        }
+    }
+    // Folders not there yet cannot be made; the hooks folder takes no new hook.
+    for folder in [
+        home.join(".ssh"),
+        home.join(".config/autostart"),
+        home.join("Library/LaunchAgents"),
+        l.r.project.join(".vscode"),
+    ] {
+        assert!(!folder.exists());
+        for op in ["file-write-data", "file-link"] {
+            checks.push(Check::denied(op, path(&folder)));
+        }
+    }
+    checks.push(Check::denied(
+        "file-write-create",
+        path(l.r.project.join(".git/hooks")),
+    ));
+    // The repository's folder stays where git looks for it.
+    for op in ["rename", "file-write-unlink"] {
+        checks.push(Check::denied(op, path(l.r.project.join(".git"))));
+    }
+    // Ordinary work in the home and the project goes on.
+    checks.push(Check::allowed("file-write-create", path(&l.r.project)));
+    assert_checks_hold(&l, &checks);
+    assert!(!home.join(".bashrc").exists(), "Seatbelt makes nothing");
     end(l);
 }
 

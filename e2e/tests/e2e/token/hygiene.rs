@@ -22,6 +22,19 @@ const REFUSED: &str = Code::SandboxUnavailable.as_str();
 /// session's shell so the command line that planted it never holds it.
 const RANDOM_VALUE: &str = "sk-ant-api03-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')";
 
+/// Settings whose `shell` template may write a project's `.claude/`: every sandbox keeps
+/// it read-only otherwise (attacks/planted_for_later.rs), and what these tests show is
+/// that a token launch refuses what a session could have written there.
+fn claude_folder_writable() -> Value {
+    let mut s = base_settings(Some(TOKEN_SETTING));
+    for t in s["terminal_templates"].as_array_mut().unwrap() {
+        if t["id"] == "shell" {
+            t["writable_exceptions"] = json!([".claude"]);
+        }
+    }
+    s
+}
+
 fn start_session(r: &Relay) -> (u16, Value, Vec<u8>) {
     r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})))
 }
@@ -82,7 +95,7 @@ fn assert_value_nowhere(r: &Relay, value: &str, holders: &[&Path], answers: &[&[
 
 #[test]
 fn an_api_key_helper_planted_in_the_projects_settings_refuses_the_token_launch() {
-    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let r = Relay::start(claude_folder_writable());
     let token_path = r.write_token(&fake_token());
     // A token-less session plants a helper that would sign the next Claude in, as
     // whatever its program prints.
@@ -111,7 +124,7 @@ fn an_api_key_helper_planted_in_the_projects_settings_refuses_the_token_launch()
 
 #[test]
 fn an_api_key_in_the_projects_local_settings_env_refuses_the_token_launch() {
-    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let r = Relay::start(claude_folder_writable());
     let token_path = r.write_token(&fake_token());
     in_a_shell(
         &r,

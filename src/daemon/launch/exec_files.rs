@@ -1,0 +1,1119 @@
+//! Execution-bearing files: what the person's own tools run, or read as code, the next
+//! time they start — outside every sandbox — and what a later launch reads the same way.
+//! Each is read-only in every sandbox wherever one of its read-write grants would cover
+//! it (docs/session-host.md#execution-bearing-files). [`LIST`] is the one list.
+//!
+//! A file that does not exist yet must not be creatable either. Seatbelt denies writes to
+//! a path whether or not it exists. bubblewrap can only hold read-only what exists (a
+//! bind needs a mount point, made on the person's disk), so before a bwrap launch relay
+//! makes each missing one itself, as its reader takes no file at all: an empty folder, an
+//! empty start-up file, `{}`, or for `~/.bash_profile` two lines doing what bash does
+//! without it. Where an empty file would change what its reader does or litter a
+//! repository, the entry says why a new one runs nothing ([`Missing::Left`]).
+//!
+//! A template's `writable_exceptions` reopens an entry; `relay sandbox explain` names
+//! each reopened path and each one left open.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::Mode;
+
+use crate::protocol::Backend;
+use crate::sandbox::resolve::expand_home;
+use crate::sandbox::{self, Access, PathKind, ResolvedPath};
+
+/// Where an entry's name is taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    /// The person's home folder.
+    Home,
+    /// Every folder a read-write grant holds, from the grant down to the session's
+    /// directory: a project, the repository it is in. The `.git` names also in each
+    /// repository directly inside a grant (`~/src/*`).
+    Root,
+    /// An absolute path: a folder of relay's `PATH` outside the home.
+    Path,
+}
+
+/// What is pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Dir,
+    File,
+    /// Only when it is a file: a `.git` file names the repository's folder elsewhere.
+    IfFile,
+}
+
+/// What a bwrap launch does when the entry does not exist yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Made empty first (folders 0700, files 0600): its reader takes an empty one as
+    /// none.
+    Empty,
+    /// Made with this text first (0600).
+    Text(&'static str),
+    /// `~/.bash_profile`: made with the lines that do what bash does without one.
+    BashProfile,
+    /// Made only where its folder exists (`.git/hooks` in a repository).
+    InParent,
+    /// Not made: why a new one runs nothing, or what is left open.
+    Left(&'static str),
+}
+
+/// One execution-bearing name.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub base: Base,
+    /// Relative to the base, `/`-separated.
+    pub name: &'static str,
+    pub shape: Shape,
+    /// Who runs it or reads it as code.
+    pub reader: &'static str,
+    pub missing: Missing,
+    /// A macOS name: pinned for Seatbelt launches only.
+    pub macos: bool,
+}
+
+const fn home(name: &'static str, shape: Shape, reader: &'static str, missing: Missing) -> Entry {
+    Entry {
+        base: Base::Home,
+        name,
+        shape,
+        reader,
+        missing,
+        macos: false,
+    }
+}
+
+const fn root(name: &'static str, shape: Shape, reader: &'static str, missing: Missing) -> Entry {
+    Entry {
+        base: Base::Root,
+        name,
+        shape,
+        reader,
+        missing,
+        macos: false,
+    }
+}
+
+const fn mac(name: &'static str, reader: &'static str) -> Entry {
+    Entry {
+        base: Base::Home,
+        name,
+        shape: Shape::Dir,
+        reader,
+        missing: Missing::Empty,
+        macos: true,
+    }
+}
+
+use Missing::{Empty, InParent, Left};
+use Shape::{Dir, File, IfFile};
+
+const BASH_LOGIN_LEFT: &str =
+    "bash reads it only when ~/.bash_profile is missing, and relay makes that one first";
+const GITMODULES_LEFT: &str =
+    "git runs no command a .gitmodules names (`update = !command` counts \
+     only in .git/config, which is pinned), and a new one shows in git status";
+const ENVRC_LEFT: &str = "direnv runs a new or changed .envrc only once you allow it \
+     (`direnv allow`), and its allow list and whitelist are pinned";
+const MCP_LEFT: &str = "Claude Code asks before it starts a server a new .mcp.json names, and \
+     keeps your answer in ~/.claude.json or .claude/, both pinned";
+const NPMRC_LEFT: &str = "left open under bwrap: an empty one made in your project would show \
+     in git status; read a new .npmrc before you run npm there";
+const NO_REPOSITORY: &str = "no repository here: a session that makes one (git init) writes \
+     its hooks and config itself; read them before you run git there";
+
+/// The list: every execution-bearing name relay keeps read-only.
+pub const LIST: &[Entry] = &[
+    // Shells, at start and exit.
+    home(".bashrc", File, "bash, at every interactive shell", Empty),
+    home(
+        ".bash_profile",
+        File,
+        "bash, at every login shell",
+        Missing::BashProfile,
+    ),
+    home(
+        ".bash_login",
+        File,
+        "bash, at a login shell",
+        Left(BASH_LOGIN_LEFT),
+    ),
+    home(".profile", File, "sh and bash, at a login shell", Empty),
+    home(".bash_logout", File, "bash, as a login shell exits", Empty),
+    home(".zshenv", File, "zsh, at every start", Empty),
+    home(".zprofile", File, "zsh, at a login shell", Empty),
+    home(".zshrc", File, "zsh, at every interactive shell", Empty),
+    home(".zlogin", File, "zsh, at a login shell", Empty),
+    home(".zlogout", File, "zsh, as a login shell exits", Empty),
+    home(".config/fish", Dir, "fish, at every start", Empty),
+    // What runs by name from your PATH (relay's own PATH adds its folders in the home).
+    home("bin", Dir, "your shell, by name (PATH)", Empty),
+    home(".local/bin", Dir, "your shell, by name (PATH)", Empty),
+    // git, at every command: filters, fsmonitor, hooksPath, aliases, pager, editor.
+    home(".gitconfig", File, "git, at every command", Empty),
+    home(
+        ".config/git",
+        Dir,
+        "git, at every command (config, attributes)",
+        Empty,
+    ),
+    // ssh: ProxyCommand, LocalCommand, rc, authorized_keys.
+    home(".ssh", Dir, "ssh, at every connection", Empty),
+    // The desktop and the service managers, at login.
+    home(".config/autostart", Dir, "the desktop, at login", Empty),
+    home(".xprofile", File, "the display manager, at login", Empty),
+    home(".xsessionrc", File, "the X session, at login", Empty),
+    home(
+        ".config/environment.d",
+        Dir,
+        "systemd, your login's environment",
+        Empty,
+    ),
+    home(
+        ".config/systemd/user",
+        Dir,
+        "systemd, your user services",
+        Empty,
+    ),
+    mac("Library/LaunchAgents", "launchd, at login"),
+    // Python's user site-packages: a .pth file runs at every start.
+    home(
+        ".local/lib",
+        Dir,
+        "Python, at every start (user site-packages)",
+        Empty,
+    ),
+    mac(
+        "Library/Python",
+        "Python, at every start (user site-packages)",
+    ),
+    home(
+        ".npmrc",
+        File,
+        "npm, at every command (script-shell, node-options)",
+        Empty,
+    ),
+    home(
+        ".config/direnv",
+        Dir,
+        "direnv (direnvrc, its whitelist)",
+        Empty,
+    ),
+    home(
+        ".local/share/direnv",
+        Dir,
+        "direnv (which .envrc it runs)",
+        Empty,
+    ),
+    // Claude Code outside relay: settings with hooks, commands, agents, MCP servers.
+    home(".claude", Dir, "Claude Code, started outside relay", Empty),
+    home(
+        ".claude.json",
+        File,
+        "Claude Code, started outside relay (MCP servers)",
+        Missing::Text("{}\n"),
+    ),
+    // In each folder a read-write grant holds.
+    root(
+        ".git",
+        IfFile,
+        "git (a .git file names the repository's folder)",
+        Left(NO_REPOSITORY),
+    ),
+    root(
+        ".git/hooks",
+        Dir,
+        "git, at commit, checkout, merge and push",
+        InParent,
+    ),
+    root(
+        ".git/config",
+        File,
+        "git, at every command in the repository",
+        InParent,
+    ),
+    root(".gitmodules", File, "git submodule", Left(GITMODULES_LEFT)),
+    root(
+        ".envrc",
+        File,
+        "direnv, when you cd there",
+        Left(ENVRC_LEFT),
+    ),
+    root(
+        ".vscode",
+        Dir,
+        "VS Code (tasks run on opening the folder)",
+        Empty,
+    ),
+    root(
+        ".idea",
+        Dir,
+        "JetBrains IDEs (run configurations, start-up tasks)",
+        Empty,
+    ),
+    root(
+        ".claude",
+        Dir,
+        "Claude Code (settings with hooks, commands, agents)",
+        Empty,
+    ),
+    root(
+        ".mcp.json",
+        File,
+        "Claude Code (a project's MCP servers)",
+        Left(MCP_LEFT),
+    ),
+    root(".npmrc", File, "npm, in that folder", Left(NPMRC_LEFT)),
+];
+
+/// What `~/.bash_profile` is made with where it is missing: bash reads the first of
+/// `.bash_profile`, `.bash_login`, `.profile`, so these lines read on as it would.
+fn bash_profile_text(home: &Path) -> &'static str {
+    if home.join(".bash_login").exists() {
+        "# Made by relay (docs/session-host.md#execution-bearing-files): what bash does without\n\
+         # this file. Edit it as your own.\n\
+         [ -f ~/.bash_login ] && . ~/.bash_login\n"
+    } else {
+        "# Made by relay (docs/session-host.md#execution-bearing-files): what bash does without\n\
+         # this file. Edit it as your own.\n\
+         [ -f ~/.profile ] && . ~/.profile\n"
+    }
+}
+
+/// Whether a `writable_exceptions` entry is one relay understands: a path (absolute or
+/// `~/…`) or the name of a [`Base::Root`] entry.
+pub fn valid_exception(entry: &str) -> bool {
+    entry.starts_with('/')
+        || entry == "~"
+        || entry.starts_with("~/")
+        || LIST.iter().any(|e| e.base == Base::Root && e.name == entry)
+}
+
+/// The names a relative `writable_exceptions` entry may take.
+pub fn root_names() -> Vec<&'static str> {
+    LIST.iter()
+        .filter(|e| e.base == Base::Root)
+        .map(|e| e.name)
+        .collect()
+}
+
+/// What one launch needs to decide its execution-bearing pins.
+pub struct Input<'a> {
+    pub backend: Backend,
+    pub home: &'a Path,
+    /// The spec's grants, resolved.
+    pub grants: &'a [sandbox::Grant],
+    /// The session's own temp folder: relay's, made and removed with it.
+    pub temp_dir: &'a Path,
+    /// The session's directory, canonical.
+    pub directory: &'a Path,
+    /// Folders some sandboxed session can write.
+    pub session_writable: &'a [PathBuf],
+    /// relay's own `PATH`: its folders in the home are your tools by name.
+    pub path_env: &'a std::ffi::OsStr,
+    pub exceptions: &'a [String],
+    pub make: Make,
+}
+
+/// What a bwrap launch does with a missing name it needs made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Make {
+    /// Make it, then pin it (a launch).
+    Make,
+    /// Leave it missing, unrendered (`relay doctor`'s probes, which make nothing).
+    Leave,
+    /// Say it as a launch would have it, made (`relay sandbox explain`: never rendered).
+    Say,
+}
+
+/// The pins, why each is there, and what `relay sandbox explain` says about the rest.
+#[derive(Debug, Default)]
+pub struct Pins {
+    pub pins: Vec<ResolvedPath>,
+    pub labels: Vec<(PathBuf, String)>,
+    pub notes: Vec<String>,
+}
+
+/// One candidate: a path of the list under one base folder.
+struct Candidate {
+    entry: Entry,
+    /// The entry's name (a `PATH` folder's is its own).
+    name: String,
+    /// In the canonical base folder.
+    path: PathBuf,
+    /// As written, in the home as given.
+    written: PathBuf,
+    /// The read-write grant that holds it.
+    holder: PathBuf,
+}
+
+/// The execution-bearing pins of one launch. Errors are `sandbox_unavailable` messages.
+pub fn plan(input: &Input) -> Result<Pins, String> {
+    // relay's own temp folder is made and removed with the session: nothing in it runs
+    // later.
+    let holders: Vec<&Path> = input
+        .grants
+        .iter()
+        .filter(|g| g.access == Access::ReadWrite && g.path.kind == PathKind::Dir)
+        .filter(|g| {
+            !g.path.written.starts_with(input.temp_dir)
+                && !g.path.canonical.starts_with(input.temp_dir)
+        })
+        .map(|g| g.path.canonical.as_path())
+        .collect();
+    let mut out = Pins::default();
+    if holders.is_empty() {
+        return Ok(out);
+    }
+    inside_a_listed_folder(input, &holders)?;
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for cand in candidates(input, &holders) {
+        if seen.contains(&cand.path) {
+            continue;
+        }
+        seen.push(cand.path.clone());
+        if let Some(exception) = reopened(&cand, input) {
+            out.notes.push(format!(
+                "reopened by writable_exceptions ({exception}): {} — {}",
+                cand.written.display(),
+                cand.entry.reader
+            ));
+            continue;
+        }
+        pin_one(input, &cand, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// A write grant inside one of the home's listed folders (a session started in
+/// `~/.ssh` or `~/.local/bin`, a template granting `~/.config/git`) would make it
+/// writable whole: refused unless `writable_exceptions` reopens that folder.
+fn inside_a_listed_folder(input: &Input, holders: &[&Path]) -> Result<(), String> {
+    let home = std::fs::canonicalize(input.home).unwrap_or_else(|_| input.home.to_path_buf());
+    let seatbelt = input.backend == Backend::Seatbelt;
+    let folders = LIST
+        .iter()
+        .filter(|e| e.base == Base::Home && e.shape == Shape::Dir && (seatbelt || !e.macos))
+        .map(|e| (*e, e.name.to_string()))
+        .chain(
+            path_entries(input.home, input.path_env)
+                .into_iter()
+                .filter(|(e, _)| e.base == Base::Home),
+        );
+    for (entry, name) in folders {
+        let path = home.join(&name);
+        let Some(grant) = holders.iter().find(|h| h.starts_with(&path)) else {
+            continue;
+        };
+        let cand = Candidate {
+            entry,
+            written: input.home.join(&name),
+            name,
+            path,
+            holder: grant.to_path_buf(),
+        };
+        if reopened(&cand, input).is_some() {
+            continue;
+        }
+        return Err(format!(
+            "{} is write-granted, and it lies in {} ({}), which relay keeps read-only in \
+             every sandbox: start the session in another folder, or name {} in the \
+             template's writable_exceptions to grant it on purpose \
+             (docs/session-host.md#execution-bearing-files)",
+            grant.display(),
+            cand.written.display(),
+            entry.reader,
+            tilde(&cand.name)
+        ));
+    }
+    Ok(())
+}
+
+fn tilde(name: &str) -> String {
+    format!("~/{name}")
+}
+
+/// Every path of the list (and of relay's `PATH` in the home) that lies under one of
+/// `holders`, home entries first.
+fn candidates(input: &Input, holders: &[&Path]) -> Vec<Candidate> {
+    let seatbelt = input.backend == Backend::Seatbelt;
+    // Grants are canonical: so is the home the names are taken in.
+    let home = std::fs::canonicalize(input.home).unwrap_or_else(|_| input.home.to_path_buf());
+    let named = LIST
+        .iter()
+        .filter(|e| seatbelt || !e.macos)
+        .map(|e| (*e, e.name.to_string()))
+        .chain(path_entries(input.home, input.path_env));
+    let roots = roots(input, holders);
+    let repositories = repositories_in(holders);
+    let mut out = Vec::new();
+    for (entry, name) in named {
+        let bases: Vec<(PathBuf, PathBuf)> = match entry.base {
+            Base::Home => vec![(home.clone(), input.home.to_path_buf())],
+            Base::Root if name.starts_with(".git") => roots
+                .iter()
+                .chain(&repositories)
+                .map(|r| (r.clone(), r.clone()))
+                .collect(),
+            Base::Root => roots.iter().map(|r| (r.clone(), r.clone())).collect(),
+            // The name is the path.
+            Base::Path => vec![(PathBuf::new(), PathBuf::new())],
+        };
+        for (base, written) in bases {
+            let path = base.join(&name);
+            // The holder is the deepest grant that holds the path, below it.
+            if let Some(holder) = holders
+                .iter()
+                .filter(|h| path.starts_with(h) && path != **h)
+                .max_by_key(|h| h.components().count())
+            {
+                out.push(Candidate {
+                    entry,
+                    written: written.join(&name),
+                    name: name.clone(),
+                    path,
+                    holder: holder.to_path_buf(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// At most this many entries of a grant are looked at for repositories inside it.
+const REPOSITORY_SCAN: usize = 4096;
+
+/// The repositories directly inside each grant (a `.git` in a child folder), whose
+/// hooks and config the person's git runs when they work there.
+fn repositories_in(holders: &[&Path]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for h in holders {
+        let Ok(entries) = std::fs::read_dir(h) else {
+            continue;
+        };
+        for entry in entries.take(REPOSITORY_SCAN).flatten() {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let path = entry.path();
+            if is_dir
+                && std::fs::symlink_metadata(path.join(".git")).is_ok()
+                && !out.contains(&path)
+            {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// The folders whose names a [`Base::Root`] entry is taken in: each read-write grant,
+/// and each folder from a grant down to the session's directory.
+fn roots(input: &Input, holders: &[&Path]) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    let mut add = |p: &Path| {
+        if !roots.iter().any(|r| r == p) {
+            roots.push(p.to_path_buf());
+        }
+    };
+    for h in holders {
+        add(h);
+    }
+    for h in holders {
+        if input.directory.starts_with(h) {
+            for a in input.directory.ancestors() {
+                if !a.starts_with(h) {
+                    break;
+                }
+                add(a);
+            }
+        }
+    }
+    roots
+}
+
+/// relay's `PATH` folders that the list does not name already: those below the home by
+/// their name in it, the others (absolute, as they resolve) by their path.
+fn path_entries(home: &Path, path_env: &std::ffi::OsStr) -> Vec<(Entry, String)> {
+    let mut out: Vec<(Entry, String)> = Vec::new();
+    for dir in std::env::split_paths(path_env) {
+        let dir = expand_home(&dir.to_string_lossy(), home);
+        if !dir.is_absolute()
+            || dir
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_) | Component::RootDir))
+        {
+            continue;
+        }
+        let (entry, name) = match dir.strip_prefix(home) {
+            Ok(rel) => (PATH_FOLDER, rel.to_string_lossy().into_owned()),
+            Err(_) => {
+                let real = std::fs::canonicalize(&dir).unwrap_or(dir);
+                (PATH_FOLDER_OUTSIDE, real.to_string_lossy().into_owned())
+            }
+        };
+        // The home itself on `PATH` is not a folder of programs to hold read-only.
+        if name.is_empty()
+            || LIST.iter().any(|e| e.base == Base::Home && e.name == name)
+            || out.iter().any(|(_, n)| *n == name)
+        {
+            continue;
+        }
+        out.push((entry, name));
+    }
+    out
+}
+
+/// A folder of relay's `PATH` in the home (its name is the candidate's own).
+const PATH_FOLDER: Entry = home("", Dir, "your shell, by name (PATH)", Empty);
+/// One outside it: pinned where a grant holds it, never made.
+const PATH_FOLDER_OUTSIDE: Entry = Entry {
+    base: Base::Path,
+    name: "",
+    shape: Dir,
+    reader: "your shell, by name (PATH)",
+    missing: Left("a missing PATH folder outside your home is not made"),
+    macos: false,
+};
+
+/// The `writable_exceptions` entry that reopens a candidate, if any.
+fn reopened<'e>(cand: &Candidate, input: &'e Input) -> Option<&'e str> {
+    input
+        .exceptions
+        .iter()
+        .find(|x| {
+            if x.starts_with('/') || x.starts_with('~') {
+                let at = expand_home(x, input.home);
+                cand.written.starts_with(&at) || cand.path.starts_with(&at)
+            } else {
+                cand.entry.base == Base::Root
+                    && (cand.name == x.as_str()
+                        || cand
+                            .name
+                            .strip_prefix(x.as_str())
+                            .is_some_and(|rest| rest.starts_with('/')))
+            }
+        })
+        .map(String::as_str)
+}
+
+/// Resolves one candidate and pins it, making it first where bwrap needs it made.
+fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String> {
+    let text = cand
+        .path
+        .to_str()
+        .ok_or_else(|| format!("{}: not valid UTF-8", cand.path.display()))?;
+    let (resolved, link_dirs) =
+        sandbox::resolve::resolve_in(text, input.home, sandbox::Role::Read, &[])
+            .map_err(|e| e.to_string())?;
+    if let Some(dir) = link_dirs
+        .iter()
+        .find(|d| input.session_writable.iter().any(|w| d.starts_with(w)))
+    {
+        return Err(format!(
+            "{} ({}) is reached through a symlink in {}, which a sandboxed session can write, \
+             so it could point it at a file of its own; replace the link with the real file \
+             or folder, grant a narrower folder, or name it in the template's \
+             writable_exceptions (docs/session-host.md#execution-bearing-files)",
+            cand.path.display(),
+            cand.entry.reader,
+            dir.display()
+        ));
+    }
+    let why = format!(
+        "{} runs it or reads it as code: read-only in every sandbox",
+        cand.entry.reader
+    );
+    match (resolved.kind, cand.entry.shape) {
+        (PathKind::Dir, Shape::IfFile) => return Ok(()),
+        (PathKind::Missing, Shape::IfFile) => return Ok(()),
+        (PathKind::Dir | PathKind::File, _) => {
+            out.labels.push((resolved.canonical.clone(), why));
+            out.pins.push(resolved);
+            return Ok(());
+        }
+        (PathKind::Missing, _) => {}
+    }
+    // Missing. `.git/hooks` and `.git/config` only in a repository: pinned where there
+    // is none, they would keep `git init` from making one.
+    if cand.entry.missing == Missing::InParent {
+        let parent_is_dir = cand
+            .path
+            .parent()
+            .is_some_and(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir()));
+        if !parent_is_dir {
+            return Ok(());
+        }
+    }
+    // Seatbelt holds a path that does not exist as well as one that does.
+    if input.backend == Backend::Seatbelt {
+        out.labels.push((resolved.canonical.clone(), why));
+        out.pins.push(resolved);
+        return Ok(());
+    }
+    let text = match cand.entry.missing {
+        Missing::Left(reason) => {
+            out.notes.push(format!(
+                "not held, as it does not exist: {} ({}): {reason}",
+                cand.path.display(),
+                cand.entry.reader
+            ));
+            return Ok(());
+        }
+        Missing::InParent | Missing::Empty => "",
+        Missing::Text(text) => text,
+        Missing::BashProfile => bash_profile_text(input.home),
+    };
+    let made = "made by relay before each bwrap launch, as bwrap can hold only what exists";
+    match input.make {
+        Make::Make => {}
+        Make::Leave => {
+            out.labels.push((resolved.canonical.clone(), why));
+            out.pins.push(resolved);
+            return Ok(());
+        }
+        Make::Say => {
+            let kind = match cand.entry.shape {
+                Shape::Dir => PathKind::Dir,
+                Shape::File | Shape::IfFile => PathKind::File,
+            };
+            out.labels
+                .push((resolved.canonical.clone(), format!("{why} ({made})")));
+            out.pins.push(ResolvedPath { kind, ..resolved });
+            return Ok(());
+        }
+    }
+    let rel = resolved
+        .canonical
+        .strip_prefix(&cand.holder)
+        .map_err(|_| format!("{}: outside {}", cand.path.display(), cand.holder.display()))?;
+    let dir = cand.entry.shape == Shape::Dir;
+    make(&cand.holder, rel, dir, text).map_err(|e| {
+        format!(
+            "{} ({}) does not exist, and relay could not make it to hold it read-only: {e}",
+            cand.path.display(),
+            cand.entry.reader
+        )
+    })?;
+    let (resolved, _) =
+        sandbox::resolve::resolve_in(text_of(&cand.path)?, input.home, sandbox::Role::Read, &[])
+            .map_err(|e| e.to_string())?;
+    if resolved.kind == PathKind::Missing {
+        return Err(format!("{}: made, then gone", cand.path.display()));
+    }
+    out.labels
+        .push((resolved.canonical.clone(), format!("{why} ({made})")));
+    out.pins.push(resolved);
+    Ok(())
+}
+
+fn text_of(p: &Path) -> Result<&str, String> {
+    p.to_str()
+        .ok_or_else(|| format!("{}: not valid UTF-8", p.display()))
+}
+
+/// Makes `rel` below `holder`, one component at a time, following no link: folders 0700,
+/// the file (if not a folder) 0600 with `text`. What exists already is kept.
+fn make(holder: &Path, rel: &Path, dir: bool, text: &str) -> std::io::Result<()> {
+    let open_dir = |at: Option<i32>, name: &Path| -> std::io::Result<OwnedFd> {
+        let fd = openat(
+            at,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Safety: `fd` was just returned by openat(2) and is owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let mut at = open_dir(None, holder)?;
+    let parts: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(std::io::Error::other("not a plain relative path")),
+        })
+        .collect::<Result<_, _>>()?;
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        if last && !dir {
+            let fd = match openat(
+                Some(at.as_raw_fd()),
+                *part,
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => fd,
+                // Made meanwhile: it is pinned as it is.
+                Err(nix::errno::Errno::EEXIST) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            // Safety: as above.
+            let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+            file.write_all(text.as_bytes())?;
+            return Ok(());
+        }
+        match nix::sys::stat::mkdirat(Some(at.as_raw_fd()), *part, Mode::from_bits_truncate(0o700))
+        {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        at = open_dir(Some(at.as_raw_fd()), Path::new(part))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::Grant;
+
+    fn rw(path: &Path) -> Grant {
+        Grant {
+            path: ResolvedPath::fixed(path, path, PathKind::Dir),
+            access: Access::ReadWrite,
+        }
+    }
+
+    struct Case {
+        _dir: tempfile::TempDir,
+        home: PathBuf,
+        project: PathBuf,
+        tmp: PathBuf,
+    }
+
+    fn case() -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let home = base.join("home");
+        let project = home.join("proj");
+        let tmp = base.join("tmp");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
+        Case {
+            _dir: dir,
+            home,
+            project,
+            tmp,
+        }
+    }
+
+    fn run(
+        c: &Case,
+        grants: &[Grant],
+        backend: Backend,
+        make: bool,
+        exceptions: &[&str],
+    ) -> Result<Pins, String> {
+        let exceptions: Vec<String> = exceptions.iter().map(|s| s.to_string()).collect();
+        plan(&Input {
+            backend,
+            home: &c.home,
+            grants,
+            temp_dir: &c.tmp,
+            directory: &c.project,
+            session_writable: &grants
+                .iter()
+                .map(|g| g.path.canonical.clone())
+                .collect::<Vec<_>>(),
+            path_env: std::ffi::OsStr::new("/usr/bin:/bin"),
+            exceptions: &exceptions,
+            make: if make { Make::Make } else { Make::Say },
+        })
+    }
+
+    fn pinned(p: &Pins) -> Vec<PathBuf> {
+        p.pins.iter().map(|r| r.canonical.clone()).collect()
+    }
+
+    #[test]
+    fn the_list_has_each_name_once_per_base_and_only_relative_names() {
+        for (i, a) in LIST.iter().enumerate() {
+            assert!(
+                !a.name.starts_with('/') && !a.name.ends_with('/'),
+                "{}",
+                a.name
+            );
+            assert!(
+                !LIST[..i]
+                    .iter()
+                    .any(|b| b.base == a.base && b.name == a.name),
+                "{} twice",
+                a.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_project_grant_pins_its_repository_and_makes_its_missing_hooks_folder() {
+        let c = case();
+        std::fs::create_dir_all(c.project.join(".git")).unwrap();
+        std::fs::write(c.project.join(".git/config"), "[core]\n").unwrap();
+        let grants = [rw(&c.project), rw(&c.tmp)];
+        let p = run(&c, &grants, Backend::Bwrap, true, &[]).unwrap();
+        let pins = pinned(&p);
+        assert!(pins.contains(&c.project.join(".git/config")), "{pins:?}");
+        assert!(pins.contains(&c.project.join(".git/hooks")), "{pins:?}");
+        assert!(c.project.join(".git/hooks").is_dir(), "the placeholder");
+        // The home is not granted: none of its names is pinned, nothing is made there.
+        assert!(!pins
+            .iter()
+            .any(|p| p.starts_with(&c.home) && !p.starts_with(&c.project)));
+        assert!(!c.home.join(".bashrc").exists());
+        // Nothing is pinned in relay's own temp folder.
+        assert!(!pins.iter().any(|p| p.starts_with(&c.tmp)));
+        // Left ones are said, not made.
+        assert!(!c.project.join(".envrc").exists());
+        assert!(
+            p.notes.iter().any(|n| n.contains(".envrc")),
+            "{:?}",
+            p.notes
+        );
+        // .vscode, .idea, .claude are made empty.
+        for d in [".vscode", ".idea", ".claude"] {
+            assert!(c.project.join(d).is_dir(), "{d}");
+            assert_eq!(std::fs::read_dir(c.project.join(d)).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn without_a_repository_no_git_folder_is_made() {
+        let c = case();
+        let grants = [rw(&c.project)];
+        let p = run(&c, &grants, Backend::Bwrap, true, &[]).unwrap();
+        assert!(!c.project.join(".git").exists());
+        assert!(!pinned(&p)
+            .iter()
+            .any(|p| p.starts_with(c.project.join(".git"))));
+    }
+
+    #[test]
+    fn a_home_grant_makes_the_missing_start_up_files_as_their_readers_take_none() {
+        let c = case();
+        std::fs::write(c.home.join(".profile"), "PATH=$HOME/bin:$PATH\n").unwrap();
+        let grants = [rw(&c.home)];
+        let p = run(&c, &grants, Backend::Bwrap, true, &[]).unwrap();
+        let pins = pinned(&p);
+        for name in [
+            ".bashrc",
+            ".profile",
+            ".zshrc",
+            ".gitconfig",
+            ".ssh",
+            ".config/git",
+            ".local/bin",
+            ".bash_profile",
+            ".claude.json",
+        ] {
+            assert!(pins.contains(&c.home.join(name)), "{name}: {pins:?}");
+        }
+        assert_eq!(std::fs::read(c.home.join(".bashrc")).unwrap(), b"");
+        assert_eq!(
+            std::fs::read_to_string(c.home.join(".profile")).unwrap(),
+            "PATH=$HOME/bin:$PATH\n",
+            "what exists is kept"
+        );
+        let profile = std::fs::read_to_string(c.home.join(".bash_profile")).unwrap();
+        assert!(profile.contains(". ~/.profile"), "{profile}");
+        assert_eq!(std::fs::read(c.home.join(".claude.json")).unwrap(), b"{}\n");
+        // bash never reads .bash_login now: it is left, and said.
+        assert!(!c.home.join(".bash_login").exists());
+        // macOS names are not made for bwrap.
+        assert!(!c.home.join("Library").exists());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(c.home.join(".ssh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn bash_profile_follows_an_existing_bash_login() {
+        let c = case();
+        std::fs::write(c.home.join(".bash_login"), "echo mine\n").unwrap();
+        run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap();
+        let profile = std::fs::read_to_string(c.home.join(".bash_profile")).unwrap();
+        assert!(profile.contains(". ~/.bash_login"), "{profile}");
+        assert!(!profile.contains(".profile"), "{profile}");
+    }
+
+    #[test]
+    fn seatbelt_pins_what_is_missing_and_makes_nothing() {
+        let c = case();
+        let p = run(&c, &[rw(&c.home)], Backend::Seatbelt, true, &[]).unwrap();
+        let pins = pinned(&p);
+        assert!(pins.contains(&c.home.join(".bashrc")), "{pins:?}");
+        assert!(
+            pins.contains(&c.home.join("Library/LaunchAgents")),
+            "{pins:?}"
+        );
+        assert!(pins.contains(&c.project.join(".envrc")), "{pins:?}");
+        assert!(!c.home.join(".bashrc").exists());
+        assert_eq!(std::fs::read_dir(&c.home).unwrap().count(), 1, "only proj");
+    }
+
+    #[test]
+    fn explaining_makes_nothing() {
+        let c = case();
+        let p = run(&c, &[rw(&c.home)], Backend::Bwrap, false, &[]).unwrap();
+        assert!(pinned(&p).contains(&c.home.join(".bashrc")));
+        assert_eq!(std::fs::read_dir(&c.home).unwrap().count(), 1, "only proj");
+    }
+
+    #[test]
+    fn writable_exceptions_reopen_a_name_everywhere_or_one_path() {
+        let c = case();
+        std::fs::create_dir_all(c.project.join(".git/hooks")).unwrap();
+        std::fs::write(c.project.join(".git/config"), "").unwrap();
+        let grants = [rw(&c.home)];
+        let p = run(
+            &c,
+            &grants,
+            Backend::Bwrap,
+            true,
+            &[".git/config", "~/.bashrc"],
+        )
+        .unwrap();
+        let pins = pinned(&p);
+        assert!(!pins.contains(&c.project.join(".git/config")), "{pins:?}");
+        assert!(pins.contains(&c.project.join(".git/hooks")), "{pins:?}");
+        assert!(!pins.contains(&c.home.join(".bashrc")), "{pins:?}");
+        assert!(
+            !c.home.join(".bashrc").exists(),
+            "a reopened one is not made"
+        );
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.contains("writable_exceptions (~/.bashrc)")));
+        // `.git` reopens both names below it.
+        let p = run(&c, &grants, Backend::Bwrap, true, &[".git"]).unwrap();
+        assert!(!pinned(&p)
+            .iter()
+            .any(|p| p.starts_with(c.project.join(".git"))));
+    }
+
+    #[test]
+    fn a_link_a_session_could_retarget_is_refused() {
+        let c = case();
+        std::fs::create_dir_all(c.home.join("dotfiles")).unwrap();
+        std::fs::write(c.home.join("dotfiles/bashrc"), "").unwrap();
+        std::os::unix::fs::symlink("dotfiles/bashrc", c.home.join(".bashrc")).unwrap();
+        let err = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap_err();
+        assert!(err.contains(".bashrc") && err.contains("symlink"), "{err}");
+        // Reopened, it is the person's choice.
+        run(&c, &[rw(&c.home)], Backend::Bwrap, true, &["~/.bashrc"]).unwrap();
+    }
+
+    #[test]
+    fn making_follows_no_link() {
+        let c = case();
+        let elsewhere = c.tmp.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, c.project.join("sub")).unwrap();
+        let err = make(&c.project, Path::new("sub/x"), true, "").unwrap_err();
+        assert!(
+            err.raw_os_error() == Some(libc::ELOOP) || err.raw_os_error() == Some(libc::ENOTDIR),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn relays_path_folders_in_the_home_are_pinned() {
+        let c = case();
+        let exceptions: Vec<String> = vec![];
+        let grants = [rw(&c.home)];
+        let p = plan(&Input {
+            backend: Backend::Bwrap,
+            home: &c.home,
+            grants: &grants,
+            temp_dir: &c.tmp,
+            directory: &c.project,
+            session_writable: std::slice::from_ref(&c.home),
+            path_env: std::ffi::OsStr::new("~/.cargo/bin:/usr/bin"),
+            exceptions: &exceptions,
+            make: Make::Make,
+        })
+        .unwrap();
+        assert!(pinned(&p).contains(&c.home.join(".cargo/bin")));
+        assert!(c.home.join(".cargo/bin").is_dir());
+    }
+
+    #[test]
+    fn a_grant_inside_a_listed_home_folder_is_refused_unless_reopened() {
+        let c = case();
+        let ssh = c.home.join(".ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        let err = run(&c, &[rw(&ssh)], Backend::Bwrap, true, &[]).unwrap_err();
+        assert!(
+            err.contains("writable_exceptions") && err.contains("~/.ssh"),
+            "{err}"
+        );
+        let deeper = c.home.join(".local/bin/x");
+        std::fs::create_dir_all(&deeper).unwrap();
+        let err = run(&c, &[rw(&deeper)], Backend::Bwrap, true, &[]).unwrap_err();
+        assert!(err.contains("~/.local/bin"), "{err}");
+        run(&c, &[rw(&ssh)], Backend::Bwrap, true, &["~/.ssh"]).unwrap();
+        // A folder beside them is fine.
+        run(&c, &[rw(&c.project)], Backend::Bwrap, true, &[]).unwrap();
+    }
+
+    #[test]
+    fn repositories_directly_inside_a_grant_get_their_git_pins_and_nothing_else() {
+        let c = case();
+        let other = c.home.join("other");
+        std::fs::create_dir_all(other.join(".git/hooks")).unwrap();
+        std::fs::write(other.join(".git/config"), "").unwrap();
+        let p = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap();
+        let pins = pinned(&p);
+        assert!(pins.contains(&other.join(".git/config")), "{pins:?}");
+        assert!(pins.contains(&other.join(".git/hooks")), "{pins:?}");
+        // Only the session's own folders get placeholders.
+        assert!(!other.join(".vscode").exists());
+        assert!(c.project.join(".vscode").exists());
+    }
+
+    #[test]
+    fn a_path_folder_outside_the_home_is_pinned_where_a_grant_holds_it() {
+        let c = case();
+        let tools = c.tmp.parent().unwrap().join("tools");
+        let bin = tools.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let exceptions: Vec<String> = vec![];
+        let grants = [rw(&tools)];
+        let path_env = format!("{}:/usr/bin", bin.display());
+        let p = plan(&Input {
+            backend: Backend::Bwrap,
+            home: &c.home,
+            grants: &grants,
+            temp_dir: &c.tmp,
+            directory: &tools,
+            session_writable: std::slice::from_ref(&tools),
+            path_env: std::ffi::OsStr::new(&path_env),
+            exceptions: &exceptions,
+            make: Make::Make,
+        })
+        .unwrap();
+        assert!(pinned(&p).contains(&bin), "{:?}", pinned(&p));
+    }
+
+    #[test]
+    fn exception_names_are_checked() {
+        assert!(valid_exception(".git/config"));
+        assert!(valid_exception("~/.bashrc"));
+        assert!(valid_exception("/srv/x"));
+        assert!(
+            !valid_exception(".bashrc"),
+            "a home name is written ~/.bashrc"
+        );
+        assert!(!valid_exception("hooks"));
+    }
+}
