@@ -159,9 +159,12 @@ async function sandbox() {
     body.appendChild(el("h3", "Network"));
     const net = el("p", null, "network");
     net.id = "sandbox-network";
-    net.textContent = x.network.mode + "; denied ports: " +
-      (x.network.denied_ports.length ? x.network.denied_ports.join(", ") : "none") +
-      " — " + x.network.how;
+    net.textContent = x.network.mode === "proxied"
+      ? "proxied; egress: " + ((x.network.egress || []).length ? x.network.egress.join(", ") : "nothing") +
+        " — " + x.network.how
+      : x.network.mode + "; denied ports: " +
+        (x.network.denied_ports.length ? x.network.denied_ports.join(", ") : "none") +
+        " — " + x.network.how;
     body.appendChild(net);
     for (const n of x.notes || []) body.appendChild(el("p", "Note: " + n, "hint"));
     section.dataset.ready = "1";

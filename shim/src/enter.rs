@@ -17,7 +17,7 @@ use crate::exit_codes;
 use crate::target::Target;
 
 pub(crate) fn run(pty: bool, argv: &[OsString]) -> ! {
-    let target = match Target::from_process() {
+    let mut target = match Target::from_process() {
         Ok(t) => t,
         Err(e) => die(&e, exit_codes::USAGE),
     };
@@ -39,6 +39,18 @@ pub(crate) fn run(pty: bool, argv: &[OsString]) -> ! {
                 &format!("working folder {}: {e}", cwd.display()),
                 exit_codes::SETUP,
             );
+        }
+    }
+    // A proxied sandbox: the forwarder listens before the target starts, and the
+    // variable that described it is not the target's.
+    if let Some(value) = target.var(crate::forward::FORWARD_VAR) {
+        let plan = crate::forward::Plan::parse(&value.to_string_lossy())
+            .unwrap_or_else(|e| die(&format!("forwarder: {e}"), exit_codes::SETUP));
+        target
+            .env
+            .retain(|(k, _)| k.as_bytes() != crate::forward::FORWARD_VAR.as_bytes());
+        if let Err(e) = crate::forward::start(&plan) {
+            die(&format!("forwarder: {e}"), exit_codes::SETUP);
         }
     }
     let cargs: Vec<CString> = match argv.iter().map(|a| CString::new(a.as_bytes())).collect() {

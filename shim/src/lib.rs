@@ -16,6 +16,7 @@ pub mod bwrap_profile;
 pub mod cli;
 pub mod exit_codes;
 pub mod fds;
+pub mod forward;
 pub mod hello;
 pub mod landlock;
 pub mod status;

@@ -603,6 +603,13 @@ fn audit(c: &Client) -> Result<Out, String> {
             if let Some(e) = &r.error {
                 line.push_str(&format!("  {e}"));
             }
+            if let Some(g) = &r.egress {
+                let at = g.target();
+                line.push_str(&format!(
+                    "  {at}  {} B out, {} B in, {} ms  {}",
+                    g.sent, g.received, g.ms, g.rule
+                ));
+            }
             line
         })
         .collect::<Vec<_>>()

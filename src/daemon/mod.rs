@@ -5,6 +5,7 @@
 pub mod api;
 pub mod bridge;
 pub mod diagnostics;
+pub mod egress;
 pub mod error;
 pub mod hostlink;
 pub mod ids;
@@ -65,6 +66,8 @@ pub struct Daemon {
     /// The probes of the last `relay doctor` (when, and their checks), for the Settings
     /// page's `GET /api/doctor`, which launches nothing.
     pub doctor_probes: Mutex<Option<(u64, Vec<diagnostics::doctor::Check>)>>,
+    /// Each proxied session's egress proxy, while it runs.
+    pub egress: egress::Registry,
     /// Why this start runs neither helper (not even for `--version`): a session relay
     /// remembers could have written relay's folder without the pin (`launch::plan::own_pins_hold`).
     pub helpers_withheld: OnceLock<String>,
@@ -420,6 +423,7 @@ impl Daemon {
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
         }
+        self.egress.stop(&e.id);
         let row = self.audit.record(&AuditRow {
             action: "session_end",
             session_id: Some(e.id.clone()),

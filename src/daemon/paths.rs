@@ -56,6 +56,11 @@ impl Paths {
     pub fn profiles(&self) -> PathBuf {
         self.config.join("profiles")
     }
+    /// Each proxied session's egress socket (`<id>.sock`), bound into its sandbox
+    /// (src/daemon/egress/mod.rs).
+    pub fn egress(&self) -> PathBuf {
+        self.config.join("egress")
+    }
     /// The daemon's log, written through `tracing` and capped (src/logging.rs,
     /// docs/architecture.md#logs).
     pub fn log(&self) -> PathBuf {

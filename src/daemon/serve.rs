@@ -291,6 +291,7 @@ fn build_daemon(
         settings_note: Mutex::new(None),
         web: api::web::WebAuth::default(),
         doctor_probes: Mutex::new(None),
+        egress: Default::default(),
         helpers_withheld: OnceLock::new(),
         service: service.map(|s| s.name),
     });

@@ -115,6 +115,11 @@ pub struct Reach {
     /// that folder's `(dev, ino)` at launch: a folder replaced since is no longer under
     /// the mask.
     pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
+    /// bwrap: each path bound read-only over a write grant, with its `(dev, ino)` at
+    /// launch. A bind holds the file or folder that was there: one the person's tools
+    /// replace by rename (`git config`, an editor's save) is no longer under it, so the
+    /// session is stopped (`Daemon::check_held`).
+    pub held: Vec<(PathBuf, Option<(u64, u64)>)>,
 }
 
 /// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch/plan.rs`):

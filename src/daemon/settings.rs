@@ -404,6 +404,27 @@ pub struct Template {
     /// (docs/session-host.md#execution-bearing-files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable_exceptions: Vec<String>,
+    /// The network of this template's sandboxes (absent: `proxied`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMode>,
+    /// Where a proxied sandbox may connect: `host[:port]`, `*.domain[:port]`, an
+    /// address with its port, or a preset (`@registries`), added to
+    /// `session_sandbox.egress` (docs/settings.md#network).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
+}
+
+/// A template's network (docs/settings.md#network).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// A network namespace of its own; out through relay's egress proxy alone.
+    Proxied,
+    /// No network at all.
+    None,
+    /// The host's network, shared: not isolated (the API port and the denied ports
+    /// refused).
+    Host,
 }
 
 impl Template {
@@ -424,6 +445,8 @@ impl Template {
             permission_mode: String::new(),
             allow_home_directory: false,
             writable_exceptions: vec![],
+            network: None,
+            egress: vec![],
         }
     }
 }
@@ -469,6 +492,9 @@ pub struct SessionSandbox {
     /// Network for sandboxed sessions: `true` cuts it off entirely.
     #[serde(default, skip_serializing_if = "is_false")]
     pub network_off: bool,
+    /// Egress entries every proxied template gets besides its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
 }
 
 fn is_auto(b: &BackendChoice) -> bool {
@@ -535,6 +561,8 @@ const TEMPLATE_KEYS: &[&str] = &[
     "permission_mode",
     "allow_home_directory",
     "writable_exceptions",
+    "network",
+    "egress",
 ];
 const SANDBOX_KEYS: &[&str] = &[
     "denied_loopback_ports",
@@ -542,6 +570,7 @@ const SANDBOX_KEYS: &[&str] = &[
     "seatbelt_launcher",
     "bwrap_launcher",
     "network_off",
+    "egress",
 ];
 const API_KEYS: &[&str] = &["listen"];
 
@@ -620,6 +649,8 @@ fn check_passthrough(list: &[String], key: &str) -> Result<(), String> {
 
 fn validate(s: &Settings) -> Result<(), String> {
     check_passthrough(&s.env_passthrough, "env_passthrough")?;
+    crate::daemon::egress::Rules::parse(&s.session_sandbox.egress)
+        .map_err(|e| format!("session_sandbox: {e}"))?;
     let mut ids = std::collections::HashSet::new();
     for p in &s.projects {
         if p.id.is_empty() {
@@ -668,6 +699,8 @@ fn validate(s: &Settings) -> Result<(), String> {
                 crate::daemon::launch::exec_files::root_names().join(", ")
             ));
         }
+        crate::daemon::egress::Rules::parse(&t.egress)
+            .map_err(|e| format!("terminal template {:?}: {e}", t.id))?;
         if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
             return Err(format!(
                 "terminal template {:?}: permission_mode {:?} is not one word of letters",

@@ -40,6 +40,12 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
         args.path_pair(bind_flag(access), folder);
     }
     masks(&mut args, spec);
+    if let Network::Proxied { socket, .. } = &spec.network {
+        // Last, so no grant or mask covers it: the session's one way out.
+        args.0.push("--bind".into());
+        args.0.push(path_arg(socket));
+        args.0.push(super::policy::EGRESS_SOCKET_INSIDE.into());
+    }
     args.path(&["--chdir"], &spec.workdir);
     args.0
 }
@@ -61,7 +67,8 @@ fn isolation(args: &mut Args, spec: &Spec) {
         // session either way.
         args.push(["--new-session"]);
     }
-    if spec.network == Network::Off {
+    if matches!(spec.network, Network::Off | Network::Proxied { .. }) {
+        // A namespace of its own: loopback alone (bwrap brings it up).
         args.push(["--unshare-net"]);
     }
     // Denied loopback ports with a shared network are Landlock rules the shim applies

@@ -43,6 +43,9 @@ pub struct NetworkView {
     pub mode: String,
     /// TCP ports no sandboxed process may connect to (with a shared network).
     pub denied_ports: Vec<u16>,
+    /// `proxied`: the egress allowlist, as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
     /// How this backend enforces it.
     pub how: String,
 }
@@ -149,6 +152,7 @@ pub fn unsandboxed(workdir: &Path) -> Explanation {
         network: NetworkView {
             mode: "shared".into(),
             denied_ports: vec![],
+            egress: vec![],
             how: "not sandboxed: the host's network, every port".into(),
         },
         environment: None,
@@ -239,9 +243,22 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
         })
         .collect();
     let network = match &spec.network {
+        Network::Proxied { egress, .. } => NetworkView {
+            mode: "proxied".into(),
+            denied_ports: vec![],
+            egress: egress.clone(),
+            how: if egress.is_empty() {
+                "a network namespace of its own, loopback only; relay's egress proxy allows                  nothing (the list is empty)"
+                    .into()
+            } else {
+                "a network namespace of its own, loopback only; out through relay's egress                  proxy to the listed hosts alone (HTTPS_PROXY), each connection recorded;                  listed loopback addresses bridged in at the same address"
+                    .into()
+            },
+        },
         Network::Off => NetworkView {
             mode: "off".into(),
             denied_ports: vec![],
+            egress: vec![],
             how: if bwrap {
                 "a network namespace of its own with no interfaces (--unshare-net)".into()
             } else {
@@ -253,6 +270,7 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
         } => NetworkView {
             mode: "shared".into(),
             denied_ports: denied_loopback_ports.clone(),
+            egress: vec![],
             how: match (bwrap, denied_loopback_ports.is_empty()) {
                 (_, true) => "the host's network, every port".into(),
                 (true, false) => "the host's network; Landlock refuses TCP connects to the \
@@ -415,11 +433,20 @@ pub fn to_text(e: &Explanation) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let _ = writeln!(
-        out,
-        "network: {}; denied ports: {ports}  — {}",
-        e.network.mode, e.network.how
-    );
+    if e.network.mode == "proxied" {
+        let list = if e.network.egress.is_empty() {
+            "nothing".to_string()
+        } else {
+            e.network.egress.join(", ")
+        };
+        let _ = writeln!(out, "network: proxied; egress: {list}  — {}", e.network.how);
+    } else {
+        let _ = writeln!(
+            out,
+            "network: {}; denied ports: {ports}  — {}",
+            e.network.mode, e.network.how
+        );
+    }
     if let Some(env) = &e.environment {
         environment_text(&mut out, env);
     }

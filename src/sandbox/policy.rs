@@ -71,7 +71,18 @@ pub enum Network {
     Shared { denied_loopback_ports: Vec<u16> },
     /// No network at all.
     Off,
+    /// A network namespace of its own, loopback only: out through relay's egress proxy
+    /// alone, whose socket for this session (`socket`, in relay's config dir) is bound in
+    /// at [`EGRESS_SOCKET_INSIDE`] (docs/session-host.md#the-egress-proxy). `egress` is
+    /// the allowlist as written, for the explanation.
+    Proxied {
+        socket: PathBuf,
+        egress: Vec<String>,
+    },
 }
+
+/// Where a proxied sandbox finds its egress socket.
+pub const EGRESS_SOCKET_INSIDE: &str = "/run/relay/egress.sock";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {

@@ -314,6 +314,36 @@ pub struct AuditRow<S = String> {
     /// (absent when the host died and could not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redactions: Option<u64>,
+    /// `egress`: one connection through a session's egress proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+}
+
+/// One connection a proxied session asked for (docs/session-host.md#the-egress-proxy):
+/// its `egress` event and audit row, at its close (at once when refused).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Egress {
+    /// The name (or address) asked for.
+    pub host: String,
+    pub port: u16,
+    pub allowed: bool,
+    /// Which rule decided, in words (for a refusal: how to allow it).
+    pub rule: String,
+    /// Bytes sent to the far end, and received from it.
+    pub sent: u64,
+    pub received: u64,
+    /// How long it was open.
+    pub ms: u64,
+}
+
+impl Egress {
+    /// `host:port`, an IPv6 address in brackets.
+    pub fn target(&self) -> String {
+        match self.host.parse::<std::net::IpAddr>() {
+            Ok(ip) => std::net::SocketAddr::new(ip, self.port).to_string(),
+            Err(_) => format!("{}:{}", self.host, self.port),
+        }
+    }
 }
 
 /// `GET /api/audit`: the last 1000 rows, oldest first.
@@ -356,6 +386,9 @@ pub struct Event<S = String> {
     /// relay's, never their values (as in its audit row).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_names: Option<Vec<String>>,
+    /// `egress`: one connection through the session's egress proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
 }
 
 /// `GET /api/events?after=N&wait_ms=M`.
@@ -677,6 +710,15 @@ mod tests {
             env_names: Some(vec!["HOME".into(), "PATH".into()]),
             shield: Some(true),
             redactions: Some(2),
+            egress: Some(Egress {
+                host: "api.example".into(),
+                port: 443,
+                allowed: true,
+                rule: "allowed by egress entry \"api.example\"".into(),
+                sent: 10,
+                received: 20,
+                ms: 3,
+            }),
         };
         round_trip(&row);
         round_trip(&AuditRows {
@@ -696,6 +738,7 @@ mod tests {
             pid: Some(3),
             routing: Some(Routing::default()),
             env_names: Some(vec![]),
+            egress: Some(Egress::default()),
         };
         round_trip(&ev);
         round_trip(&Events {

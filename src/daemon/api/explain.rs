@@ -132,6 +132,15 @@ pub fn template(
     let token_launch = claude && token_path.is_some();
     let claude_dir = temp_dir.join("claude-config");
     let mut env = relay_env(&template.env, &temp_dir, claude.then_some(&*claude_dir));
+    if let Some(rules) = &planned.egress {
+        env.extend(crate::daemon::egress::launch_env(rules));
+        if claude {
+            env.insert(
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            );
+        }
+    }
     let mut shield_note = None;
     if token_launch {
         let path = guard::token_launch_path(&path_env, &planned.writable, &planned.reach.pins);

@@ -36,6 +36,9 @@ pub enum Base {
     Root,
     /// An absolute path: a folder of relay's `PATH` outside the home.
     Path,
+    /// Every git folder found in those repositories: `.git`, and each
+    /// `.git/modules/<name>` and `.git/worktrees/<name>` in it.
+    GitDir,
 }
 
 /// What is pinned.
@@ -43,8 +46,10 @@ pub enum Base {
 pub enum Shape {
     Dir,
     File,
-    /// Only when it is a file: a `.git` file names the repository's folder elsewhere.
-    IfFile,
+    /// `.git`: pinned when it is a file (naming the repository's folder elsewhere); a
+    /// folder gets its own entries ([`Base::GitDir`]); missing, it is made an empty
+    /// folder.
+    GitLink,
 }
 
 /// What a bwrap launch does when the entry does not exist yet.
@@ -57,8 +62,9 @@ pub enum Missing {
     Text(&'static str),
     /// `~/.bash_profile`: made with the lines that do what bash does without one.
     BashProfile,
-    /// Made only where its folder exists (`.git/hooks` in a repository).
-    InParent,
+    /// Made only where its folder exists (`~/.cargo/env` where there is a `~/.cargo`),
+    /// with this text.
+    InParent(&'static str),
     /// Not made: why a new one runs nothing, or what is left open.
     Left(&'static str),
 }
@@ -111,7 +117,7 @@ const fn mac(name: &'static str, reader: &'static str) -> Entry {
 }
 
 use Missing::{Empty, InParent, Left};
-use Shape::{Dir, File, IfFile};
+use Shape::{Dir, File, GitLink};
 
 const BASH_LOGIN_LEFT: &str =
     "bash reads it only when ~/.bash_profile is missing, and relay makes that one first";
@@ -124,8 +130,10 @@ const MCP_LEFT: &str = "Claude Code asks before it starts a server a new .mcp.js
      keeps your answer in ~/.claude.json or .claude/, both pinned";
 const NPMRC_LEFT: &str = "left open under bwrap: an empty one made in your project would show \
      in git status; read a new .npmrc before you run npm there";
-const NO_REPOSITORY: &str = "no repository here: a session that makes one (git init) writes \
-     its hooks and config itself; read them before you run git there";
+const WORKTREE_CONFIG_LEFT: &str = "git reads it only when .git/config turns on \
+     extensions.worktreeConfig, and .git/config is pinned";
+const XINITRC_LEFT: &str = "an empty one would start no session at all; left open under \
+     bwrap where missing";
 
 /// The list: every execution-bearing name relay keeps read-only.
 pub const LIST: &[Entry] = &[
@@ -151,6 +159,73 @@ pub const LIST: &[Entry] = &[
     home(".zlogin", File, "zsh, at a login shell", Empty),
     home(".zlogout", File, "zsh, as a login shell exits", Empty),
     home(".config/fish", Dir, "fish, at every start", Empty),
+    home(
+        ".bash_aliases",
+        File,
+        "bash, through Debian's .bashrc",
+        Empty,
+    ),
+    home(
+        ".config/zsh",
+        Dir,
+        "zsh, where ZDOTDIR points there",
+        InParent(""),
+    ),
+    home(
+        ".cargo/env",
+        File,
+        "sh and bash, through rustup's lines",
+        InParent(""),
+    ),
+    home(
+        ".cargo/bin",
+        Dir,
+        "your shell, by name (PATH)",
+        InParent(""),
+    ),
+    home(
+        ".local/share/systemd/user",
+        Dir,
+        "systemd, your user services",
+        Empty,
+    ),
+    home(
+        ".local/share/dbus-1/services",
+        Dir,
+        "D-Bus, your session's services",
+        Empty,
+    ),
+    home(
+        ".local/share/applications",
+        Dir,
+        "the desktop's menus (Exec=)",
+        Empty,
+    ),
+    home(
+        ".config/plasma-workspace/env",
+        Dir,
+        "KDE Plasma, at login",
+        InParent(""),
+    ),
+    home(".xinitrc", File, "startx", Left(XINITRC_LEFT)),
+    home(
+        ".xsession",
+        File,
+        "the X session, at login",
+        Left(XINITRC_LEFT),
+    ),
+    home(
+        ".gnupg/gpg-agent.conf",
+        File,
+        "gpg-agent (pinentry-program)",
+        InParent(""),
+    ),
+    home(
+        ".kube/config",
+        File,
+        "kubectl (exec credential plugins)",
+        InParent(""),
+    ),
     // What runs by name from your PATH (relay's own PATH adds its folders in the home).
     home("bin", Dir, "your shell, by name (PATH)", Empty),
     home(".local/bin", Dir, "your shell, by name (PATH)", Empty),
@@ -219,24 +294,11 @@ pub const LIST: &[Entry] = &[
         Missing::Text("{}\n"),
     ),
     // In each folder a read-write grant holds.
-    root(
-        ".git",
-        IfFile,
-        "git (a .git file names the repository's folder)",
-        Left(NO_REPOSITORY),
-    ),
-    root(
-        ".git/hooks",
-        Dir,
-        "git, at commit, checkout, merge and push",
-        InParent,
-    ),
-    root(
-        ".git/config",
-        File,
-        "git, at every command in the repository",
-        InParent,
-    ),
+    // `.git` itself: a file naming the repository elsewhere is pinned; where there is
+    // no repository, an empty read-only `.git` keeps a session from making one that the
+    // person's git (a prompt showing the branch runs it on `cd`) would run; git looks
+    // past a `.git` with no HEAD.
+    root(".git", GitLink, "git (the repository's folder)", Empty),
     root(".gitmodules", File, "git submodule", Left(GITMODULES_LEFT)),
     root(
         ".envrc",
@@ -271,6 +333,47 @@ pub const LIST: &[Entry] = &[
     root(".npmrc", File, "npm, in that folder", Left(NPMRC_LEFT)),
 ];
 
+/// The names in each git folder ([`Base::GitDir`]): what git runs, or reads to find what
+/// it runs.
+pub const GIT_FOLDER: &[Entry] = &[
+    gitdir(
+        "hooks",
+        Dir,
+        "git, at commit, checkout, merge and push",
+        Empty,
+    ),
+    gitdir(
+        "config",
+        File,
+        "git, at every command in the repository",
+        Empty,
+    ),
+    // Where git takes config and hooks from instead: `.` is what git does without it.
+    gitdir(
+        "commondir",
+        File,
+        "git (where its config and hooks are)",
+        Missing::Text(".\n"),
+    ),
+    gitdir(
+        "config.worktree",
+        File,
+        "git, with extensions.worktreeConfig",
+        Left(WORKTREE_CONFIG_LEFT),
+    ),
+];
+
+const fn gitdir(name: &'static str, shape: Shape, reader: &'static str, missing: Missing) -> Entry {
+    Entry {
+        base: Base::GitDir,
+        name,
+        shape,
+        reader,
+        missing,
+        macos: false,
+    }
+}
+
 /// What `~/.bash_profile` is made with where it is missing: bash reads the first of
 /// `.bash_profile`, `.bash_login`, `.profile`, so these lines read on as it would.
 fn bash_profile_text(home: &Path) -> &'static str {
@@ -292,14 +395,20 @@ pub fn valid_exception(entry: &str) -> bool {
         || entry == "~"
         || entry.starts_with("~/")
         || LIST.iter().any(|e| e.base == Base::Root && e.name == entry)
+        || GIT_FOLDER
+            .iter()
+            .any(|e| entry == format!(".git/{}", e.name))
 }
 
 /// The names a relative `writable_exceptions` entry may take.
-pub fn root_names() -> Vec<&'static str> {
-    LIST.iter()
+pub fn root_names() -> Vec<String> {
+    let mut names: Vec<String> = LIST
+        .iter()
         .filter(|e| e.base == Base::Root)
-        .map(|e| e.name)
-        .collect()
+        .map(|e| e.name.to_string())
+        .collect();
+    names.extend(GIT_FOLDER.iter().map(|e| format!(".git/{}", e.name)));
+    names
 }
 
 /// What one launch needs to decide its execution-bearing pins.
@@ -370,7 +479,18 @@ pub fn plan(input: &Input) -> Result<Pins, String> {
     if holders.is_empty() {
         return Ok(out);
     }
-    inside_a_listed_folder(input, &holders)?;
+    // Every write grant, files too (`read_write: ["~/.bashrc"]`).
+    let granted: Vec<&Path> = input
+        .grants
+        .iter()
+        .filter(|g| g.access == Access::ReadWrite)
+        .filter(|g| {
+            !g.path.written.starts_with(input.temp_dir)
+                && !g.path.canonical.starts_with(input.temp_dir)
+        })
+        .map(|g| g.path.canonical.as_path())
+        .collect();
+    inside_a_listed_folder(input, &granted)?;
     let mut seen: Vec<PathBuf> = Vec::new();
     for cand in candidates(input, &holders) {
         if seen.contains(&cand.path) {
@@ -396,23 +516,31 @@ pub fn plan(input: &Input) -> Result<Pins, String> {
 fn inside_a_listed_folder(input: &Input, holders: &[&Path]) -> Result<(), String> {
     let home = std::fs::canonicalize(input.home).unwrap_or_else(|_| input.home.to_path_buf());
     let seatbelt = input.backend == Backend::Seatbelt;
-    let folders = LIST
+    let listed = LIST
         .iter()
-        .filter(|e| e.base == Base::Home && e.shape == Shape::Dir && (seatbelt || !e.macos))
+        .filter(|e| e.base == Base::Home && (seatbelt || !e.macos))
         .map(|e| (*e, e.name.to_string()))
-        .chain(
-            path_entries(input.home, input.path_env)
-                .into_iter()
-                .filter(|(e, _)| e.base == Base::Home),
-        );
-    for (entry, name) in folders {
-        let path = home.join(&name);
-        let Some(grant) = holders.iter().find(|h| h.starts_with(&path)) else {
+        .chain(path_entries(input.home, input.path_env));
+    for (entry, name) in listed {
+        let path = match entry.base {
+            Base::Home => home.join(&name),
+            // A PATH folder outside the home, not `/` or a top folder like `/usr`.
+            _ if Path::new(&name).components().count() > 2 => PathBuf::from(&name),
+            _ => continue,
+        };
+        let inside = |h: &&&Path| match entry.shape {
+            Shape::File => **h == path,
+            _ => h.starts_with(&path),
+        };
+        let Some(grant) = holders.iter().find(inside) else {
             continue;
         };
         let cand = Candidate {
             entry,
-            written: input.home.join(&name),
+            written: match entry.base {
+                Base::Home => input.home.join(&name),
+                _ => path.clone(),
+            },
             name,
             path,
             holder: grant.to_path_buf(),
@@ -428,7 +556,10 @@ fn inside_a_listed_folder(input: &Input, holders: &[&Path]) -> Result<(), String
             grant.display(),
             cand.written.display(),
             entry.reader,
-            tilde(&cand.name)
+            match entry.base {
+                Base::Home => tilde(&cand.name),
+                _ => cand.name.clone(),
+            }
         ));
     }
     Ok(())
@@ -451,34 +582,87 @@ fn candidates(input: &Input, holders: &[&Path]) -> Vec<Candidate> {
         .chain(path_entries(input.home, input.path_env));
     let roots = roots(input, holders);
     let repositories = repositories_in(holders);
+    // The git folders of the session's own folders and of the repositories inside a
+    // grant, by their names below the folder (`.git`, `.git/modules/x`).
+    let git_roots: Vec<&PathBuf> = roots.iter().chain(&repositories).collect();
+    let mut git_folders: Vec<(PathBuf, String)> = Vec::new();
+    for r in &git_roots {
+        for rel in git_folders_of(r) {
+            if !git_folders.iter().any(|(b, n)| b == *r && *n == rel) {
+                git_folders.push((r.to_path_buf(), rel));
+            }
+        }
+    }
+    let git_entries = GIT_FOLDER.iter().flat_map(|e| {
+        git_folders
+            .iter()
+            .map(move |(root, rel)| (*e, root.clone(), format!("{rel}/{}", e.name)))
+    });
     let mut out = Vec::new();
+    let mut push = |entry: Entry, base: &Path, written: &Path, name: &str| {
+        let path = base.join(name);
+        // The holder is the deepest grant that holds the path, below it.
+        if let Some(holder) = holders
+            .iter()
+            .filter(|h| path.starts_with(h) && path != **h)
+            .max_by_key(|h| h.components().count())
+        {
+            out.push(Candidate {
+                entry,
+                written: written.join(name),
+                name: name.to_string(),
+                path,
+                holder: holder.to_path_buf(),
+            });
+        }
+    };
+    for (entry, root, name) in git_entries {
+        push(entry, &root, &root, &name);
+    }
     for (entry, name) in named {
         let bases: Vec<(PathBuf, PathBuf)> = match entry.base {
             Base::Home => vec![(home.clone(), input.home.to_path_buf())],
-            Base::Root if name.starts_with(".git") => roots
+            Base::Root if entry.shape == GitLink => git_roots
                 .iter()
-                .chain(&repositories)
-                .map(|r| (r.clone(), r.clone()))
+                .map(|r| (r.to_path_buf(), r.to_path_buf()))
                 .collect(),
             Base::Root => roots.iter().map(|r| (r.clone(), r.clone())).collect(),
             // The name is the path.
             Base::Path => vec![(PathBuf::new(), PathBuf::new())],
+            Base::GitDir => vec![],
         };
         for (base, written) in bases {
-            let path = base.join(&name);
-            // The holder is the deepest grant that holds the path, below it.
-            if let Some(holder) = holders
-                .iter()
-                .filter(|h| path.starts_with(h) && path != **h)
-                .max_by_key(|h| h.components().count())
-            {
-                out.push(Candidate {
-                    entry,
-                    written: written.join(&name),
-                    name: name.clone(),
-                    path,
-                    holder: holder.to_path_buf(),
-                });
+            push(entry, &base, &written, &name);
+        }
+    }
+    out
+}
+
+/// A git folder git takes as one: a folder with a `HEAD` (relay's empty `.git` is not).
+fn is_repository(git: &Path) -> bool {
+    std::fs::symlink_metadata(git).is_ok_and(|m| m.is_dir())
+        && std::fs::symlink_metadata(git.join("HEAD")).is_ok()
+}
+
+/// At most this many git folders of one repository's submodules and worktrees.
+const GIT_FOLDERS_MAX: usize = 256;
+
+/// The git folders of a repository at `root`, relative to it: `.git` when it is a
+/// folder, and each `.git/modules/<name>` and `.git/worktrees/<name>` (one level).
+fn git_folders_of(root: &Path) -> Vec<String> {
+    let git = root.join(".git");
+    if !is_repository(&git) {
+        return vec![];
+    }
+    let mut out = vec![".git".to_string()];
+    for sub in ["modules", "worktrees"] {
+        let Ok(rd) = std::fs::read_dir(git.join(sub)) else {
+            continue;
+        };
+        for e in rd.flatten().take(GIT_FOLDERS_MAX) {
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if let (true, Some(name)) = (is_dir, e.file_name().to_str()) {
+                out.push(format!(".git/{sub}/{name}"));
             }
         }
     }
@@ -488,27 +672,55 @@ fn candidates(input: &Input, holders: &[&Path]) -> Vec<Candidate> {
 /// At most this many entries of a grant are looked at for repositories inside it.
 const REPOSITORY_SCAN: usize = 4096;
 
-/// The repositories directly inside each grant (a `.git` in a child folder), whose
+/// The repositories inside each grant (a `.git` in a folder up to three levels down), whose
 /// hooks and config the person's git runs when they work there.
 fn repositories_in(holders: &[&Path]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for h in holders {
-        let Ok(entries) = std::fs::read_dir(h) else {
-            continue;
-        };
-        for entry in entries.take(REPOSITORY_SCAN).flatten() {
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            let path = entry.path();
-            if is_dir
-                && std::fs::symlink_metadata(path.join(".git")).is_ok()
-                && !out.contains(&path)
-            {
-                out.push(path);
+        // Breadth first, a few levels down (`~/src/org/repo`), a bounded number of
+        // entries read; no link followed, nothing inside `.git` or a build folder.
+        let mut queue: std::collections::VecDeque<(PathBuf, usize)> =
+            std::collections::VecDeque::from([(h.to_path_buf(), 0)]);
+        let mut read = 0;
+        while let Some((dir, depth)) = queue.pop_front() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                read += 1;
+                if read > REPOSITORY_SCAN {
+                    break;
+                }
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                let name = entry.file_name();
+                if !is_dir
+                    || [".git", "node_modules", "target"]
+                        .iter()
+                        .any(|n| name == *n)
+                {
+                    continue;
+                }
+                let path = entry.path();
+                let git = path.join(".git");
+                let a_repository = is_repository(&git)
+                    || std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_file());
+                if a_repository && !out.contains(&path) {
+                    out.push(path.clone());
+                }
+                if depth + 1 < REPOSITORY_DEPTH {
+                    queue.push_back((path, depth + 1));
+                }
+            }
+            if read > REPOSITORY_SCAN {
+                break;
             }
         }
     }
     out
 }
+
+/// How deep below a grant repositories are looked for.
+const REPOSITORY_DEPTH: usize = 3;
 
 /// The folders whose names a [`Base::Root`] entry is taken in: each read-write grant,
 /// and each folder from a grant down to the session's directory.
@@ -589,7 +801,7 @@ fn reopened<'e>(cand: &Candidate, input: &'e Input) -> Option<&'e str> {
                 let at = expand_home(x, input.home);
                 cand.written.starts_with(&at) || cand.path.starts_with(&at)
             } else {
-                cand.entry.base == Base::Root
+                matches!(cand.entry.base, Base::Root | Base::GitDir)
                     && (cand.name == x.as_str()
                         || cand
                             .name
@@ -606,40 +818,30 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
         .path
         .to_str()
         .ok_or_else(|| format!("{}: not valid UTF-8", cand.path.display()))?;
-    let (resolved, link_dirs) =
-        sandbox::resolve::resolve_in(text, input.home, sandbox::Role::Read, &[])
-            .map_err(|e| e.to_string())?;
-    if let Some(dir) = link_dirs
-        .iter()
-        .find(|d| input.session_writable.iter().any(|w| d.starts_with(w)))
-    {
-        return Err(format!(
-            "{} ({}) is reached through a symlink in {}, which a sandboxed session can write, \
-             so it could point it at a file of its own; replace the link with the real file \
-             or folder, grant a narrower folder, or name it in the template's \
-             writable_exceptions (docs/session-host.md#execution-bearing-files)",
-            cand.path.display(),
-            cand.entry.reader,
-            dir.display()
-        ));
-    }
+    let resolved = resolve_unlinked(input, cand, text)?;
     let why = format!(
         "{} runs it or reads it as code: read-only in every sandbox",
         cand.entry.reader
     );
     match (resolved.kind, cand.entry.shape) {
-        (PathKind::Dir, Shape::IfFile) => return Ok(()),
-        (PathKind::Missing, Shape::IfFile) => return Ok(()),
-        (PathKind::Dir | PathKind::File, _) => {
+        // A repository's folder: its own names are pinned (`GIT_FOLDER`). A `.git`
+        // folder that is none (relay's empty one) is pinned whole.
+        (PathKind::Dir, Shape::GitLink) if is_repository(&resolved.canonical) => return Ok(()),
+        (PathKind::File, _) => {
+            one_name(&resolved, cand)?;
+            out.labels.push((resolved.canonical.clone(), why));
+            out.pins.push(resolved);
+            return Ok(());
+        }
+        (PathKind::Dir, _) => {
             out.labels.push((resolved.canonical.clone(), why));
             out.pins.push(resolved);
             return Ok(());
         }
         (PathKind::Missing, _) => {}
     }
-    // Missing. `.git/hooks` and `.git/config` only in a repository: pinned where there
-    // is none, they would keep `git init` from making one.
-    if cand.entry.missing == Missing::InParent {
+    // Missing. Some only where their folder is (`~/.cargo/env` for a Rust user).
+    if let Missing::InParent(_) = cand.entry.missing {
         let parent_is_dir = cand
             .path
             .parent()
@@ -663,8 +865,8 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
             ));
             return Ok(());
         }
-        Missing::InParent | Missing::Empty => "",
-        Missing::Text(text) => text,
+        Missing::InParent(text) | Missing::Text(text) => text,
+        Missing::Empty => "",
         Missing::BashProfile => bash_profile_text(input.home),
     };
     let made = "made by relay before each bwrap launch, as bwrap can hold only what exists";
@@ -677,8 +879,8 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
         }
         Make::Say => {
             let kind = match cand.entry.shape {
-                Shape::Dir => PathKind::Dir,
-                Shape::File | Shape::IfFile => PathKind::File,
+                Shape::Dir | Shape::GitLink => PathKind::Dir,
+                Shape::File => PathKind::File,
             };
             out.labels
                 .push((resolved.canonical.clone(), format!("{why} ({made})")));
@@ -690,7 +892,7 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
         .canonical
         .strip_prefix(&cand.holder)
         .map_err(|_| format!("{}: outside {}", cand.path.display(), cand.holder.display()))?;
-    let dir = cand.entry.shape == Shape::Dir;
+    let dir = matches!(cand.entry.shape, Shape::Dir | Shape::GitLink);
     make(&cand.holder, rel, dir, text).map_err(|e| {
         format!(
             "{} ({}) does not exist, and relay could not make it to hold it read-only: {e}",
@@ -698,15 +900,54 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
             cand.entry.reader
         )
     })?;
-    let (resolved, _) =
-        sandbox::resolve::resolve_in(text_of(&cand.path)?, input.home, sandbox::Role::Read, &[])
-            .map_err(|e| e.to_string())?;
+    // Resolved again, links checked again: a session could have swapped one in.
+    let resolved = resolve_unlinked(input, cand, text_of(&cand.path)?)?;
     if resolved.kind == PathKind::Missing {
         return Err(format!("{}: made, then gone", cand.path.display()));
     }
     out.labels
         .push((resolved.canonical.clone(), format!("{why} ({made})")));
     out.pins.push(resolved);
+    Ok(())
+}
+
+/// `text` resolved, refused when its walk follows a link in a folder some session can
+/// write (it could point it at a file of its own).
+fn resolve_unlinked(input: &Input, cand: &Candidate, text: &str) -> Result<ResolvedPath, String> {
+    let (resolved, link_dirs) =
+        sandbox::resolve::resolve_in(text, input.home, sandbox::Role::Read, &[])
+            .map_err(|e| e.to_string())?;
+    if let Some(dir) = link_dirs
+        .iter()
+        .find(|d| input.session_writable.iter().any(|w| d.starts_with(w)))
+    {
+        return Err(format!(
+            "{} ({}) is reached through a symlink in {}, which a sandboxed session can write, \
+             so it could point it at a file of its own; replace the link with the real file \
+             or folder, grant a narrower folder, or name it in the template's \
+             writable_exceptions (docs/session-host.md#execution-bearing-files)",
+            cand.path.display(),
+            cand.entry.reader,
+            dir.display()
+        ));
+    }
+    Ok(resolved)
+}
+
+/// A pinned file with a second name (a hard link kept elsewhere, as dotfile managers
+/// do) could be written through that name: refused.
+fn one_name(resolved: &ResolvedPath, cand: &Candidate) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let links = std::fs::symlink_metadata(&resolved.canonical).map_or(1, |m| m.nlink());
+    if links > 1 {
+        return Err(format!(
+            "{} ({}) has {links} names (hard links): a sandboxed session could write it \
+             through another one; keep one name for it, or name it in the template's \
+             writable_exceptions (docs/session-host.md#execution-bearing-files)",
+            cand.path.display(),
+            cand.entry.reader
+        ));
+    }
     Ok(())
 }
 
@@ -854,6 +1095,7 @@ mod tests {
     fn a_project_grant_pins_its_repository_and_makes_its_missing_hooks_folder() {
         let c = case();
         std::fs::create_dir_all(c.project.join(".git")).unwrap();
+        std::fs::write(c.project.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(c.project.join(".git/config"), "[core]\n").unwrap();
         let grants = [rw(&c.project), rw(&c.tmp)];
         let p = run(&c, &grants, Backend::Bwrap, true, &[]).unwrap();
@@ -883,14 +1125,90 @@ mod tests {
     }
 
     #[test]
-    fn without_a_repository_no_git_folder_is_made() {
+    fn without_a_repository_an_empty_read_only_git_folder_is_made() {
         let c = case();
         let grants = [rw(&c.project)];
         let p = run(&c, &grants, Backend::Bwrap, true, &[]).unwrap();
+        assert!(c.project.join(".git").is_dir());
+        assert_eq!(
+            std::fs::read_dir(c.project.join(".git")).unwrap().count(),
+            0
+        );
+        assert!(pinned(&p).contains(&c.project.join(".git")));
+        // `.git` reopened: `git init` is the session's again.
+        let c = case();
+        let p = run(&c, &[rw(&c.project)], Backend::Bwrap, true, &[".git"]).unwrap();
         assert!(!c.project.join(".git").exists());
         assert!(!pinned(&p)
             .iter()
             .any(|p| p.starts_with(c.project.join(".git"))));
+    }
+
+    #[test]
+    fn a_repositorys_commondir_submodules_and_worktrees_are_held() {
+        let c = case();
+        let git = c.project.join(".git");
+        std::fs::create_dir_all(git.join("modules/sub/hooks")).unwrap();
+        std::fs::write(git.join("modules/sub/config"), "").unwrap();
+        std::fs::create_dir_all(git.join("worktrees/wt")).unwrap();
+        std::fs::write(git.join("config"), "").unwrap();
+        std::fs::write(git.join("HEAD"), "").unwrap();
+        let p = run(&c, &[rw(&c.project)], Backend::Bwrap, true, &[]).unwrap();
+        let pins = pinned(&p);
+        for want in [
+            "commondir",
+            "modules/sub/config",
+            "modules/sub/hooks",
+            "modules/sub/commondir",
+            "worktrees/wt/commondir",
+            "worktrees/wt/hooks",
+        ] {
+            assert!(pins.contains(&git.join(want)), "{want}: {pins:?}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(git.join("commondir")).unwrap(),
+            ".\n"
+        );
+    }
+
+    #[test]
+    fn a_hard_linked_dotfile_and_a_file_grant_of_one_are_refused() {
+        let c = case();
+        std::fs::create_dir_all(c.home.join("dotfiles")).unwrap();
+        std::fs::write(c.home.join("dotfiles/bashrc"), "").unwrap();
+        std::fs::hard_link(c.home.join("dotfiles/bashrc"), c.home.join(".bashrc")).unwrap();
+        let err = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap_err();
+        assert!(err.contains("2 names"), "{err}");
+        let c = case();
+        std::fs::write(c.home.join(".bashrc"), "").unwrap();
+        let file_grant = Grant {
+            path: ResolvedPath::fixed(
+                c.home.join(".bashrc"),
+                c.home.join(".bashrc"),
+                PathKind::File,
+            ),
+            access: Access::ReadWrite,
+        };
+        let err = run(&c, &[rw(&c.project), file_grant], Backend::Bwrap, true, &[]).unwrap_err();
+        assert!(err.contains("~/.bashrc"), "{err}");
+    }
+
+    #[test]
+    fn repositories_a_few_levels_inside_a_grant_are_held() {
+        let c = case();
+        let deep = c.home.join("src/org/repo");
+        std::fs::create_dir_all(deep.join(".git/hooks")).unwrap();
+        std::fs::write(deep.join(".git/HEAD"), "").unwrap();
+        let p = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap();
+        assert!(
+            pinned(&p).contains(&deep.join(".git/hooks")),
+            "{:?}",
+            pinned(&p)
+        );
+        assert!(
+            !c.home.join("src/.git").exists(),
+            "no .git is made in a folder that is not a root"
+        );
     }
 
     #[test]
@@ -971,6 +1289,7 @@ mod tests {
     fn writable_exceptions_reopen_a_name_everywhere_or_one_path() {
         let c = case();
         std::fs::create_dir_all(c.project.join(".git/hooks")).unwrap();
+        std::fs::write(c.project.join(".git/HEAD"), "").unwrap();
         std::fs::write(c.project.join(".git/config"), "").unwrap();
         let grants = [rw(&c.home)];
         let p = run(
@@ -1038,13 +1357,13 @@ mod tests {
             temp_dir: &c.tmp,
             directory: &c.project,
             session_writable: std::slice::from_ref(&c.home),
-            path_env: std::ffi::OsStr::new("~/.cargo/bin:/usr/bin"),
+            path_env: std::ffi::OsStr::new("~/go/bin:/usr/bin"),
             exceptions: &exceptions,
             make: Make::Make,
         })
         .unwrap();
-        assert!(pinned(&p).contains(&c.home.join(".cargo/bin")));
-        assert!(c.home.join(".cargo/bin").is_dir());
+        assert!(pinned(&p).contains(&c.home.join("go/bin")));
+        assert!(c.home.join("go/bin").is_dir());
     }
 
     #[test]
@@ -1071,6 +1390,7 @@ mod tests {
         let c = case();
         let other = c.home.join("other");
         std::fs::create_dir_all(other.join(".git/hooks")).unwrap();
+        std::fs::write(other.join(".git/HEAD"), "").unwrap();
         std::fs::write(other.join(".git/config"), "").unwrap();
         let p = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap();
         let pins = pinned(&p);

@@ -60,12 +60,17 @@ struct Attempt<'a> {
     /// The id whose launch marker this attempt wrote (`Store::mark_launching`): a
     /// refusal removes it once the folder is gone.
     marked: Option<String>,
+    /// The id whose egress proxy this attempt started (a refusal stops it).
+    egress: Option<String>,
 }
 
 impl Attempt<'_> {
     fn refuse(&mut self, e: ApiError) -> ApiError {
         if let Some(p) = self.profile.take() {
             let _ = std::fs::remove_file(p);
+        }
+        if let Some(id) = self.egress.take() {
+            self.d.egress.stop(&id);
         }
         if let Some(id) = self.temp_dir.take() {
             // A launch refused after its session started (the host's answer, the audit
@@ -134,6 +139,7 @@ pub fn refused_request(
         profile: None,
         temp_dir: None,
         marked: None,
+        egress: None,
     };
     at.refuse(e)
 }
@@ -167,6 +173,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         profile: None,
         temp_dir: None,
         marked: None,
+        egress: None,
     };
     let (settings, decision) = decide(&mut at, &id, &input)?;
     let tokens = read_token(&mut at, &decision)?;
@@ -521,7 +528,26 @@ fn sandbox_step(
         ports,
         labels,
         notes,
+        egress,
     } = plan_sandbox(d, settings, &plan).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
+    if let Some(rules) = egress {
+        // Its own proxy, listening before the sandbox starts; the forwarder inside and the
+        // proxy variables point the tools at it (docs/session-host.md#the-egress-proxy).
+        env.extend(crate::daemon::egress::launch_env(&rules));
+        if decision.claude_launch {
+            // Claude Code's telemetry and update checks would only be refused.
+            env.entry("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into())
+                .or_insert_with(|| "1".into());
+        }
+        let sink = crate::daemon::egress::sink(d);
+        if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink) {
+            return Err(at.refuse(ApiError::sandbox(format!(
+                "egress proxy {}: {e}",
+                d.paths.egress().display()
+            ))));
+        }
+        at.egress = Some(id.to_string());
+    }
     let mut shield_note = None;
     if token_launch {
         // What Claude Code runs by name (`git` at once) comes from folders no session can
@@ -572,7 +598,10 @@ fn sandbox_step(
         ))));
     }
     at.profile = Some(profile.clone());
-    let shared_net = backend == Backend::Bwrap && !settings.session_sandbox.network_off;
+    // Denied ports matter only on the host's network (a proxied or cut-off sandbox has
+    // loopback of its own).
+    let shared_net =
+        backend == Backend::Bwrap && matches!(spec.network, sandbox::Network::Shared { .. });
     Ok(Boxed {
         launch: SandboxLaunch {
             backend,

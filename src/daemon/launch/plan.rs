@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{exec_files, guard};
-use crate::daemon::settings::{Settings, Template};
+use crate::daemon::egress::{self, Rules};
+use crate::daemon::settings::{NetworkMode, Settings, Template};
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{Backend, SessionKind};
 use crate::sandbox::resolve::expand_home;
@@ -47,6 +48,76 @@ pub(in crate::daemon) struct Planned {
     /// What the explanation says besides the paths: execution-bearing files reopened or
     /// left open.
     pub notes: Vec<String>,
+    /// A proxied launch's allowlist, for its egress proxy.
+    pub egress: Option<Rules>,
+}
+
+/// What Claude Code needs with a setup token, on every proxied Claude launch
+/// (docs/settings.md#network).
+pub(in crate::daemon) const CLAUDE_CODE_EGRESS: &[&str] = &["api.anthropic.com"];
+
+/// A launch's network: off, the host's, or proxied with its allowlist (the settings'
+/// defaults, the template's, Claude Code's own on a Claude launch, and the host of each
+/// routing URL the launch gets). A note when the template's choice cannot be had here.
+fn network_of(
+    d: &Daemon,
+    settings: &Settings,
+    p: &SandboxPlan,
+    ports: &[u16],
+) -> Result<(Network, Option<Rules>, Option<String>), String> {
+    let shared = || Network::Shared {
+        denied_loopback_ports: ports.to_vec(),
+    };
+    if settings.session_sandbox.network_off {
+        return Ok((Network::Off, None, None));
+    }
+    match p.template.network.unwrap_or(NetworkMode::Proxied) {
+        NetworkMode::None => return Ok((Network::Off, None, None)),
+        NetworkMode::Host => {
+            let note = "network \"host\": the host's network, shared — not isolated: this \
+                        sandbox reaches the host's loopback services and the internet directly";
+            return Ok((shared(), None, Some(note.into())));
+        }
+        NetworkMode::Proxied => {}
+    }
+    if p.backend == Backend::Seatbelt {
+        let note = "network \"proxied\" is not built for Seatbelt yet: this sandbox has the \
+                    host's network, minus the denied ports (docs/macos.md)";
+        return Ok((shared(), None, Some(note.into())));
+    }
+    let mut list = settings.session_sandbox.egress.clone();
+    list.extend(p.template.egress.iter().cloned());
+    if p.kind == SessionKind::Claude || p.template.id == crate::protocol::CLAUDE_CODE_TEMPLATE {
+        list.extend(CLAUDE_CODE_EGRESS.iter().map(|h| h.to_string()));
+    }
+    // Where the launch's routing variables send Claude Code: the template's, else
+    // relay's own (the host passes those on).
+    let mut routing = std::collections::BTreeMap::new();
+    for name in egress::ROUTING_URL_VARS {
+        if let Some(v) = p
+            .template
+            .env
+            .get(*name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+        {
+            routing.insert(name.to_string(), v);
+        }
+    }
+    list.extend(egress::routing_entries(&routing));
+    let mut seen = Vec::new();
+    list.retain(|e| {
+        let new = !seen.contains(e);
+        seen.push(e.clone());
+        new
+    });
+    let rules = Rules::parse(&list)?;
+    let id = if p.id.is_empty() { "<id>" } else { p.id };
+    let network = Network::Proxied {
+        socket: d.paths.egress().join(format!("{id}.sock")),
+        egress: list,
+    };
+    Ok((network, Some(rules), None))
 }
 
 /// Why each path is in a spec, in the order they were added.
@@ -74,13 +145,7 @@ pub(in crate::daemon) fn plan_sandbox(
     let mut labels = Labels::default();
     let lists = spec_lists(d, p, &pin_folders, &mut labels)?;
     let ports = denied_ports(d, settings);
-    let network = if settings.session_sandbox.network_off {
-        Network::Off
-    } else {
-        Network::Shared {
-            denied_loopback_ports: ports.clone(),
-        }
-    };
+    let (network, egress, network_note) = network_of(d, settings, p, &ports)?;
     let mut spec = sandbox::build_spec(
         &SpecInput {
             read: &lists.read,
@@ -97,6 +162,20 @@ pub(in crate::daemon) fn plan_sandbox(
         &d.home,
     )
     .map_err(|e| e.to_string())?;
+    let mut reach = reach_of(&spec);
+    // relay's own folder is never a session's to write, not even unpinned: `relay`
+    // runs from it at the person's next command, which no later refusal covers.
+    if let Some(f) = own_folders
+        .iter()
+        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
+    {
+        return Err(format!(
+            "{} holds relay's own programs, which run outside every sandbox, so no \
+             session may write it; start the session in another folder, or install relay \
+             outside every project (cargo install --locked --path . --root /opt/relay)",
+            f.display()
+        ));
+    }
     // What the person's tools run later is read-only wherever a write grant holds it.
     let exec = exec_files::plan(&exec_files::Input {
         backend: p.backend,
@@ -115,20 +194,6 @@ pub(in crate::daemon) fn plan_sandbox(
         }
     }
     labels.0.extend(exec.labels);
-    let mut reach = reach_of(&spec);
-    // relay's own folder is never a session's to write, not even unpinned: `relay`
-    // runs from it at the person's next command, which no later refusal covers.
-    if let Some(f) = own_folders
-        .iter()
-        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
-    {
-        return Err(format!(
-            "{} holds relay's own programs, which run outside every sandbox, so no \
-             session may write it; start the session in another folder, or install relay \
-             outside every project (cargo install --locked --path . --root /opt/relay)",
-            f.display()
-        ));
-    }
     // A pin that holds one of this launch's own read-write grants (the home folder,
     // when a link to the program sits there) would make the session read-only: it is
     // left out, so this session counts as unpinned for it and a later token launch
@@ -141,16 +206,26 @@ pub(in crate::daemon) fn plan_sandbox(
     });
     pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
     reach.pins = pin_folders;
+    if p.backend == Backend::Bwrap {
+        reach.held = crate::sandbox::policy::effective_read_only(&spec)
+            .into_iter()
+            .filter(|pin| pin.kind != sandbox::PathKind::Missing)
+            .map(|pin| (pin.canonical.clone(), guard::identity(&pin.canonical)))
+            .collect();
+    }
     if let Some(tp) = p.token_path {
         deny_token(d, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
     }
+    let mut notes = exec.notes;
+    notes.extend(network_note);
     Ok(Planned {
         spec,
         reach,
         writable,
         ports,
         labels: labels.0,
-        notes: exec.notes,
+        notes,
+        egress,
     })
 }
 

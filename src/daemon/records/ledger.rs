@@ -183,6 +183,8 @@ impl Record {
                 pins: self.reach.pins,
                 token_path: self.reach.token_path,
                 token_folder: None,
+                // A session read back is not running: nothing to watch.
+                held: vec![],
             },
             stop_reason: None,
             early_exit: None,

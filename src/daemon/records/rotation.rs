@@ -124,8 +124,9 @@ impl Daemon {
     /// Exposure wins: a session it stops keeps `claude_token_changed`. Returns the ids
     /// it stopped.
     pub async fn check_token(&self) -> Vec<String> {
+        let mut stopped = self.check_held().await;
         let Ok(settings) = settings::load(&self.paths.settings()) else {
-            return vec![];
+            return stopped;
         };
         let settings = settings.settings;
         let Ok(token) = settings::token_file_path(&settings.claude_token_file, &self.home) else {
@@ -181,7 +182,38 @@ impl Daemon {
         for (id, reason) in &stop {
             self.stop_for(id, reason).await;
         }
-        stop.into_iter().map(|(id, _)| id).collect()
+        stopped.extend(stop.into_iter().map(|(id, _)| id));
+        stopped
+    }
+
+    /// Stops, with reason `pinned_path_replaced`, every running bwrap session one of
+    /// whose read-only binds no longer holds what is at its path: the person's tool
+    /// replaced the file by rename (`git config`, an editor) or removed it, and the new
+    /// one is the session's to write (docs/THREAT-MODEL.md#what-the-persons-tools-run-later).
+    pub async fn check_held(&self) -> Vec<String> {
+        let mut stop = Vec::new();
+        for e in self.live_sandboxed("") {
+            if e.state != EntryState::Running {
+                continue;
+            }
+            if let Some((path, _)) = e
+                .reach
+                .held
+                .iter()
+                .find(|(path, id)| launch::guard::identity(path) != *id)
+            {
+                tracing::warn!(
+                    session = %e.id,
+                    path = %path.display(),
+                    "a read-only path was replaced outside the sandbox: the session is stopped"
+                );
+                stop.push(e.id.clone());
+            }
+        }
+        for id in &stop {
+            self.stop_for(id, "pinned_path_replaced").await;
+        }
+        stop
     }
 }
 

@@ -239,3 +239,20 @@ fn a_session_granted_the_home_cannot_create_or_change_bashrc_profile_or_ssh_conf
         assert!(!r.home.join(ran).exists(), "{ran}");
     }
 }
+
+#[test]
+fn a_pinned_file_the_person_replaces_stops_the_session_that_could_then_write_it() {
+    // Under bwrap a read-only bind holds the file that was there: `git config` on the
+    // host renames a new `.git/config` over it, which the running session could write.
+    let r = Relay::start(relay_e2e::daemon::base_settings(None));
+    git(&r.home, &r.project, &["init", "-q", "."]);
+    let v = r.shell_terminal("sleep 600");
+    let id = v["id"].as_str().unwrap().to_string();
+    git(
+        &r.home,
+        &r.project,
+        &["config", "branch.main.description", "mine"],
+    );
+    let ev = r.wait_exited(&id);
+    assert_eq!(ev["reason"], "pinned_path_replaced", "{ev}");
+}

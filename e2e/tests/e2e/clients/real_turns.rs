@@ -180,7 +180,12 @@ fn real_turn_sends_the_token_files_bearer_and_its_reply_reaches_relay_session_me
         r.wait_event(|ev| ev["name"] == "session.launch" && ev["session_id"] == id.as_str());
     assert_eq!(
         launch["routing"],
-        json!({"names": ["ANTHROPIC_BASE_URL"], "anthropic_base_url_host": format!("127.0.0.1:{}", api.port)}),
+        json!({
+            // Where the token goes, and the egress proxy's variables relay sets.
+            "names": ["ALL_PROXY", "ANTHROPIC_BASE_URL", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
+                      "all_proxy", "http_proxy", "https_proxy", "no_proxy"],
+            "anthropic_base_url_host": format!("127.0.0.1:{}", api.port)
+        }),
         "{launch}"
     );
     let row = r

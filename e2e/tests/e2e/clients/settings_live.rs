@@ -154,7 +154,7 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
         return;
     };
     let token = fake_token();
-    let mut settings = base_settings(Some(TOKEN_SETTING));
+    let mut settings = relay_e2e::daemon::host_network(base_settings(Some(TOKEN_SETTING)));
     settings["session_sandbox"] = json!({"denied_loopback_ports": [5432]});
     let r = Relay::start(settings);
     let token_path = r.write_token(&token);

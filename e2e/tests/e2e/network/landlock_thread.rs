@@ -6,7 +6,7 @@
 
 use std::net::TcpListener;
 
-use relay_e2e::daemon::{base_settings, Relay};
+use relay_e2e::daemon::{base_settings, host_network, Relay};
 use serde_json::json;
 
 /// Connects to each port given on the command line and sends its tag; prints one line
@@ -47,7 +47,7 @@ fn after_many_launches_a_target_is_still_denied_and_an_unsandboxed_terminal_is_n
         denied.local_addr().unwrap().port(),
         allowed.local_addr().unwrap().port(),
     );
-    let mut s = base_settings(None);
+    let mut s = host_network(base_settings(None));
     s["session_sandbox"] = json!({"denied_loopback_ports": [dp]});
     s["terminal_templates"]
         .as_array_mut()

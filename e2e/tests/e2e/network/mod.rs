@@ -3,3 +3,6 @@
 
 mod landlock_thread;
 mod ports_and_pressure;
+// A network namespace of its own is Linux's (bwrap); the Seatbelt side is not built yet.
+#[cfg(target_os = "linux")]
+mod private;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_e2e::daemon::{base_settings, Relay};
+use relay_e2e::daemon::{base_settings, host_network, Relay};
 use serde_json::{json, Value};
 
 /// Runs each way into TCP named in `probe-methods.json` against each target (and
@@ -123,7 +123,7 @@ fn probe_ports(methods: &[&str]) {
     }
     let (denied, denied4, denied6) = dual_listener();
     let (allowed, allowed4, allowed6) = dual_listener();
-    let mut s = base_settings(None);
+    let mut s = host_network(base_settings(None));
     s["session_sandbox"] = json!({"denied_loopback_ports": [denied]});
     let r = Relay::start(s);
     let api: u16 = r.api_port().expect("api port in ready.json");
@@ -349,7 +349,7 @@ fn a_flood_of_half_sent_api_connections_does_not_take_relay_down() {
     // A daemon with 256 descriptors: the flood below holds more connections than that.
     let mut r = Relay::prepare(None, false);
     r.nofile_limit = Some(256);
-    r.write_settings(&base_settings(None));
+    r.write_settings(&host_network(base_settings(None)));
     r.launch_daemon();
     let addr = r.ready.api.clone().expect("api address");
     let token = std::fs::read_to_string(r.config.join("api-token")).unwrap();
@@ -457,7 +457,7 @@ fn a_flood_of_half_sent_api_connections_does_not_take_relay_down() {
 
 #[test]
 fn an_audit_row_that_cannot_be_written_refuses_the_launch() {
-    let mut s = base_settings(None);
+    let mut s = host_network(base_settings(None));
     s["terminal_templates"]
         .as_array_mut()
         .unwrap()

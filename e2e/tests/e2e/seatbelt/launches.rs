@@ -45,6 +45,7 @@ fn launch() -> Launched {
     // The project is a repository: its hooks and config are the person's git's.
     std::fs::create_dir_all(r.project.join(".git/hooks")).unwrap();
     std::fs::write(r.project.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(r.project.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     // `claude` is `~/.local/bin/claude`, in a folder the template writes: pinned.
     r.seatbelt_pins = vec![r.home.join(".local/bin")];
     // And what the person's tools run later, present or not (issue 22).

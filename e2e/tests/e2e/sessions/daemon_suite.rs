@@ -291,7 +291,8 @@ fn a_caller_inside_a_session_cannot_drive_relay() {
 
 #[test]
 fn the_tcp_listener_needs_the_bearer_and_its_port_is_denied_to_sessions() {
-    let r = Relay::start(base_settings(None));
+    // On the host's network, where the port could be reached at all.
+    let r = Relay::start(relay_e2e::daemon::host_network(base_settings(None)));
     let addr = r.ready.api.clone().expect("api address in ready.json");
     let token = std::fs::read_to_string(r.config.join("api-token")).unwrap();
     use std::os::unix::fs::PermissionsExt;

@@ -1,0 +1,188 @@
+//! The forwarder of a proxied sandbox (docs/session-host.md#the-egress-proxy): run by
+//! `relay-shim enter` inside the sandbox's own network namespace, before the target.
+//! It listens on loopback — the proxy port the target's `HTTPS_PROXY` names, and each
+//! loopback address the session's list bridges — and hands every connection to the
+//! session's egress socket, with one line saying which listener took it. It decides
+//! nothing: relay checks every connection at the other end of the socket.
+//!
+//! The listeners are bound before the target starts (no window where a tool finds the
+//! port closed); the forwarder then runs in a child of its own session and process
+//! group (a terminal's Ctrl-C is not for it) holding no descriptor of the target's (not
+//! its output, not fd 5), and dies with the sandbox.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+/// The variable `enter` reads (and removes from the target's environment):
+/// `<socket> <proxy port> [<bridge address>…]`.
+pub const FORWARD_VAR: &str = "RELAY_SHIM_FORWARD";
+
+/// What to forward, from [`FORWARD_VAR`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub socket: PathBuf,
+    pub proxy_port: u16,
+    pub bridges: Vec<SocketAddr>,
+}
+
+impl Plan {
+    pub fn parse(value: &str) -> Result<Plan, String> {
+        let mut words = value.split(' ');
+        let socket = words
+            .next()
+            .filter(|s| s.starts_with('/'))
+            .ok_or("no socket path")?;
+        let proxy_port = words
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or("no proxy port")?;
+        let bridges = words
+            .map(|b| {
+                b.parse()
+                    .map_err(|_| format!("bridge {b:?}: not an address"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Plan {
+            socket: socket.into(),
+            proxy_port,
+            bridges,
+        })
+    }
+}
+
+/// One listener and the line its connections start with.
+struct Listener {
+    socket: TcpListener,
+    line: String,
+}
+
+/// Binds every listener, then forks the forwarder. Returns in the parent (which goes on
+/// to exec the target); the child never returns.
+pub fn start(plan: &Plan) -> Result<(), String> {
+    let mut listeners = vec![Listener {
+        socket: TcpListener::bind(("127.0.0.1", plan.proxy_port))
+            .map_err(|e| format!("listen on 127.0.0.1:{}: {e}", plan.proxy_port))?,
+        line: "relay-egress 1 proxy\n".into(),
+    }];
+    for b in &plan.bridges {
+        listeners.push(Listener {
+            socket: TcpListener::bind(b).map_err(|e| format!("listen on {b}: {e}"))?,
+            line: format!("relay-egress 1 bridge {b}\n"),
+        });
+    }
+    // Safety: the shim is single-threaded here (enter runs before any thread starts), so
+    // the child may go on running Rust code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid > 0 {
+        // The parent's copies close at exec (std sockets are close-on-exec).
+        return Ok(());
+    }
+    detach(&listeners);
+    let socket = plan.socket.clone();
+    let mut threads = Vec::new();
+    for l in listeners {
+        let socket = socket.clone();
+        threads.push(std::thread::spawn(move || accept_loop(l, &socket)));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    // Safety: ends this child without running the parent's exit handlers twice.
+    unsafe { libc::_exit(0) }
+}
+
+/// In the child: a session of its own, `/dev/null` on 0-2, every other descriptor but
+/// the listeners closed (fd 5 among them).
+fn detach(listeners: &[Listener]) {
+    let keep: Vec<i32> = listeners.iter().map(|l| l.socket.as_raw_fd()).collect();
+    // Safety: plain syscalls on this process's own descriptors and session.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            libc::close(null);
+        }
+    }
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open {
+        if fd > 2 && !keep.contains(&fd) {
+            // Safety: closing a descriptor this child inherited and does not use.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn accept_loop(l: Listener, socket: &Path) {
+    for conn in l.socket.incoming() {
+        let Ok(tcp) = conn else { continue };
+        let (socket, line) = (socket.to_path_buf(), l.line.clone());
+        std::thread::spawn(move || pass(tcp, &socket, &line));
+    }
+}
+
+/// One connection: its line, then bytes both ways until either side closes.
+fn pass(tcp: TcpStream, socket: &Path, line: &str) {
+    let Ok(mut unix) = UnixStream::connect(socket) else {
+        return;
+    };
+    if unix.write_all(line.as_bytes()).is_err() {
+        return;
+    }
+    let (Ok(mut tcp_r), Ok(mut unix_r)) = (tcp.try_clone(), unix.try_clone()) else {
+        return;
+    };
+    let mut tcp_w = tcp;
+    let up = std::thread::spawn(move || {
+        let _ = copy(&mut tcp_r, &mut unix);
+        let _ = unix.shutdown(Shutdown::Write);
+    });
+    let _ = copy(&mut unix_r, &mut tcp_w);
+    let _ = tcp_w.shutdown(Shutdown::Write);
+    let _ = up.join();
+}
+
+fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<u64> {
+    let mut buf = [0u8; 16 * 1024];
+    let mut total = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_parses_and_bad_ones_are_named() {
+        let p = Plan::parse("/run/relay/egress.sock 3128 127.0.0.1:4000 [::1]:5000").unwrap();
+        assert_eq!(p.socket, Path::new("/run/relay/egress.sock"));
+        assert_eq!(p.proxy_port, 3128);
+        assert_eq!(p.bridges.len(), 2);
+        assert!(Plan::parse("relative 3128").is_err());
+        assert!(Plan::parse("/s x").is_err());
+        assert!(Plan::parse("/s 1 nope").unwrap_err().contains("nope"));
+    }
+}

@@ -1,0 +1,366 @@
+//! One proxied session's connections. Each starts with the forwarder's line
+//! (`relay-egress 1 proxy` or `relay-egress 1 bridge <address>`), then:
+//!
+//! - **proxy**: HTTP/1.1 from the sandbox's tools. `CONNECT host:port` opens a tunnel
+//!   (TLS stays end to end: relay never terminates it); an absolute `http://` request is
+//!   sent on, its body streamed, never read or logged.
+//! - **bridge**: raw bytes to one loopback address the list names with its port.
+//!
+//! Every name is checked against the list, resolved here, and each address it resolves to
+//! checked again ([`Rules::address`]); the connection goes to the address checked. A
+//! refusal answers `403` with the rule in words.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+
+use super::rules::Verdict;
+use super::{Session, Sink};
+use crate::wire::Egress;
+
+/// The forwarder's first line, at most this long.
+const PREAMBLE_MAX: usize = 128;
+/// A name resolved and connected within this, or the connection fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Accepts the session's connections until the task is aborted.
+pub async fn serve(listener: UnixListener, session: Arc<Session>, sink: Sink) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::debug!("egress {}: accept: {e}", session.id);
+                // EMFILE and the like: wait a little rather than spin.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Over the cap: closed at once, so a flood holds no descriptor of relay's.
+        let Ok(permit) = session.permits.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let (session, sink) = (session.clone(), sink.clone());
+        tokio::spawn(async move {
+            connection(stream, &session, &sink).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn connection(mut stream: UnixStream, session: &Arc<Session>, sink: &Sink) {
+    let Some(line) = preamble(&mut stream).await else {
+        return;
+    };
+    match line.strip_prefix("relay-egress 1 ") {
+        Some("proxy") => serve_http(stream, session, sink).await,
+        Some(rest) => match rest.strip_prefix("bridge ").and_then(|a| a.parse().ok()) {
+            Some(addr) => bridge(stream, addr, session, sink).await,
+            None => tracing::debug!("egress {}: bad preamble", session.id),
+        },
+        None => tracing::debug!("egress {}: bad preamble", session.id),
+    }
+}
+
+/// Reads the first line byte by byte, so nothing after it is taken from the stream.
+async fn preamble(stream: &mut UnixStream) -> Option<String> {
+    let mut line = Vec::new();
+    loop {
+        let b = tokio::time::timeout(CONNECT_TIMEOUT, stream.read_u8())
+            .await
+            .ok()?
+            .ok()?;
+        if b == b'\n' {
+            return String::from_utf8(line).ok();
+        }
+        line.push(b);
+        if line.len() > PREAMBLE_MAX {
+            return None;
+        }
+    }
+}
+
+/// A record of one connection, filled in as it goes.
+struct Record {
+    host: String,
+    port: u16,
+    started: Instant,
+    counts: Arc<Counts>,
+}
+
+#[derive(Default)]
+struct Counts {
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+impl Record {
+    fn new(host: &str, port: u16) -> Record {
+        Record {
+            host: host.to_string(),
+            port,
+            started: Instant::now(),
+            counts: Arc::default(),
+        }
+    }
+
+    fn finish(&self, session: &Session, sink: &Sink, allowed: bool, rule: String) {
+        sink(
+            session,
+            Egress {
+                host: self.host.clone(),
+                port: self.port,
+                allowed,
+                rule,
+                sent: self.counts.sent.load(Ordering::Relaxed),
+                received: self.counts.received.load(Ordering::Relaxed),
+                ms: self.started.elapsed().as_millis() as u64,
+            },
+        );
+    }
+}
+
+/// Resolves `host` and connects to the first address the rules allow. Errors are the
+/// words of the answer: a refusal (`403`) or a failure (`502`).
+async fn open(
+    session: &Session,
+    host: &str,
+    port: u16,
+) -> Result<(TcpStream, String), (StatusCode, String)> {
+    let rule = match session.rules.host(host, port) {
+        Verdict::Allowed(rule) => rule,
+        Verdict::Refused(why) => return Err((StatusCode::FORBIDDEN, why)),
+    };
+    let name = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((name, port))).await {
+            Ok(Ok(a)) => a.collect(),
+            Ok(Err(e)) => return Err((StatusCode::BAD_GATEWAY, format!("{host}: {e}"))),
+            Err(_) => return Err((StatusCode::GATEWAY_TIMEOUT, format!("{host}: no answer"))),
+        };
+    let mut refused = None;
+    let mut failed = None;
+    for addr in addrs {
+        match session.rules.address(addr) {
+            Verdict::Refused(why) => refused = Some(why),
+            Verdict::Allowed(_) => {
+                match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+                    Ok(Ok(s)) => return Ok((s, rule)),
+                    Ok(Err(e)) => failed = Some(format!("{addr}: {e}")),
+                    Err(_) => failed = Some(format!("{addr}: no answer")),
+                }
+            }
+        }
+    }
+    if let Some(why) = failed {
+        return Err((StatusCode::BAD_GATEWAY, why));
+    }
+    Err((
+        StatusCode::FORBIDDEN,
+        refused.unwrap_or_else(|| format!("{host}: no address")),
+    ))
+}
+
+async fn serve_http(stream: UnixStream, session: &Arc<Session>, sink: &Sink) {
+    let (s, k) = (session.clone(), sink.clone());
+    let svc = hyper::service::service_fn(move |req| {
+        let (s, k) = (s.clone(), k.clone());
+        async move { Ok::<_, std::convert::Infallible>(request(req, &s, &k).await) }
+    });
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .serve_connection(TokioIo::new(stream), svc)
+        .with_upgrades()
+        .await
+    {
+        tracing::debug!("egress {}: {e}", session.id);
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("relay: {body}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Where a request goes: the authority of a `CONNECT`, the host of an `http://` URL.
+fn destination(req: &Request<Incoming>) -> Result<(String, u16), String> {
+    let uri = req.uri();
+    if req.method() == Method::CONNECT {
+        let a = uri.authority().ok_or("CONNECT without host:port")?;
+        let port = a.port_u16().ok_or("CONNECT without a port")?;
+        return Ok((a.host().to_string(), port));
+    }
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => return Err(format!("{other}:// through a proxy: use CONNECT")),
+        None => return Err("not a proxy request (no http:// URL)".into()),
+    }
+    let host = uri.host().ok_or("no host")?.to_string();
+    Ok((host, uri.port_u16().unwrap_or(80)))
+}
+
+async fn request(req: Request<Incoming>, session: &Arc<Session>, sink: &Sink) -> Response<Body> {
+    let (host, port) = match destination(&req) {
+        Ok(d) => d,
+        Err(why) => return text(StatusCode::BAD_REQUEST, why),
+    };
+    let record = Record::new(&host, port);
+    let (tcp, rule) = match open(session, &host, port).await {
+        Ok(o) => o,
+        Err((status, why)) => {
+            record.finish(session, sink, false, why.clone());
+            return text(status, why);
+        }
+    };
+    let tcp = Counted {
+        inner: tcp,
+        counts: record.counts.clone(),
+    };
+    if req.method() == Method::CONNECT {
+        let (s, k) = (session.clone(), sink.clone());
+        tokio::spawn(async move {
+            if let Ok(upgraded) = hyper::upgrade::on(req).await {
+                let mut inside = TokioIo::new(upgraded);
+                let mut outside = tcp;
+                let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+            }
+            record.finish(&s, &k, true, rule);
+        });
+        return Response::new(Full::new(Bytes::new()).map_err(|n| match n {}).boxed());
+    }
+    forward(req, tcp, record, rule, session, sink).await
+}
+
+/// Sends a plain `http://` request on to `tcp` and streams the answer back.
+async fn forward(
+    mut req: Request<Incoming>,
+    tcp: Counted,
+    record: Record,
+    rule: String,
+    session: &Arc<Session>,
+    sink: &Sink,
+) -> Response<Body> {
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await {
+        Ok(c) => c,
+        Err(e) => {
+            record.finish(session, sink, true, rule);
+            return text(StatusCode::BAD_GATEWAY, e.to_string());
+        }
+    };
+    let (s, k) = (session.clone(), sink.clone());
+    tokio::spawn(async move {
+        let _ = conn.await;
+        record.finish(&s, &k, true, rule);
+    });
+    // Origin form for the server; the proxy's own headers stay here.
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    if let Ok(uri) = path.parse() {
+        *req.uri_mut() = uri;
+    }
+    req.headers_mut().remove("proxy-authorization");
+    req.headers_mut().remove("proxy-connection");
+    match sender.send_request(req).await {
+        Ok(resp) => resp.map(|b| b.boxed()),
+        Err(e) => text(StatusCode::BAD_GATEWAY, e.to_string()),
+    }
+}
+
+/// Raw bytes to one loopback address the list names with its port.
+async fn bridge(mut stream: UnixStream, addr: SocketAddr, session: &Arc<Session>, sink: &Sink) {
+    let record = Record::new(&addr.ip().to_string(), addr.port());
+    let rule = match session.rules.host(&addr.ip().to_string(), addr.port()) {
+        Verdict::Allowed(rule) => rule,
+        Verdict::Refused(why) => {
+            record.finish(session, sink, false, why);
+            return;
+        }
+    };
+    let tcp = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            record.finish(session, sink, true, format!("{rule}; {addr}: {e}"));
+            return;
+        }
+        Err(_) => {
+            record.finish(session, sink, true, format!("{rule}; {addr}: no answer"));
+            return;
+        }
+    };
+    let mut tcp = Counted {
+        inner: tcp,
+        counts: record.counts.clone(),
+    };
+    let _ = tokio::io::copy_bidirectional(&mut stream, &mut tcp).await;
+    record.finish(session, sink, true, rule);
+}
+
+/// A TCP stream that counts the bytes each way.
+struct Counted {
+    inner: TcpStream,
+    counts: Arc<Counts>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.counts.received.fetch_add(n, Ordering::Relaxed);
+        r
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.counts.sent.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
