@@ -16,6 +16,7 @@
 //! - [`tree`]: bounded walks without recursion over a tree a session could write (its
 //!   removal, `relay audit scan`'s reading).
 //! - [`text`]: text cut to a size without splitting a character.
+//! - [`jsonpath`]: where a key path points in a JSON document (line and column).
 
 pub mod cli;
 pub mod cloexec;
@@ -24,6 +25,7 @@ pub mod harden;
 pub mod helpers;
 pub mod host;
 pub mod http;
+pub mod jsonpath;
 pub mod listen;
 pub mod logging;
 pub mod peer;

@@ -676,22 +676,31 @@ fn settings_link(c: &Client, open: bool) -> Result<Out, String> {
 
 fn status(c: &Client, config: &std::path::Path) -> Result<Out, String> {
     let (st, v): (wire::Status, _) = get(c, "GET", "/api/status")?;
-    let token = match &st.paths.claude_token_file {
-        Some(p) => format!("Claude token file: {p}"),
-        None => "Claude token file: not set".to_string(),
+    let token = match (&st.paths.claude_token_file, st.settings.ok) {
+        (Some(p), _) => format!("Claude token file: {p}"),
+        (None, true) => "Claude token file: not set".to_string(),
+        // An invalid file says nothing of the token: "not set" would send the person
+        // to set what is already there.
+        (None, false) => "Claude token file: unknown until settings.json is fixed".to_string(),
+    };
+    let settings = match (st.settings.ok, st.settings.note) {
+        (true, None) => format!("settings: {}", st.paths.settings.display()),
+        (true, Some(n)) => format!(
+            "settings: {}\nsettings note: {n}",
+            st.paths.settings.display()
+        ),
+        (false, n) => format!(
+            "settings: INVALID, launches are refused until it is fixed\n  {}",
+            n.unwrap_or_else(|| st.paths.settings.display().to_string())
+        ),
     };
     let mut text = format!(
-        "relay {} running (pid {}, {})\nconfig: {}\n{}\nsessions running: {}{}",
+        "relay {} running (pid {}, {})\nconfig: {}\n{settings}\n{token}\nsessions running: {}",
         st.version,
         st.pid,
         service::started_by(st.service.as_deref()),
         st.paths.config.display(),
-        token,
         st.sessions_running,
-        st.settings
-            .note
-            .map(|n| format!("\nsettings: {n}"))
-            .unwrap_or_default()
     );
     if let Some(c) = service::collision(config, st.pid, st.service.as_deref()) {
         text.push_str(&format!("\nnote: {c}"));

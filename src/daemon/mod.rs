@@ -78,18 +78,22 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn load_settings(&self) -> Result<settings::Settings, settings::SettingsError> {
-        match settings::load(&self.paths.settings()) {
-            Ok(l) => {
-                let note = (!l.unknown_keys.is_empty())
-                    .then(|| format!("unknown keys: {}", l.unknown_keys.join(", ")));
-                *self.settings_note.lock().unwrap_or_else(|p| p.into_inner()) = note;
-                Ok(l.settings)
-            }
-            Err(e) => {
-                *self.settings_note.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                Err(e)
-            }
-        }
+        self.load_settings_noting().map(|(s, _)| s)
+    }
+
+    /// The settings and their unknown keys (a launch refused names them: a typo'd key
+    /// is often why), noting the problem for `relay status`.
+    pub fn load_settings_noting(
+        &self,
+    ) -> Result<(settings::Settings, Vec<settings::UnknownKey>), settings::SettingsError> {
+        let loaded = settings::load(&self.paths.settings());
+        let note = match &loaded {
+            Ok(l) if l.unknown_keys.is_empty() => None,
+            Ok(l) => Some(settings::describe_unknown(&l.unknown_keys)),
+            Err(e) => Some(e.to_string()),
+        };
+        *self.settings_note.lock().unwrap_or_else(|p| p.into_inner()) = note;
+        loaded.map(|l| (l.settings, l.unknown_keys))
     }
 
     pub fn api_port(&self) -> Option<u16> {

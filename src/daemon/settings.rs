@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::jsonpath::{self, KeyPath};
+
 pub const FILE_NAME: &str = "settings.json";
 pub const SETTINGS_MAX_BYTES: u64 = 1024 * 1024;
 
@@ -508,23 +510,93 @@ pub struct Api {
     pub listen: String,
 }
 
-/// A settings file that cannot be used, naming the file and the problem.
+/// A settings file that cannot be used: the file, the line and column of the value at
+/// fault, its key path, and the problem (`…/settings.json:4:28:
+/// projects[0].allowed_templates: expected a list of template ids, got "*"`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingsError {
     pub path: PathBuf,
+    /// Line and column, from 1; `None` when the file could not be read at all.
+    pub at: Option<(usize, usize)>,
+    /// Where in the document (`terminal_templates[2] ("build")`); empty for the whole file.
+    pub key: String,
     pub problem: String,
 }
 
 impl std::fmt::Display for SettingsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.problem)
+        write!(f, "{}", self.path.display())?;
+        if let Some((line, col)) = self.at {
+            write!(f, ":{line}:{col}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        write!(f, ": {}", self.problem)
     }
 }
 
 pub struct Loaded {
     pub settings: Settings,
-    /// Unknown keys, as dotted paths; reported, not fatal.
-    pub unknown_keys: Vec<String>,
+    /// Unknown keys; reported, not fatal.
+    pub unknown_keys: Vec<UnknownKey>,
+}
+
+/// A key relay does not know, where it is and the known key it is closest to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKey {
+    /// Its path, `projects[0].allowed_template`.
+    pub key: String,
+    pub at: Option<(usize, usize)>,
+    /// The known key of that object it most resembles (`allowed_templates`).
+    pub closest: Option<&'static str>,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.key)?;
+        if let Some((line, col)) = self.at {
+            write!(f, " at line {line} column {col}")?;
+        }
+        if let Some(c) = self.closest {
+            write!(f, " (did you mean {c}?)")?;
+        }
+        Ok(())
+    }
+}
+
+/// `unknown keys: a at line 1 column 2 (did you mean b?), c at …`, for `relay status`,
+/// `relay serve`'s start and a refused launch.
+pub fn describe_unknown(keys: &[UnknownKey]) -> String {
+    let list: Vec<String> = keys.iter().map(ToString::to_string).collect();
+    format!("unknown keys: {}", list.join(", "))
+}
+
+/// The known key closest to `k`: a small edit distance, as for a typo or a missing `s`.
+fn closest(k: &str, known: &[&'static str]) -> Option<&'static str> {
+    known
+        .iter()
+        .map(|c| (edit_distance(k, c), *c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 4))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -574,153 +646,333 @@ const SANDBOX_KEYS: &[&str] = &[
 ];
 const API_KEYS: &[&str] = &["listen"];
 
-fn unknown_in(v: &Value, known: &[&str], prefix: &str, out: &mut Vec<String>) {
+type Found = (KeyPath, &'static [&'static str]);
+
+fn unknown_in(v: &Value, known: &'static [&'static str], at: KeyPath, out: &mut Vec<Found>) {
     if let Some(obj) = v.as_object() {
         for k in obj.keys() {
             if !known.contains(&k.as_str()) {
-                out.push(format!("{prefix}{k}"));
+                out.push((at.clone().key(k), known));
             }
         }
     }
 }
 
-pub fn unknown_keys(v: &Value) -> Vec<String> {
+/// The keys of `v` no settings object has, each with where it is in `text`.
+pub fn unknown_keys(v: &Value, text: &[u8]) -> Vec<UnknownKey> {
     let mut out = Vec::new();
-    unknown_in(v, TOP_KEYS, "", &mut out);
-    if let Some(ps) = v.get("projects").and_then(Value::as_array) {
-        for (i, p) in ps.iter().enumerate() {
-            unknown_in(p, PROJECT_KEYS, &format!("projects[{i}]."), &mut out);
+    let top = KeyPath::default();
+    unknown_in(v, TOP_KEYS, top.clone(), &mut out);
+    for (list, known) in [
+        ("projects", PROJECT_KEYS),
+        ("terminal_templates", TEMPLATE_KEYS),
+    ] {
+        if let Some(items) = v.get(list).and_then(Value::as_array) {
+            for (i, item) in items.iter().enumerate() {
+                unknown_in(item, known, top.clone().key(list).index(i), &mut out);
+            }
         }
     }
-    if let Some(ts) = v.get("terminal_templates").and_then(Value::as_array) {
-        for (i, t) in ts.iter().enumerate() {
-            unknown_in(
-                t,
-                TEMPLATE_KEYS,
-                &format!("terminal_templates[{i}]."),
-                &mut out,
-            );
+    for (key, known) in [("session_sandbox", SANDBOX_KEYS), ("api", API_KEYS)] {
+        if let Some(obj) = v.get(key) {
+            unknown_in(obj, known, top.clone().key(key), &mut out);
         }
     }
-    if let Some(s) = v.get("session_sandbox") {
-        unknown_in(s, SANDBOX_KEYS, "session_sandbox.", &mut out);
+    out.into_iter()
+        .map(|(path, known)| UnknownKey {
+            key: path.to_string(),
+            at: jsonpath::locate(text, &path),
+            closest: path.last_key().and_then(|k| closest(k, known)),
+        })
+        .collect()
+}
+
+/// A problem at a key path of the document.
+struct Invalid {
+    at: KeyPath,
+    problem: String,
+}
+
+fn invalid(at: KeyPath, problem: impl Into<String>) -> Invalid {
+    Invalid {
+        at,
+        problem: problem.into(),
     }
-    if let Some(a) = v.get("api") {
-        unknown_in(a, API_KEYS, "api.", &mut out);
+}
+
+/// The error for `problem` at `at`: the line and column of it in `text`, and its path
+/// as a person reads it, a project or template named by its id when the path ends at it.
+fn located(path: &Path, text: &[u8], value: &Value, bad: Invalid) -> SettingsError {
+    let mut key = bad.at.to_string();
+    if let [jsonpath::Seg::Key(list), jsonpath::Seg::Index(i)] = bad.at.0.as_slice() {
+        if let Some(id) = value
+            .get(list)
+            .and_then(|l| l.get(*i))
+            .and_then(|item| item.get("id"))
+            .and_then(Value::as_str)
+        {
+            key.push_str(&format!(" ({id:?})"));
+        }
     }
-    out
+    SettingsError {
+        path: path.to_path_buf(),
+        at: jsonpath::locate(text, &bad.at),
+        key,
+        problem: bad.problem,
+    }
+}
+
+/// serde's message for a value of the wrong shape, as the person who wrote the file
+/// reads it: `expected a list of template ids, got "*"`, `missing "command"`.
+fn humane(at: &KeyPath, msg: &str) -> String {
+    if let Some(field) = msg
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        return format!("missing {field:?}");
+    }
+    if let Some(rest) = msg.strip_prefix("unknown variant `") {
+        if let Some((got, expected)) = rest.split_once("`, expected ") {
+            let expected = expected.replace("one of ", "").replace('`', "\"");
+            return format!("expected {expected}, got {got:?}");
+        }
+    }
+    let shape = msg
+        .strip_prefix("invalid type: ")
+        .or_else(|| msg.strip_prefix("invalid value: "));
+    if let Some((got, expected)) = shape.and_then(|r| r.split_once(", expected ")) {
+        let field = match at.0.last() {
+            Some(jsonpath::Seg::Key(k)) => Some(k.as_str()),
+            _ => None,
+        };
+        return format!("expected {}, got {}", wanted(field, expected), seen(got));
+    }
+    // relay's own checks (retain_ended, detach_keys) already say what was expected,
+    // after the key the path names.
+    let own = at
+        .last_key()
+        .and_then(|k| msg.strip_prefix(k))
+        .map(str::trim_start);
+    own.unwrap_or(msg).to_string()
+}
+
+/// What a key holds, in words.
+fn wanted(field: Option<&str>, serde_says: &str) -> String {
+    let by_key = match field {
+        Some("allowed_templates") => "a list of template ids",
+        Some("projects") => "a list of projects",
+        Some("terminal_templates") => "a list of templates",
+        Some("args") => "a list of strings",
+        Some("read" | "read_write" | "deny") => "a list of paths",
+        Some("env_passthrough") => "a list of variable names",
+        Some("writable_exceptions") => "a list of paths or names",
+        Some("denied_loopback_ports") => "a list of port numbers",
+        Some("env") => "an object of names and string values",
+        Some("claude_token_on_change") => "\"stop\" or \"keep\"",
+        Some("backend") => "\"auto\", \"seatbelt\" or \"bwrap\"",
+        _ => "",
+    };
+    if !by_key.is_empty() {
+        return by_key.to_string();
+    }
+    match serde_says {
+        "a sequence" => "a list".into(),
+        "a boolean" => "true or false".into(),
+        "u16" => "a port number (0 to 65535)".into(),
+        "a map" => "an object".into(),
+        s if s.starts_with("struct ") => "an object".into(),
+        s => s.to_string(),
+    }
+}
+
+/// A value serde saw, as it was written.
+fn seen(serde_says: &str) -> String {
+    match serde_says {
+        "sequence" => "a list".into(),
+        "map" => "an object".into(),
+        s => {
+            for word in ["boolean ", "integer ", "floating point ", "string "] {
+                if let Some(v) = s.strip_prefix(word) {
+                    return v.trim_matches('`').to_string();
+                }
+            }
+            s.to_string()
+        }
+    }
 }
 
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, SettingsError> {
-    let err = |problem: String| SettingsError {
+    let whole = |at: Option<(usize, usize)>, problem: String| SettingsError {
         path: path.to_path_buf(),
+        at,
+        key: String::new(),
         problem,
     };
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        err(format!(
-            "not valid JSON at line {} column {}: {}",
-            e.line(),
-            e.column(),
-            e
-        ))
+        // serde_json's message ends with where; the place is said first instead.
+        let text = e.to_string();
+        let what = text.split(" at line ").next().unwrap_or(&text);
+        whole(
+            Some((e.line(), e.column())),
+            format!("not valid JSON: {what}"),
+        )
     })?;
     if !value.is_object() {
-        return Err(err("the top level must be a JSON object".into()));
+        return Err(whole(
+            Some((1, 1)),
+            "the top level must be a JSON object".into(),
+        ));
     }
-    let unknown = unknown_keys(&value);
-    let settings: Settings = serde_json::from_value(value).map_err(|e| err(e.to_string()))?;
-    validate(&settings).map_err(err)?;
+    let unknown = unknown_keys(&value, bytes);
+    let settings: Settings = serde_path_to_error::deserialize(&value).map_err(|e| {
+        let at = KeyPath(
+            e.path()
+                .iter()
+                .filter_map(|s| match s {
+                    serde_path_to_error::Segment::Seq { index } => {
+                        Some(jsonpath::Seg::Index(*index))
+                    }
+                    serde_path_to_error::Segment::Map { key } => {
+                        Some(jsonpath::Seg::Key(key.clone()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        );
+        let problem = humane(&at, &e.inner().to_string());
+        located(path, bytes, &value, invalid(at, problem))
+    })?;
+    validate(&settings).map_err(|bad| located(path, bytes, &value, bad))?;
     Ok(Loaded {
         settings,
         unknown_keys: unknown,
     })
 }
 
+/// An `egress` list: every entry a host, a `*.domain`, an address with its port or a
+/// preset (docs/settings.md#network).
+fn check_egress(list: &[String], at: KeyPath) -> Result<(), Invalid> {
+    for (i, e) in list.iter().enumerate() {
+        crate::daemon::egress::Rules::parse(std::slice::from_ref(e))
+            .map_err(|why| invalid(at.clone().index(i), why))?;
+    }
+    Ok(())
+}
+
 /// An `env_passthrough` list: every entry a name without `=` or NUL, or a non-empty
 /// prefix and one `*` as its last character (`crate::host::env::valid_pattern`).
-fn check_passthrough(list: &[String], key: &str) -> Result<(), String> {
-    match list.iter().find(|p| !crate::host::env::valid_pattern(p)) {
+fn check_passthrough(list: &[String], at: KeyPath) -> Result<(), Invalid> {
+    match list
+        .iter()
+        .position(|p| !crate::host::env::valid_pattern(p))
+    {
         None => Ok(()),
-        Some(p) => Err(format!(
-            "{key} entry {p:?} is not a variable name or a prefix ending in * (such as AWS_*)"
+        Some(i) => Err(invalid(
+            at.index(i),
+            format!(
+                "{:?} is not a variable name or a prefix ending in * (such as AWS_*)",
+                list[i]
+            ),
         )),
     }
 }
 
-fn validate(s: &Settings) -> Result<(), String> {
-    check_passthrough(&s.env_passthrough, "env_passthrough")?;
-    crate::daemon::egress::Rules::parse(&s.session_sandbox.egress)
-        .map_err(|e| format!("session_sandbox: {e}"))?;
-    let mut ids = std::collections::HashSet::new();
-    for p in &s.projects {
+fn validate(s: &Settings) -> Result<(), Invalid> {
+    let top = KeyPath::default();
+    check_passthrough(&s.env_passthrough, top.clone().key("env_passthrough"))?;
+    check_egress(
+        &s.session_sandbox.egress,
+        top.clone().key("session_sandbox").key("egress"),
+    )?;
+    let mut ids = std::collections::HashMap::new();
+    for (i, p) in s.projects.iter().enumerate() {
+        let at = top.clone().key("projects").index(i);
         if p.id.is_empty() {
-            return Err("a project has an empty id".into());
+            return Err(invalid(at.key("id"), "empty: a project needs an id"));
         }
-        if !ids.insert(&p.id) {
-            return Err(format!("project id {:?} appears twice", p.id));
+        if let Some(first) = ids.insert(&p.id, i) {
+            return Err(invalid(
+                at.key("id"),
+                format!("{:?} is projects[{first}]'s id too", p.id),
+            ));
         }
         if !(p.path.starts_with('/') || p.path == "~" || p.path.starts_with("~/")) {
-            return Err(format!(
-                "project {:?}: path {:?} must be absolute or start with ~/",
-                p.id, p.path
+            return Err(invalid(
+                at.key("path"),
+                format!("{:?} must be absolute or start with ~/", p.path),
             ));
         }
     }
-    let mut ids = std::collections::HashSet::new();
-    for t in &s.terminal_templates {
-        if t.id.is_empty() {
-            return Err("a terminal template has an empty id".into());
-        }
-        if !ids.insert(&t.id) {
-            return Err(format!("terminal template id {:?} appears twice", t.id));
-        }
-        if t.command.is_empty() {
-            return Err(format!("terminal template {:?} has an empty command", t.id));
-        }
-        if !t.model.is_empty() && !valid_model(&t.model) {
-            return Err(format!(
-                "terminal template {:?}: model {:?} is not a model name",
-                t.id, t.model
-            ));
-        }
-        check_passthrough(
-            &t.env_passthrough,
-            &format!("terminal template {:?}: env_passthrough", t.id),
-        )?;
-        if let Some(x) = t
-            .writable_exceptions
-            .iter()
-            .find(|x| !crate::daemon::launch::exec_files::valid_exception(x))
-        {
-            return Err(format!(
-                "terminal template {:?}: writable_exceptions entry {x:?} is neither a path \
-                 (absolute or ~/…) nor one of {}",
-                t.id,
-                crate::daemon::launch::exec_files::root_names().join(", ")
-            ));
-        }
-        crate::daemon::egress::Rules::parse(&t.egress)
-            .map_err(|e| format!("terminal template {:?}: {e}", t.id))?;
-        if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
-            return Err(format!(
-                "terminal template {:?}: permission_mode {:?} is not one word of letters",
-                t.id, t.permission_mode
-            ));
-        }
+    let mut ids = std::collections::HashMap::new();
+    for (i, t) in s.terminal_templates.iter().enumerate() {
+        validate_template(t, i, &mut ids)?;
     }
     if !s.api.listen.is_empty() {
+        let at = || top.clone().key("api").key("listen");
         let addr: std::net::SocketAddr = s.api.listen.parse().map_err(|_| {
-            format!(
-                "api.listen {:?} is not an address like 127.0.0.1:4850",
-                s.api.listen
+            invalid(
+                at(),
+                format!("{:?} is not an address like 127.0.0.1:4850", s.api.listen),
             )
         })?;
         if !addr.ip().is_loopback() {
-            return Err(format!(
-                "api.listen {:?} must be a loopback address",
-                s.api.listen
+            return Err(invalid(
+                at(),
+                format!("{:?} must be a loopback address", s.api.listen),
             ));
         }
+    }
+    Ok(())
+}
+
+fn validate_template<'a>(
+    t: &'a Template,
+    i: usize,
+    ids: &mut std::collections::HashMap<&'a String, usize>,
+) -> Result<(), Invalid> {
+    let at = KeyPath::default().key("terminal_templates").index(i);
+    if t.id.is_empty() {
+        return Err(invalid(at.key("id"), "empty: a template needs an id"));
+    }
+    if let Some(first) = ids.insert(&t.id, i) {
+        return Err(invalid(
+            at.key("id"),
+            format!("{:?} is terminal_templates[{first}]'s id too", t.id),
+        ));
+    }
+    if t.command.is_empty() {
+        return Err(invalid(
+            at.key("command"),
+            "empty: name the program the template runs",
+        ));
+    }
+    if !t.model.is_empty() && !valid_model(&t.model) {
+        return Err(invalid(
+            at.key("model"),
+            format!("{:?} is not a model name", t.model),
+        ));
+    }
+    check_passthrough(&t.env_passthrough, at.clone().key("env_passthrough"))?;
+    if let Some(x) = t
+        .writable_exceptions
+        .iter()
+        .position(|x| !crate::daemon::launch::exec_files::valid_exception(x))
+    {
+        return Err(invalid(
+            at.key("writable_exceptions").index(x),
+            format!(
+                "{:?} is neither a path (absolute or ~/…) nor one of {}",
+                t.writable_exceptions[x],
+                crate::daemon::launch::exec_files::root_names().join(", ")
+            ),
+        ));
+    }
+    check_egress(&t.egress, at.clone().key("egress"))?;
+    if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
+        return Err(invalid(
+            at.key("permission_mode"),
+            format!("{:?} is not one word of letters", t.permission_mode),
+        ));
     }
     Ok(())
 }
@@ -730,6 +982,8 @@ fn validate(s: &Settings) -> Result<(), String> {
 pub fn load(path: &Path) -> Result<Loaded, SettingsError> {
     let err = |problem: String| SettingsError {
         path: path.to_path_buf(),
+        at: None,
+        key: String::new(),
         problem,
     };
     let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read: {e}")))?;
@@ -830,7 +1084,7 @@ mod tests {
         let e = parse(p, b"{\"projects\": [").err().unwrap();
         assert!(
             e.to_string()
-                .starts_with("/cfg/settings.json: not valid JSON"),
+                .starts_with("/cfg/settings.json:1:14: not valid JSON: "),
             "{e}"
         );
         let e = parse(p, br#"{"projects":[{"id":"a","path":"rel"}]}"#)
@@ -842,14 +1096,95 @@ mod tests {
             br#"{"colour":"red","api":{"listen":"127.0.0.1:0","tls":1}}"#,
         )
         .unwrap();
-        assert_eq!(
-            l.unknown_keys,
-            vec!["colour".to_string(), "api.tls".to_string()]
-        );
+        let keys: Vec<&str> = l.unknown_keys.iter().map(|u| u.key.as_str()).collect();
+        assert_eq!(keys, ["colour", "api.tls"]);
         let e = parse(p, br#"{"api":{"listen":"0.0.0.0:80"}}"#)
             .err()
             .unwrap();
         assert!(e.problem.contains("loopback"), "{e}");
+    }
+
+    /// Every error names the file, the line and column, and the key path, and says what
+    /// was expected in words (issue 26 item 5).
+    #[test]
+    fn every_error_names_the_file_the_line_the_column_and_the_key() {
+        let p = Path::new("/cfg/settings.json");
+        let table: &[(&str, &str)] = &[
+            (
+                "{\n  \"projects\": [\n    {\"id\": \"h\", \"path\": \"~\", \"allowed_templates\": \"*\"}\n  ]\n}",
+                r#"/cfg/settings.json:3:51: projects[0].allowed_templates: expected a list of template ids, got "*""#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "a", "command": "x"}, {"id": "b", "command": "x"},
+ {"id": "build", "args": []}]}"#,
+                r#"/cfg/settings.json:2:2: terminal_templates[2] ("build"): missing "command""#,
+            ),
+            (
+                r#"{"projects": [{"id": "h", "path": "relative"}]}"#,
+                r#"/cfg/settings.json:1:35: projects[0].path: "relative" must be absolute or start with ~/"#,
+            ),
+            (
+                r#"{"projects": [{"id": "h", "path": "~"}, {"id": "h", "path": "/p"}]}"#,
+                r#"/cfg/settings.json:1:48: projects[1].id: "h" is projects[0]'s id too"#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "x", "args": ["a", 3]}]}"#,
+                "/cfg/settings.json:1:67: terminal_templates[0].args[1]: expected a string, got 3",
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "x", "sandbox": "no"}]}"#,
+                r#"/cfg/settings.json:1:64: terminal_templates[0].sandbox: expected true or false, got "no""#,
+            ),
+            (
+                r#"{"session_sandbox": {"denied_loopback_ports": [80, 70000]}}"#,
+                "/cfg/settings.json:1:52: session_sandbox.denied_loopback_ports[1]: expected a port number (0 to 65535), got 70000",
+            ),
+            (
+                r#"{"claude_token_on_change": "restart"}"#,
+                r#"/cfg/settings.json:1:28: claude_token_on_change: expected "stop" or "keep", got "restart""#,
+            ),
+            (
+                r#"{"retain_ended": "7w"}"#,
+                r#"/cfg/settings.json:1:18: retain_ended: "7w": expected seconds, a duration such as "7d", "12h", "30m" or "90s", or "never""#,
+            ),
+            (
+                r#"{"env_passthrough": ["OK", "A=B"]}"#,
+                r#"/cfg/settings.json:1:28: env_passthrough[1]: "A=B" is not a variable name or a prefix ending in * (such as AWS_*)"#,
+            ),
+            (
+                r#"{"api": {"listen": "0.0.0.0:80"}}"#,
+                r#"/cfg/settings.json:1:20: api.listen: "0.0.0.0:80" must be a loopback address"#,
+            ),
+            (
+                r#"{"projects": {"id": "h"}}"#,
+                "/cfg/settings.json:1:14: projects: expected a list of projects, got an object",
+            ),
+            ("[1]", "/cfg/settings.json:1:1: the top level must be a JSON object"),
+            (
+                "{\n  \"projects\": [,]\n}",
+                "/cfg/settings.json:2:16: not valid JSON: expected value",
+            ),
+        ];
+        let wrong: Vec<String> = table
+            .iter()
+            .filter_map(|(file, want)| {
+                let got = parse(p, file.as_bytes()).err().unwrap().to_string();
+                (got != *want).then(|| format!("{file}\n  got  {got}\n  want {want}"))
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn an_unknown_key_names_where_it_is_and_the_key_it_resembles() {
+        let p = Path::new("/cfg/settings.json");
+        let file = "{\n  \"projects\": [{\"id\": \"h\", \"path\": \"~\",\n    \"allowed_template\": [\"*\"]}],\n  \"colour\": 1\n}";
+        let l = parse(p, file.as_bytes()).unwrap();
+        assert_eq!(
+            describe_unknown(&l.unknown_keys),
+            "unknown keys: colour at line 4 column 13, projects[0].allowed_template at line 3 \
+             column 25 (did you mean allowed_templates?)"
+        );
     }
 
     #[test]
@@ -871,26 +1206,23 @@ mod tests {
         for bad in ["*", "A*B", "A=B", "", "**"] {
             let top = format!(r#"{{"env_passthrough": ["OK", {bad:?}]}}"#);
             let e = parse(p, top.as_bytes()).err().unwrap();
-            assert!(
-                e.problem
-                    .starts_with(&format!("env_passthrough entry {bad:?} is not")),
-                "{e}"
-            );
+            assert_eq!(e.key, "env_passthrough[1]", "{e}");
+            assert!(e.problem.starts_with(&format!("{bad:?} is not")), "{e}");
             let in_template = format!(
                 r#"{{"terminal_templates": [{{"id": "t", "command": "/bin/sh", "env_passthrough": [{bad:?}]}}]}}"#
             );
             let e = parse(p, in_template.as_bytes()).err().unwrap();
-            assert!(
-                e.problem.starts_with(&format!(
-                    "terminal template \"t\": env_passthrough entry {bad:?} is not"
-                )),
-                "{e}"
-            );
+            assert_eq!(e.key, "terminal_templates[0].env_passthrough[0]", "{e}");
+            assert!(e.problem.starts_with(&format!("{bad:?} is not")), "{e}");
         }
         let e = parse(p, br#"{"env_passthrough": "GITHUB_TOKEN"}"#)
             .err()
             .unwrap();
-        assert!(e.problem.contains("expected a sequence"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "/cfg/settings.json:1:21: env_passthrough: expected a list of variable names, \
+             got \"GITHUB_TOKEN\""
+        );
     }
 
     #[test]
@@ -943,15 +1275,12 @@ mod tests {
         for bad in ["\"7w\"", "\"d\"", "\"-1d\"", "-5", "1.5", "true", "\"\""] {
             let body = format!(r#"{{"retain_ended":{bad}}}"#);
             let e = parse(p, body.as_bytes()).err().unwrap();
-            assert!(e.problem.contains("retain_ended"), "{bad}: {e}");
+            assert_eq!(e.key, "retain_ended", "{bad}: {e}");
         }
         let e = parse(p, br#"{"claude_token_on_change":"restart"}"#)
             .err()
             .unwrap();
-        assert!(
-            e.problem.contains("claude_token_on_change") || e.problem.contains("variant"),
-            "{e}"
-        );
+        assert_eq!(e.key, "claude_token_on_change", "{e}");
         // Written back: the default is left out, another value is spelled in days or seconds.
         let mut s = seed();
         assert!(!to_pretty(&s).contains("retain_ended"));
@@ -993,7 +1322,7 @@ mod tests {
         ] {
             let body = format!(r#"{{"detach_keys":{bad}}}"#);
             let e = parse(p, body.as_bytes()).err().unwrap();
-            assert!(e.problem.contains("detach_keys"), "{bad}: {e}");
+            assert_eq!(e.key, "detach_keys", "{bad}: {e}");
         }
         // The default is left out when written.
         assert!(!to_pretty(&seed()).contains("detach_keys"));
@@ -1022,7 +1351,7 @@ mod tests {
             br#"{"terminal_templates":[{"id":"c","command":"x","permission_mode":"plan --x"}]}"#,
         ] {
             let e = parse(p, bad).err().unwrap();
-            assert!(e.problem.contains("terminal template \"c\""), "{e}");
+            assert!(e.key.starts_with("terminal_templates[0]."), "{e}");
         }
         assert!(valid_permission_mode("bypassPermissions"));
         assert!(!valid_permission_mode(""));
@@ -1090,7 +1419,7 @@ mod fuzz {
             bytes in proptest::collection::vec(any::<u8>(), 0..512),
         ) {
             if let Err(e) = parse(Path::new("/c/settings.json"), &bytes) {
-                prop_assert!(e.to_string().starts_with("/c/settings.json: "));
+                prop_assert!(e.to_string().starts_with("/c/settings.json:"));
             }
         }
 

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::daemon::error::ApiError;
 
 use crate::daemon::records::journal::{AuditRow, Event};
-use crate::daemon::settings::Settings;
+use crate::daemon::settings::{self, Settings};
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
 use crate::protocol::{
     Backend, EnvAllowlist, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef,
@@ -297,7 +297,7 @@ fn decide(
     let inside = input
         .caller_pid
         .is_some_and(|pid| d.descends_from_session(pid));
-    let settings = match d.load_settings() {
+    let (settings, unknown) = match d.load_settings_noting() {
         Ok(s) => s,
         Err(_) if inside => {
             return Err(at.refuse(ApiError::new(
@@ -331,8 +331,17 @@ fn decide(
             at.row.sandboxed = Some(decision.sandboxed);
             Ok((settings, decision))
         }
-        Err(r) => {
+        Err(mut r) => {
             at.note(r.noted);
+            // A typo'd key is often why (`allowed_template`): said where it is refused.
+            if !unknown.is_empty() && r.error.code != Code::InsideSession {
+                r.error.message = format!(
+                    "{}; {} has {}",
+                    r.error.message,
+                    settings::FILE_NAME,
+                    settings::describe_unknown(&unknown)
+                );
+            }
             Err(at.refuse(r.error))
         }
     }

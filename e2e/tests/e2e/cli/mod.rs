@@ -5,4 +5,5 @@ mod config_dir;
 mod explain;
 mod help;
 pub(crate) mod service;
+mod settings_errors;
 mod usage;
