@@ -274,9 +274,13 @@ pub(super) enum SessionVerb {
         /// The session's id.
         #[arg(long)]
         id: String,
-        /// The message text (words are joined with spaces).
-        #[arg(required = true)]
+        /// The message text (words are joined with spaces); `-` alone reads it from
+        /// standard input.
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
         text: Vec<String>,
+        /// Read the message from this file (`-`: standard input), as UTF-8 text.
+        #[arg(long, value_name = "PATH")]
+        file: Option<std::path::PathBuf>,
         /// Print the turn as it happens: text as it arrives, a line per tool call and
         /// result (with --json: one JSON event per line).
         #[arg(long)]

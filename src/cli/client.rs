@@ -76,11 +76,13 @@ impl Client {
         self.http.as_ref().map_err(Clone::clone)
     }
 
-    /// What the person reads when a call got no answer.
-    fn failed(&self, e: CallError) -> String {
+    /// What the person reads when a call got no answer: relay not running, or a
+    /// sentence for a connection that broke off during `method path`, never the
+    /// transport's own words alone.
+    fn failed(&self, e: CallError, method: &str, path: &str) -> String {
         match e {
             CallError::Connect(e) => not_running(&self.socket, &e),
-            CallError::Http(m) => format!("read from relay: {m}"),
+            CallError::Http(m) => cut_off(&self.socket, &format!("{method} {path}"), &m),
         }
     }
 
@@ -99,7 +101,7 @@ impl Client {
         self.http()?
             .call(method, path, &JSON, payload)
             .map(Answer::from)
-            .map_err(|e| self.failed(e))
+            .map_err(|e| self.failed(e, method, path))
     }
 
     /// One request whose 200 answer is a stream of lines (`application/x-ndjson`),
@@ -119,7 +121,7 @@ impl Client {
         {
             Ok(Ok(())) => Ok(Streamed::Lines),
             Ok(Err(a)) => Ok(Streamed::Refused(a.into())),
-            Err(e) => Err(self.failed(e)),
+            Err(e) => Err(self.failed(e, method, path)),
         }
     }
 
@@ -133,8 +135,37 @@ impl Client {
         match self.http()?.upgrade(path, protocol) {
             Ok(Ok((s, rest))) => Ok(Ok((s, rest.to_vec()))),
             Ok(Err(a)) => Ok(Err(a.into())),
-            Err(e) => Err(self.failed(e)),
+            Err(e) => Err(self.failed(e, "GET", path)),
         }
+    }
+}
+
+/// What a verb says when the connection to relay broke off during `what`: relay stopped
+/// (nothing listens on `socket` any more), or it closed this one connection; either
+/// way where its log is. `why` is the transport's word, kept last for a bug report.
+fn cut_off(socket: &Path, what: &str, why: &str) -> String {
+    let log = socket
+        .parent()
+        .map(|config| Paths {
+            config: config.to_path_buf(),
+        })
+        .map(|p| p.log().display().to_string())
+        .unwrap_or_default();
+    // A relay that died closes this connection a moment before its listener (the
+    // kernel closes a dead process's descriptors one by one): look for a while.
+    let gone = (0..20).any(|i| {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        std::os::unix::net::UnixStream::connect(socket).is_err()
+    });
+    if gone {
+        format!(
+            "relay stopped while answering {what}; see {log} for why, and start it again \
+             with `relay serve` ({why})"
+        )
+    } else {
+        format!("relay closed the connection while answering {what}; see {log} ({why})")
     }
 }
 

@@ -212,9 +212,15 @@ pub fn run() -> ExitCode {
         Verb::Session(SessionVerb::Message {
             id,
             text,
+            file,
             stream,
             json: Json { json },
-        }) => return turn::run(&Client::new(&config), &id, &text.join(" "), stream, json),
+        }) => {
+            return match turn::prompt(&text, file.as_deref()) {
+                Ok(text) => turn::run(&Client::new(&config), &id, &text, stream, json),
+                Err(e) => fail(e),
+            }
+        }
         Verb::Session(v) => session(&Client::new(&config), v),
     };
     match result {

@@ -104,8 +104,68 @@ impl Renderer {
     }
 }
 
+/// The message of `relay session message`: the words joined with spaces, or `--file
+/// PATH` read whole, or standard input for `-` (either way); UTF-8 and not empty
+/// (docs/cli.md#prompt-input).
+pub fn prompt(words: &[String], file: Option<&std::path::Path>) -> Result<String, String> {
+    let from = match (words, file) {
+        (_, Some(p)) if p.as_os_str() == "-" => None,
+        (_, Some(p)) => Some(p),
+        ([one], None) if one == "-" => None,
+        (words, None) => return non_empty(words.join(" ")),
+    };
+    let (bytes, what) = match from {
+        Some(p) => (
+            std::fs::read(p).map_err(|e| format!("--file {}: {e}", p.display()))?,
+            format!("--file {}", p.display()),
+        ),
+        None => {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut b)
+                .map_err(|e| format!("standard input: {e}"))?;
+            (b, "standard input".to_string())
+        }
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{what}: not UTF-8 text (byte {} is not part of a character)",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    non_empty(text).map_err(|e| format!("{what}: {e}"))
+}
+
+fn non_empty(text: String) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("the message is empty".into());
+    }
+    Ok(text)
+}
+
+/// A message too large for one request, refused before it is sent: the size and
+/// relay's limit, which the daemon would refuse (`payload_too_large`) while the body
+/// is still being written.
+pub fn too_large(body: &Message) -> Option<String> {
+    let len = serde_json::to_vec(body).map_or(usize::MAX, |b| b.len());
+    let max = crate::daemon::api::BODY_MAX;
+    (len > max).then(|| {
+        format!(
+            "the message is too long: {len} bytes as sent, and relay takes at most {max} bytes \
+             ({} KiB) in one request; send it in parts (docs/cli.md#prompt-input) ({})",
+            max / 1024,
+            Code::PayloadTooLarge
+        )
+    })
+}
+
 pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> ExitCode {
     let path = format!("/api/sessions/{id}/message");
+    if let Some(e) = too_large(&Message {
+        text: text.to_string(),
+        stream,
+    }) {
+        return fail(e);
+    }
     if !stream {
         let body = Message {
             text: text.to_string(),

@@ -4,6 +4,7 @@
 mod config_dir;
 mod explain;
 mod help;
+mod prompt_input;
 pub(crate) mod service;
 mod settings_errors;
 mod usage;
