@@ -112,7 +112,7 @@ impl Daemon {
         let mut v: Vec<Entry> = self
             .ledger()
             .values()
-            .filter(|e| e.kind == kind && e.state != EntryState::Launching)
+            .filter(|e| e.kind == kind && e.state != EntryState::Launching && !e.probe)
             .cloned()
             .collect();
         v.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));

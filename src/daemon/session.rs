@@ -65,6 +65,9 @@ pub struct Entry {
     /// Its sandbox in words, from the spec its profile was rendered from
     /// (`GET /api/{sessions,terminals}/{id}/sandbox`); none for an unsandboxed launch.
     pub explained: Option<std::sync::Arc<crate::sandbox::explain::Explanation>>,
+    /// A `relay doctor` probe: never listed (terminals, sessions, the Settings page),
+    /// purged as soon as doctor has read its log.
+    pub probe: bool,
 }
 
 impl Entry {

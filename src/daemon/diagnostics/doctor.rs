@@ -312,7 +312,7 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
                     "token_file",
                     Status::Skip,
                     "claude_token_file is not set",
-                    Some("run `claude setup-token`, save the token 0600 and set claude_token_file"),
+                    Some("run `claude setup-token`, paste the token it prints into a file such as ~/.config/relay/claude-token (chmod 600), and set claude_token_file in settings.json to that path"),
                 ),
                 None,
             ),
@@ -337,7 +337,7 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
                     "token_file",
                     Status::Fail,
                     format!("{}: {e}", path.display()),
-                    Some("create the file with `claude setup-token` output, mode 600"),
+                    Some("run `claude setup-token`, paste the token it prints into that file, then chmod 600 it"),
                 ),
                 Some(path),
             )
@@ -356,6 +356,8 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
         Err(e) => {
             let fix = if e.reason.contains("API key") {
                 "run `claude setup-token` and save the token it prints in place of the API key"
+            } else if e.reason.contains("empty") {
+                "paste the token from `claude setup-token` into the file (one line), then relay doctor again"
             } else {
                 "keep one regular 0600 file of at most 4096 bytes, no links"
             };
@@ -398,19 +400,37 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
     (check("token_file", Status::Ok, detail, None), Some(path))
 }
 
-/// Where the programs a token launch runs live: a folder a sandboxed session can write
-/// is pinned read-only in every sandbox (so launches stay
-/// safe), but it is reported, since the person may not expect it to be read-only there.
+/// What `claude_program` says when Claude Code is not found: a warning (relay runs,
+/// shells and other templates work), with how to get it.
+const INSTALL_CLAUDE: &str = "install Claude Code (its native installer puts it at \
+     ~/.local/bin/claude, or npm install -g @anthropic-ai/claude-code), then run relay \
+     doctor again; or set claude_path in settings.json to where it is";
+
+/// Where the programs a token launch runs live. Not found is a warning with the way to
+/// install it. A folder a sandboxed session can write (a native install's
+/// `~/.local/bin` under a home project) is pinned read-only in every sandbox, so
+/// launches stay safe: `ok`, with a note, since the person may not expect it to be
+/// read-only there.
 fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
-    if !token_set {
-        return check(
-            "claude_program",
-            Status::Skip,
-            "claude_token_file is not set: nothing is handed the token",
-            None,
-        );
-    }
     let path_env = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    if !token_set {
+        let program = s.claude_program();
+        let detail = "claude_token_file is not set: nothing is handed the token";
+        return match guard::program_pins(&program, &d.home, &path_env).program {
+            Some(p) => check(
+                "claude_program",
+                Status::Skip,
+                format!("{detail} ({program} is {})", p.display()),
+                None,
+            ),
+            None => check(
+                "claude_program",
+                Status::Warn,
+                format!("{program}: not found; {detail}"),
+                Some(INSTALL_CLAUDE),
+            ),
+        };
+    }
     let live: Vec<std::path::PathBuf> = d
         .live_sandboxed("")
         .iter()
@@ -423,12 +443,13 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
         let Some(path) = &pins.program else {
             return check(
                 "claude_program",
-                Status::Fail,
+                Status::Warn,
                 format!(
-                    "{program}: not found (relay searched the PATH it was started with: {})",
+                    "{program}: not found (relay searched the PATH it was started with: {}); \
+                     Claude sessions cannot start",
                     path_env.to_string_lossy()
                 ),
-                Some("install Claude Code, or set claude_path to its absolute path"),
+                Some(INSTALL_CLAUDE),
             );
         };
         if let Some(missing) = pins
@@ -448,38 +469,27 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
                 Some("set claude_path to the program's absolute path, or drop that folder from relay's PATH"),
             );
         }
-        for folder in &pins.folders {
-            if let Some(root) = writable.iter().find(|r| folder.starts_with(r)) {
-                return check(
-                    "claude_program",
-                    Status::Fail,
-                    format!(
-                        "{}: its folder {} lies in {}, which a sandboxed session can write; \
-                         relay pins it read-only in every sandbox, so sessions cannot change \
-                         what gets the token (and cannot write there)",
-                        path.display(),
-                        folder.display(),
-                        root.display()
-                    ),
-                    Some(
-                        "to keep that folder writable in sessions, install Claude Code outside \
-                         every project and read-write grant (for example npm install -g under \
-                         /usr/local) and set claude_path to it",
-                    ),
-                );
-            }
+        match pins
+            .folders
+            .iter()
+            .find_map(|f| Some((f, writable.iter().find(|r| f.starts_with(r))?)))
+        {
+            Some((folder, root)) => found.push(format!(
+                "{}: note: its folder {} lies in {}, which a sandboxed session can write; \
+                 relay pins it read-only in every sandbox, so sessions cannot change what \
+                 gets the token (and cannot write there either; to keep it writable, install \
+                 Claude Code outside every project and set claude_path to it)",
+                path.display(),
+                folder.display(),
+                root.display()
+            )),
+            None => found.push(format!(
+                "{}: outside every folder a session can write",
+                path.display()
+            )),
         }
-        found.push(path.display().to_string());
     }
-    check(
-        "claude_program",
-        Status::Ok,
-        format!(
-            "{}: outside every folder a session can write",
-            found.join(", ")
-        ),
-        None,
-    )
+    check("claude_program", Status::Ok, found.join("; "), None)
 }
 
 /// Strips terminal escape sequences and whitespace, for matching a pty log.
@@ -516,7 +526,8 @@ pub fn plain(text: &str) -> String {
     out
 }
 
-/// Runs a pty launch to its end and returns its log.
+/// Runs a pty launch to its end and returns its log; the probe is purged then (its
+/// record, logs and temp folder), as it was never listed.
 async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result<String, String> {
     let mut input = input;
     input.kind = Some(SessionKind::Pty);
@@ -525,13 +536,32 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
     let entry = launch::launch(d, input)
         .await
         .map_err(|e| format!("{} ({})", e.message, e.code))?;
+    let log = probe_log(d, &entry.id, seq).await;
+    // For the e2e suite only: `RELAY_E2E_KEEP_PROBES=1` in `relay serve`'s environment
+    // keeps an ended probe's temp folder (still never listed), for a test that reads
+    // what its launcher was asked there (seatbelt::doctor).
+    if std::env::var_os("RELAY_E2E_KEEP_PROBES").is_some_and(|v| v == "1") {
+        return log;
+    }
+    if let Err(e) =
+        crate::daemon::records::purge::purge(d, &entry.id, SessionKind::Pty, "doctor_probe").await
+    {
+        tracing::warn!(session = %entry.id, "doctor: the probe was not purged: {}", e.message);
+    }
+    log
+}
+
+/// The log of probe `id` once it has ended (ended by force after 60 s).
+async fn probe_log(d: &Arc<Daemon>, id: &str, seq: u64) -> Result<String, String> {
+    let entry_id = id.to_string();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut after = seq;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             // It holds the token on fd 5: it does not outlive the check.
-            d.terminate(&entry.id).await;
+            d.terminate(&entry_id).await;
+            settle(d, &entry_id, after).await;
             return Err("the probe did not end within 60 s".into());
         }
         let evs = d.events.wait_for(after, left).await;
@@ -540,20 +570,41 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
         }
         if evs
             .iter()
-            .any(|e| e.name == "session.exited" && e.session_id.as_ref() == Some(&entry.id))
+            .any(|e| e.name == "session.exited" && e.session_id.as_ref() == Some(&entry_id))
         {
             break;
         }
     }
     let (status, bytes) = d
         .host
-        .call("GET", &format!("/sessions/{}/log", entry.id), None)
+        .call("GET", &format!("/sessions/{entry_id}/log"), None)
         .await
         .map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(format!("probe log: host answered {status}"));
     }
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Waits (10 s at most) for `id`'s exit event after `after`, so it can be purged.
+async fn settle(d: &Arc<Daemon>, id: &str, mut after: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let evs = d.events.wait_for(after, left).await;
+        if let Some(last) = evs.last() {
+            after = last.seq;
+        }
+        if evs
+            .iter()
+            .any(|e| e.name == "session.exited" && e.session_id.as_deref() == Some(id))
+        {
+            return;
+        }
+    }
 }
 
 fn probe_project(s: &Settings) -> Option<String> {

@@ -661,6 +661,7 @@ fn entry_for(
         stop_reason: None,
         early_exit: None,
         explained: boxed.map(|b| b.explained.clone()),
+        probe: decision.relay_probe,
     }
 }
 

@@ -190,6 +190,8 @@ impl Record {
             early_exit: None,
             // Not kept on disk: the page says so for an entry read back.
             explained: None,
+            // A probe a stop of relay cut short is listed as the terminal it was.
+            probe: false,
         };
         (e, was_running)
     }

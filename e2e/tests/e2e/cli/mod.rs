@@ -2,6 +2,7 @@
 //! picks, `relay sandbox explain`, and `relay service` with `relay doctor`'s helpers check.
 
 mod config_dir;
+mod doctor_advice;
 mod explain;
 mod help;
 mod prompt_input;

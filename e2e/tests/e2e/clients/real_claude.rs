@@ -150,18 +150,15 @@ fn doctor_canary_is_denied_although_the_template_grants_the_tokens_folder() {
         "{token_check}"
     );
     // `claude` (the instance's `~/.local/bin/claude`) lies in a folder that template
-    // can write: a failure, with what to do, though launches stay safe (it is pinned).
+    // can write: launches stay safe (it is pinned), so `ok`, with a note saying so and
+    // what to do to keep the folder writable.
     let program = doctor_check(&v, "claude_program");
-    assert_eq!(program["status"], "fail", "{program}");
+    assert_eq!(program["status"], "ok", "{program}");
+    let detail = program["detail"].as_str().unwrap();
     assert!(
-        program["detail"].as_str().unwrap().contains(".local/bin"),
+        detail.contains(".local/bin") && detail.contains("note:") && detail.contains("claude_path"),
         "{program}"
     );
-    assert!(
-        program["fix"].as_str().unwrap().contains("claude_path"),
-        "{program}"
-    );
-    assert_eq!(v["ok"], false, "{v}");
     assert_eq!(out.status, if v["ok"] == true { 0 } else { 1 }, "{v}");
     assert_absent(out.stdout.as_bytes(), &token, "relay doctor");
     assert_absent(&r.output(), &token, "the daemon output");

@@ -59,7 +59,12 @@ fn doctor_on_seatbelt_runs_canary_and_auth_status_through_sandbox_exec_and_fails
     if let Some(c) = &claude {
         s["terminal_templates"][0]["command"] = json!(c);
     }
-    let r = Relay::start(s);
+    // Its probes' temp folders hold the fake launcher's call log: kept for reading.
+    let mut r = Relay::prepare(None, false);
+    r.write_settings(&s);
+    r.serve_env
+        .push(("RELAY_E2E_KEEP_PROBES".into(), "1".into()));
+    r.launch_daemon();
     let path = r.write_token(&token);
 
     let out = r.cli(&["doctor", "--json"]);
