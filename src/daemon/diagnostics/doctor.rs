@@ -647,6 +647,7 @@ async fn checks_without_probes(
     checks.push(shield_check(&settings));
     checks.push(config_check(d));
     checks.push(ledger_check(d));
+    checks.push(space_check(d));
     let (token, token_path) = token_check(&settings, &d.home);
     let token_ok = token.status == Status::Ok || token.status == Status::Warn;
     checks.push(token);
@@ -821,6 +822,73 @@ async fn is_fake(p: &std::path::Path) -> bool {
     .unwrap_or(false)
 }
 
+/// Below this much free space where relay keeps its records (the config dir) or the
+/// sessions' folders (the temp dir), `free_space` fails: a session record or Claude's
+/// transcript may not be written.
+pub const SPACE_FAIL: u64 = 16 << 20;
+/// Below this, `free_space` warns.
+pub const SPACE_WARN: u64 = 256 << 20;
+
+/// `relay doctor`'s `free_space`: the space left for relay's files and the sessions'.
+fn space_check(d: &Daemon) -> Check {
+    // The field types differ by platform (u32 blocks on macOS): the casts are not
+    // needless everywhere.
+    #[allow(clippy::unnecessary_cast)]
+    let free = |p: &Path| {
+        nix::sys::statvfs::statvfs(p)
+            .map(|v| (v.blocks_available() as u64).saturating_mul(v.fragment_size() as u64))
+            .map_err(|e| e.to_string())
+    };
+    space_verdict(&[
+        ("config dir", &d.paths.config, free(&d.paths.config)),
+        ("temp dir", &d.tmp, free(&d.tmp)),
+    ])
+}
+
+/// The verdict on each place's free bytes (or why they could not be read).
+pub fn space_verdict(places: &[(&str, &Path, Result<u64, String>)]) -> Check {
+    let mut worst = Status::Ok;
+    let mut parts = Vec::new();
+    let mut low = Vec::new();
+    for (what, path, free) in places {
+        match free {
+            Ok(n) => {
+                parts.push(format!("{what} {}: {} MiB free", path.display(), n >> 20));
+                let status = if *n < SPACE_FAIL {
+                    Status::Fail
+                } else if *n < SPACE_WARN {
+                    Status::Warn
+                } else {
+                    continue;
+                };
+                if status == Status::Fail || worst == Status::Ok {
+                    worst = status;
+                }
+                low.push(path.display().to_string());
+            }
+            Err(e) => {
+                parts.push(format!("{what} {}: {e}", path.display()));
+                if worst == Status::Ok {
+                    worst = Status::Warn;
+                }
+            }
+        }
+    }
+    let fix = (!low.is_empty()).then(|| {
+        format!(
+            "free space on the disk holding {} (relay records each session and turn there, \
+             and a session's Claude writes its transcript in the temp dir)",
+            low.join(" and ")
+        )
+    });
+    Check {
+        name: "free_space",
+        status: worst,
+        detail: parts.join("; "),
+        fix,
+    }
+}
+
 /// `relay doctor`'s `ledger` check: files set aside are a warning to look at.
 fn ledger_check(d: &Daemon) -> Check {
     let aside = d.store.set_aside_files();
@@ -850,7 +918,7 @@ fn ledger_check(d: &Daemon) -> Check {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain, seatbelt_launcher_check, Status};
+    use super::{plain, seatbelt_launcher_check, space_verdict, Status};
     use crate::daemon::settings::{BackendChoice, SessionSandbox, Settings};
     use crate::protocol::Backend;
     use std::os::unix::fs::PermissionsExt;
@@ -914,6 +982,36 @@ mod tests {
         assert_eq!(missing.status, Status::Fail, "{missing:?}");
         assert!(missing.detail.starts_with("no sandbox-exec at "));
         assert!(missing.fix.is_some());
+    }
+
+    #[test]
+    fn free_space_fails_below_16_mib_and_warns_below_256() {
+        let c = Path::new("/c");
+        let t = Path::new("/t");
+        let v = space_verdict(&[("config dir", c, Ok(1 << 30)), ("temp dir", t, Ok(1 << 30))]);
+        assert_eq!(v.status, Status::Ok, "{}", v.detail);
+        assert_eq!(
+            v.detail,
+            "config dir /c: 1024 MiB free; temp dir /t: 1024 MiB free"
+        );
+        let v = space_verdict(&[
+            ("config dir", c, Ok(100 << 20)),
+            ("temp dir", t, Ok(1 << 30)),
+        ]);
+        assert_eq!(v.status, Status::Warn);
+        assert!(v
+            .fix
+            .as_deref()
+            .unwrap()
+            .starts_with("free space on the disk holding /c "));
+        let v = space_verdict(&[("config dir", c, Ok(100 << 20)), ("temp dir", t, Ok(4096))]);
+        assert_eq!(v.status, Status::Fail);
+        assert!(v.fix.unwrap().contains("/c and /t"));
+        let v = space_verdict(&[
+            ("config dir", c, Err("gone".into())),
+            ("temp dir", t, Ok(1 << 30)),
+        ]);
+        assert_eq!(v.status, Status::Warn);
     }
 
     #[test]

@@ -28,6 +28,12 @@ fn a_pinned_native_install_is_ok_with_a_note_and_the_probes_leave_no_terminal() 
     let r = Relay::start(s);
     r.write_token(&format!("sk-ant-oat01-{}", relay_e2e::random_hex(40)));
     let (_, v) = doctor(&r);
+    let space = doctor_check(&v, "free_space");
+    assert_eq!(space["status"], "ok", "{space}");
+    assert!(
+        text(&space, "detail").starts_with(&format!("config dir {}: ", r.config.display())),
+        "{space}"
+    );
     let program = doctor_check(&v, "claude_program");
     assert_eq!(program["status"], "ok", "{program}");
     let detail = text(&program, "detail");
