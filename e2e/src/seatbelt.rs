@@ -42,7 +42,12 @@ pub fn write_policy(
     sockets: &[PathBuf],
     ports: &[u16],
 ) {
-    let policy = json!({"deny": deny, "pinned": pinned, "sockets": sockets, "ports": ports});
+    // Every instance that writes a policy shares the network (none sets network_off), so
+    // the fake also asks DNS's socket and TCP out to be open.
+    // The person's home is `<root>/home` in every instance (`Relay::prepare`); a session's
+    // own HOME may be a folder relay made for Claude, so the fake is told.
+    let policy = json!({"deny": deny, "pinned": pinned, "sockets": sockets, "ports": ports,
+                        "network": "shared", "home": root.join("home")});
     let path = root.join(POLICY_FILE);
     let partial = root.join(format!("{POLICY_FILE}.partial"));
     std::fs::write(&partial, policy.to_string()).expect("policy file");
@@ -110,6 +115,15 @@ pub enum Target {
     Path(PathBuf),
     Socket(PathBuf),
     Port(u16),
+    /// A Mach service by its global name.
+    Mach(String),
+    /// Another process: `self`, `same-sandbox` or `outside`.
+    Process(&'static str),
+    Sysctl(String),
+    /// An Apple Event's receiver, by bundle id.
+    AppleEvent(String),
+    /// An operation that names nothing (`lsopen`, `user-preference-write`).
+    Nothing,
 }
 
 impl Check {
@@ -141,6 +155,13 @@ impl Check {
             Target::Path(p) => answer.get("mode").is_none() && answer["path"] == s(p),
             Target::Socket(p) => answer["socket"] == s(p),
             Target::Port(port) => answer["port"] == *port,
+            Target::Mach(n) => answer["mach"] == n.as_str(),
+            Target::Process(r) => answer["process"] == *r,
+            Target::Sysctl(n) => answer["sysctl"] == n.as_str(),
+            Target::AppleEvent(id) => answer["appleevent"] == id.as_str(),
+            Target::Nothing => ["path", "socket", "port", "mach", "process", "sysctl"]
+                .iter()
+                .all(|k| answer.get(k).is_none()),
         }
     }
 }
@@ -152,6 +173,11 @@ impl std::fmt::Display for Check {
             Target::Path(p) => write!(f, "{} {} {verdict}", self.op, p.display()),
             Target::Socket(p) => write!(f, "{} to socket {} {verdict}", self.op, p.display()),
             Target::Port(port) => write!(f, "{} to localhost:{port} {verdict}", self.op),
+            Target::Mach(n) => write!(f, "{} of {n} {verdict}", self.op),
+            Target::Process(r) => write!(f, "{} on a process {r} {verdict}", self.op),
+            Target::Sysctl(n) => write!(f, "{} of {n} {verdict}", self.op),
+            Target::AppleEvent(id) => write!(f, "{} to {id} {verdict}", self.op),
+            Target::Nothing => write!(f, "{} {verdict}", self.op),
         }
     }
 }

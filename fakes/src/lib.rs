@@ -20,6 +20,7 @@ pub mod api;
 pub mod call_log;
 pub mod sandbox_exec;
 pub mod sbpl;
+pub mod sbpl_escapes;
 pub mod sbpl_eval;
 pub mod sbpl_questions;
 

@@ -1,6 +1,6 @@
 //! A fake of macOS's `/usr/bin/sandbox-exec` for Linux e2e tests.
 //!
-//! `sandbox-exec -f PROFILE [--] CMD [ARGS…]`: refuse a profile that is not well-formed
+//! `sandbox-exec [-D NAME=VALUE]… -f PROFILE [--] CMD [ARGS…]`: refuse a profile that is not well-formed
 //! SBPL ([`crate::sbpl`]) or that the evaluator does not understand ([`crate::sbpl_eval`]),
 //! record what was asked (`$TMPDIR/fake-sandbox-exec.jsonl`) and a copy of the profile
 //! (`$TMPDIR/fake-sandbox-exec/<sha256>.sb`, so a test can read what was enforced after
@@ -36,6 +36,10 @@ pub const EXIT_EXEC_FAILED: i32 = 126;
 /// `execvp` found no such command (as a shell reports it).
 pub const EXIT_NOT_FOUND: i32 = 127;
 
+/// The parameter relay's shim binds to the session's own terminal (`/dev/null` when it
+/// has none), which the profile reads as `(param "RELAY_TTY")`.
+pub const TTY_PARAM: &str = "RELAY_TTY";
+
 /// Call log file name under `$TMPDIR`.
 pub const CALL_LOG: &str = "fake-sandbox-exec.jsonl";
 /// Folder under `$TMPDIR` that holds one copy of each profile, named by its digest.
@@ -44,6 +48,8 @@ pub const PROFILE_COPIES: &str = "fake-sandbox-exec";
 /// What the command line asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Invocation {
+    /// `-D NAME=VALUE` pairs, in order: what `(param "NAME")` reads in the profile.
+    pub params: Vec<(String, Vec<u8>)>,
     /// The profile path as given.
     pub profile: OsString,
     /// CMD and its ARGS; never empty.
@@ -52,8 +58,22 @@ pub struct Invocation {
 
 /// Parses `argv` (including argv[0]).
 pub fn parse_args(argv: &[OsString]) -> Result<Invocation, String> {
-    let usage = || "usage: sandbox-exec -f PROFILE [--] CMD [ARGS...]".to_string();
-    let [_, flag, profile, rest @ ..] = argv else {
+    use std::os::unix::ffi::OsStrExt;
+    let usage =
+        || "usage: sandbox-exec [-D NAME=VALUE]... -f PROFILE [--] CMD [ARGS...]".to_string();
+    let mut params = Vec::new();
+    let mut argv = argv.get(1..).unwrap_or_default();
+    while let [flag, pair, rest @ ..] = argv {
+        if flag != "-D" {
+            break;
+        }
+        let bytes = pair.as_bytes();
+        let eq = bytes.iter().position(|&b| b == b'=').ok_or_else(usage)?;
+        let name = std::str::from_utf8(&bytes[..eq]).map_err(|_| usage())?;
+        params.push((name.to_string(), bytes[eq + 1..].to_vec()));
+        argv = rest;
+    }
+    let [flag, profile, rest @ ..] = argv else {
         return Err(usage());
     };
     if flag != "-f" {
@@ -67,6 +87,7 @@ pub fn parse_args(argv: &[OsString]) -> Result<Invocation, String> {
         return Err(usage());
     }
     Ok(Invocation {
+        params,
         profile: profile.clone(),
         command: rest.to_vec(),
     })
@@ -89,7 +110,7 @@ pub fn run() -> ! {
     if let Err(err) = crate::sbpl::check(&profile) {
         fail(EXIT_PROFILE_REFUSED, &format!("profile {shown}: {err}"));
     }
-    let evaluated = match Profile::parse(&profile) {
+    let evaluated = match Profile::parse_with(&profile, &invocation.params) {
         Ok(evaluated) => evaluated,
         Err(err) => fail(
             EXIT_PROFILE_REFUSED,
@@ -99,7 +120,12 @@ pub fn run() -> ! {
     if let Err(err) = record(&invocation, &profile) {
         fail(crate::EXIT_RECORD_FAILED, &err);
     }
-    if let Err(err) = record_answers(&evaluated, &call_log::sha256_hex(&profile)) {
+    let tty = invocation
+        .params
+        .iter()
+        .find(|(name, _)| name == TTY_PARAM)
+        .map(|(_, v)| v.as_slice());
+    if let Err(err) = record_answers(&evaluated, &call_log::sha256_hex(&profile), tty) {
         fail(crate::EXIT_RECORD_FAILED, &err);
     }
     exec(&invocation.command)
@@ -113,7 +139,7 @@ fn adopt_target() {
     let Ok(target) = relay_shim::target::Target::from_process() else {
         return;
     };
-    for name in ["TMPDIR", sbpl_questions::POLICY_ENV] {
+    for name in ["TMPDIR", "HOME", sbpl_questions::POLICY_ENV] {
         if let Some(v) = target.var(name) {
             // Single-threaded: nothing else reads the environment meanwhile.
             std::env::set_var(name, v);
@@ -127,7 +153,7 @@ fn adopt_target() {
 /// Asks the questions of this launch ([`crate::sbpl_questions`]) and appends one line:
 /// `{pid, sha256, policy, failures, answers: […]}`. A policy file that is named but
 /// cannot be read is an error: a harness bug must not pass as "nothing to check".
-fn record_answers(profile: &Profile, sha256: &str) -> Result<(), String> {
+fn record_answers(profile: &Profile, sha256: &str, tty: Option<&[u8]>) -> Result<(), String> {
     let policy_path = std::env::var_os(sbpl_questions::POLICY_ENV).filter(|p| !p.is_empty());
     let policy = match &policy_path {
         Some(path) => {
@@ -142,7 +168,18 @@ fn record_answers(profile: &Profile, sha256: &str) -> Result<(), String> {
     let tmp = std::env::var_os("TMPDIR")
         .filter(|t| !t.is_empty())
         .map(PathBuf::from);
-    let questions = sbpl_questions::questions(&policy, &cwd, tmp.as_deref());
+    let home = policy.home.clone().or_else(|| {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+    });
+    let mut questions = sbpl_questions::questions(&policy, &cwd, tmp.as_deref());
+    questions.extend(crate::sbpl_escapes::questions(
+        tty,
+        home.as_deref(),
+        policy.network_shared,
+        &policy.macos,
+    ));
     let answers = sbpl_questions::answer(profile, questions)?;
     let failures = answers.iter().filter(|a| !a.ok()).count();
     let line = JsonLine::new()
@@ -185,6 +222,14 @@ fn record(invocation: &Invocation, profile: &[u8]) -> Result<(), String> {
         .field("sha256", sha256)
         .field("argv", target.iter().map(lossy).collect::<Vec<_>>())
         .field("enter", enter.iter().map(lossy).collect::<Vec<_>>())
+        .field(
+            "params",
+            invocation
+                .params
+                .iter()
+                .map(|(n, v)| format!("{n}={}", String::from_utf8_lossy(v)))
+                .collect::<Vec<_>>(),
+        )
         .field("pid", std::process::id())
         .finish();
     let log = tmp.join(CALL_LOG);
@@ -296,10 +341,35 @@ mod tests {
                 "-f"
             ])),
             Ok(Invocation {
+                params: vec![],
                 profile: "/p.sb".into(),
                 command: args(&["/bin/echo", "a", "-f"]),
             })
         );
+    }
+
+    #[test]
+    fn parameters_come_before_the_profile() {
+        let inv = parse_args(&args(&[
+            "sandbox-exec",
+            "-D",
+            "RELAY_TTY=/dev/ttys003",
+            "-D",
+            "X=a=b",
+            "-f",
+            "p",
+            "cmd",
+        ]))
+        .unwrap();
+        assert_eq!(
+            inv.params,
+            vec![
+                ("RELAY_TTY".to_string(), b"/dev/ttys003".to_vec()),
+                ("X".to_string(), b"a=b".to_vec())
+            ]
+        );
+        assert_eq!(inv.command, args(&["cmd"]));
+        assert!(parse_args(&args(&["sandbox-exec", "-D", "novalue", "-f", "p", "c"])).is_err());
     }
 
     #[test]

@@ -54,9 +54,29 @@
 //! checks the link's source or its new name), a unix-socket connect or a loopback
 //! connect is `network-outbound`, and executing a file is `process-exec`.
 //!
+//! - **What else a rule can name** (the deny-default profile's questions): a Mach
+//!   service by `(global-name N)` or `(global-name-prefix P)`; another process by
+//!   `(target self)`, `(target same-sandbox)` (the caller and every process under the
+//!   same profile) or `(target others)`; a sysctl by `(sysctl-name N)` or
+//!   `(sysctl-name-prefix P)`; an IOKit user client by `(iokit-registry-entry-class C)`
+//!   (or `iokit-user-client-class`); a socket domain by `(socket-domain AF_…)` for
+//!   `system-socket`; a POSIX semaphore or shared-memory name by `(ipc-posix-name N)` or
+//!   `(ipc-posix-name-prefix P)`; an Apple Event's receiver by `(appleevent-destination
+//!   BUNDLE-ID)`; every unix-socket connect by `(remote unix-socket)`; any TCP connect by
+//!   `(remote ip "*:PORT")` (`localhost:PORT` only loopback). An operation that names
+//!   nothing (`lsopen`, `job-creation`, `pseudo-tty`, `user-preference-write`) is decided
+//!   by rules without filters. `ipc-posix-sem` written bare covers its `-open`, `-post`…
+//!   operations, as Apple's profiles use it.
+//! - **`(param "NAME")`** where a string goes is the value `sandbox-exec -D NAME=VALUE`
+//!   bound ([`Profile::parse_with`]); an unbound one is an error.
+//! - **`(with message "…")`** after a rule's operations tags what is logged; it matches
+//!   nothing and changes no decision.
+//! - **`(extension "CLASS")`** never matches: the evaluator holds no sandbox extension,
+//!   so an allow that needs one (a pty the session opens itself) is left to a Mac.
+//!
 //! Not modelled (an error if a profile uses them): `import`, `define`, `debug`, `trace`,
-//! `(with …)` modifiers, `vnode-type`, `extension`, `require-entitlement`, and every
-//! filter not listed above.
+//! other `(with …)` modifiers, `vnode-type`, `require-entitlement`, and every filter not
+//! listed above.
 
 use std::fmt;
 
@@ -79,6 +99,47 @@ pub enum Target {
     UnixSocket(Vec<u8>),
     /// A TCP connect to loopback on this port.
     Localhost(u16),
+    /// A TCP connect to a host that is not loopback, on this port.
+    Internet(u16),
+    /// A Mach service looked up (or registered) by its global name.
+    Mach(Vec<u8>),
+    /// Another process, signalled or inspected, by how it relates to the caller.
+    Process(Relation),
+    /// A sysctl, by its dotted name (`kern.procargs2`).
+    Sysctl(Vec<u8>),
+    /// An IOKit user client, by its registry class (`RootDomainUserClient`).
+    IoKit(Vec<u8>),
+    /// A socket made in this domain (`AF_ROUTE`, `AF_SYSTEM`), for `system-socket`.
+    SocketDomain(Vec<u8>),
+    /// A POSIX semaphore or shared-memory object, by its name.
+    PosixIpc(Vec<u8>),
+    /// An Apple Event sent to the application with this bundle id.
+    AppleEvent(Vec<u8>),
+    /// An operation that names nothing (`lsopen`, `job-creation`, `pseudo-tty`,
+    /// `user-preference-write`): only a rule without filters decides it.
+    Nothing,
+}
+
+/// How the process an operation is aimed at relates to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    /// The caller itself.
+    Itself,
+    /// Another process under the same profile (a child, a sibling in the session).
+    SameSandbox,
+    /// A process outside this sandbox: the daemon, the host, another session, the
+    /// person's shell.
+    Outside,
+}
+
+impl Relation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Relation::Itself => "self",
+            Relation::SameSandbox => "same-sandbox",
+            Relation::Outside => "outside",
+        }
+    }
 }
 
 impl Target {
@@ -92,7 +153,7 @@ impl Target {
     fn path_bytes(&self) -> Option<&[u8]> {
         match self {
             Target::Path { path, .. } | Target::UnixSocket(path) => Some(path),
-            Target::Localhost(_) => None,
+            _ => None,
         }
     }
 }
@@ -162,15 +223,60 @@ const OPERATIONS: &[&str] = &[
     "sysctl-read",
     "sysctl-write",
     "mach*",
+    "mach-host*",
     "mach-lookup",
     "mach-register",
     "ipc*",
+    "ipc-posix*",
+    "ipc-posix-sem",
+    "ipc-posix-sem-create",
+    "ipc-posix-sem-open",
+    "ipc-posix-sem-post",
+    "ipc-posix-sem-unlink",
+    "ipc-posix-sem-wait",
+    "ipc-posix-shm*",
+    "ipc-posix-shm-read*",
+    "ipc-posix-shm-read-data",
+    "ipc-posix-shm-read-metadata",
+    "ipc-posix-shm-write*",
+    "ipc-posix-shm-write-create",
+    "ipc-posix-shm-write-data",
+    "ipc-posix-shm-write-unlink",
     "iokit*",
+    "iokit-open",
+    "process-info-codesignature",
+    "process-info-dirtycontrol",
+    "process-info-listpids",
+    "process-info-pidinfo",
+    "process-info-pidfdinfo",
+    "process-info-pidfileportinfo",
+    "process-info-rusage",
+    "process-info-setcontrol",
+    "system-socket",
+    "pseudo-tty",
+    "lsopen",
+    "appleevent-send",
+    "job-creation",
+    "user-preference*",
+    "user-preference-read",
+    "user-preference-write",
 ];
+
+/// Operations SBPL names without a `*` that still cover the operations named
+/// `<family>-…` (`ipc-posix-sem` covers `ipc-posix-sem-open`), as Apple's profiles use
+/// them.
+const BARE_FAMILIES: &[&str] = &["ipc-posix-sem"];
 
 /// Whether the rule's operation `rule_op` covers the concrete operation `op`.
 pub fn covers(rule_op: &str, op: &str) -> bool {
     if rule_op == op || rule_op == "default" {
+        return true;
+    }
+    if BARE_FAMILIES.contains(&rule_op)
+        && op
+            .strip_prefix(rule_op)
+            .is_some_and(|rest| rest.starts_with('-'))
+    {
         return true;
     }
     match rule_op.strip_suffix('*') {
@@ -197,8 +303,30 @@ enum Filter {
     FileMode(u32),
     SocketLiteral(Vec<u8>),
     SocketRegex(Regex),
-    /// `None` for `*`.
-    RemoteIp(Option<u16>),
+    /// `(remote ip "HOST:PORT")`: `local` when HOST is `localhost` (only loopback
+    /// connects match), else `*` (every TCP connect); `None` for port `*`.
+    RemoteIp {
+        local: bool,
+        port: Option<u16>,
+    },
+    /// `(remote unix-socket)` with no path: every unix-socket connect.
+    AnySocket,
+    GlobalName(Vec<u8>),
+    GlobalNamePrefix(Vec<u8>),
+    /// `(target self)`, `(target same-sandbox)` (which holds the caller too), `(target
+    /// others)`.
+    TargetIs(Vec<Relation>),
+    SysctlName(Vec<u8>),
+    SysctlNamePrefix(Vec<u8>),
+    IoKitClass(Vec<u8>),
+    SocketDomain(Vec<u8>),
+    IpcName(Vec<u8>),
+    IpcNamePrefix(Vec<u8>),
+    AppleEventDestination(Vec<u8>),
+    /// `(extension "CLASS")`: a sandbox extension the kernel issued to this process
+    /// (such as `com.apple.sandbox.pty` for a pty it opened itself). The evaluator holds
+    /// none, so this never matches: an allow that needs one is never the answer here.
+    Extension,
 }
 
 impl Filter {
@@ -219,10 +347,25 @@ impl Filter {
             },
             Filter::SocketLiteral(p) => matches!(target, Target::UnixSocket(t) if t == p),
             Filter::SocketRegex(r) => matches!(target, Target::UnixSocket(t) if r.is_match(t)),
-            Filter::RemoteIp(port) => match target {
+            Filter::RemoteIp { local, port } => match target {
                 Target::Localhost(p) => port.is_none_or(|want| want == *p),
+                Target::Internet(p) => !local && port.is_none_or(|want| want == *p),
                 _ => false,
             },
+            Filter::AnySocket => matches!(target, Target::UnixSocket(_)),
+            Filter::GlobalName(n) => matches!(target, Target::Mach(t) if t == n),
+            Filter::GlobalNamePrefix(n) => matches!(target, Target::Mach(t) if t.starts_with(n)),
+            Filter::TargetIs(relations) => {
+                matches!(target, Target::Process(r) if relations.contains(r))
+            }
+            Filter::SysctlName(n) => matches!(target, Target::Sysctl(t) if t == n),
+            Filter::SysctlNamePrefix(n) => matches!(target, Target::Sysctl(t) if t.starts_with(n)),
+            Filter::IoKitClass(n) => matches!(target, Target::IoKit(t) if t == n),
+            Filter::SocketDomain(n) => matches!(target, Target::SocketDomain(t) if t == n),
+            Filter::IpcName(n) => matches!(target, Target::PosixIpc(t) if t == n),
+            Filter::IpcNamePrefix(n) => matches!(target, Target::PosixIpc(t) if t.starts_with(n)),
+            Filter::AppleEventDestination(n) => matches!(target, Target::AppleEvent(t) if t == n),
+            Filter::Extension => false,
         }
     }
 }
@@ -254,8 +397,16 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Reads `text`. The first form must be `(version 1)`.
+    /// Reads `text`. The first form must be `(version 1)`. A `(param "NAME")` in it is
+    /// an error: see [`Profile::parse_with`].
     pub fn parse(text: &[u8]) -> Result<Profile, EvalError> {
+        Profile::parse_with(text, &[])
+    }
+
+    /// Reads `text` with the parameters `sandbox-exec -D NAME=VALUE` binds: a
+    /// `(param "NAME")` where a string goes reads as VALUE, and one not bound is an
+    /// error (the real `sandbox-exec` would see `#f` where a string must be).
+    pub fn parse_with(text: &[u8], params: &[(String, Vec<u8>)]) -> Result<Profile, EvalError> {
         let forms = read(text)?;
         let mut forms = forms.into_iter();
         match forms.next() {
@@ -267,7 +418,7 @@ impl Profile {
         }
         let mut rules = Vec::new();
         for form in forms {
-            rules.push(rule(form)?);
+            rules.push(rule(form, params)?);
         }
         Ok(Profile { rules })
     }
@@ -317,7 +468,7 @@ fn err(line: usize, reason: &str) -> EvalError {
     }
 }
 
-fn rule(form: Expr) -> Result<Rule, EvalError> {
+fn rule(form: Expr, params: &[(String, Vec<u8>)]) -> Result<Rule, EvalError> {
     let line = form.line();
     let Expr::List(items, _) = form else {
         return Err(err(line, "content outside a form"));
@@ -341,7 +492,13 @@ fn rule(form: Expr) -> Result<Rule, EvalError> {
                 }
                 ops.push(op);
             }
-            Expr::List(..) => filters.push(filter(item)?),
+            Expr::List(ref items, l) if is_modifier(items) => {
+                if !matches!(items.as_slice(), [Expr::Atom(_, _), Expr::Atom(m, _), Expr::Str(_, _)] if m == "message")
+                {
+                    return Err(err(l, "only (with message \"…\") is modelled"));
+                }
+            }
+            Expr::List(..) => filters.push(filter(item, params)?),
             other => {
                 return Err(err(
                     other.line(),
@@ -361,7 +518,12 @@ fn rule(form: Expr) -> Result<Rule, EvalError> {
     })
 }
 
-fn filter(expr: Expr) -> Result<Filter, EvalError> {
+/// `(with …)`: how a decision is reported, not what it matches.
+fn is_modifier(items: &[Expr]) -> bool {
+    matches!(items.first(), Some(Expr::Atom(a, _)) if a == "with")
+}
+
+fn filter(expr: Expr, params: &[(String, Vec<u8>)]) -> Result<Filter, EvalError> {
     let line = expr.line();
     let Expr::List(items, _) = expr else {
         return Err(err(line, "a filter is a list"));
@@ -374,6 +536,20 @@ fn filter(expr: Expr) -> Result<Filter, EvalError> {
     let one_string = |args: &[Expr]| -> Result<Vec<u8>, EvalError> {
         match args {
             [Expr::Str(s, _)] => Ok(s.clone()),
+            [Expr::List(items, _)] => match items.as_slice() {
+                [Expr::Atom(p, _), Expr::Str(name, _)] if p == "param" => params
+                    .iter()
+                    .find(|(n, _)| n.as_bytes() == name.as_slice())
+                    .map(|(_, v)| v.clone())
+                    .ok_or_else(|| {
+                        let name = String::from_utf8_lossy(name);
+                        err(
+                            line,
+                            &format!("(param {name:?}) is not bound (-D {name}=…)"),
+                        )
+                    }),
+                _ => Err(err(line, &format!("({head} …) takes one string"))),
+            },
             _ => Err(err(line, &format!("({head} …) takes one string"))),
         }
     };
@@ -385,7 +561,13 @@ fn filter(expr: Expr) -> Result<Filter, EvalError> {
         compile(&pattern).map_err(|e| err(line, &e))
     };
     let children = |args: Vec<Expr>| -> Result<Vec<Filter>, EvalError> {
-        args.into_iter().map(filter).collect()
+        args.into_iter().map(|a| filter(a, params)).collect()
+    };
+    let one_atom = |args: &[Expr]| -> Result<Vec<u8>, EvalError> {
+        match args {
+            [Expr::Atom(a, _)] => Ok(a.as_bytes().to_vec()),
+            _ => Err(err(line, &format!("({head} …) takes one name"))),
+        }
     };
     Ok(match head.as_str() {
         "literal" => Filter::Literal(one_string(&args)?),
@@ -406,6 +588,30 @@ fn filter(expr: Expr) -> Result<Filter, EvalError> {
             _ => return Err(err(line, "(file-mode …) takes one mode like #o4000")),
         },
         "remote" => remote(line, args)?,
+        "global-name" => Filter::GlobalName(one_string(&args)?),
+        "global-name-prefix" => Filter::GlobalNamePrefix(one_string(&args)?),
+        "sysctl-name" => Filter::SysctlName(one_string(&args)?),
+        "sysctl-name-prefix" => Filter::SysctlNamePrefix(one_string(&args)?),
+        "iokit-registry-entry-class" | "iokit-user-client-class" => {
+            Filter::IoKitClass(one_string(&args)?)
+        }
+        "socket-domain" => Filter::SocketDomain(one_atom(&args)?),
+        "ipc-posix-name" => Filter::IpcName(one_string(&args)?),
+        "ipc-posix-name-prefix" => Filter::IpcNamePrefix(one_string(&args)?),
+        "appleevent-destination" => Filter::AppleEventDestination(one_string(&args)?),
+        "extension" => {
+            one_string(&args)?;
+            Filter::Extension
+        }
+        "target" => {
+            let relations = match one_atom(&args)?.as_slice() {
+                b"self" => vec![Relation::Itself],
+                b"same-sandbox" => vec![Relation::Itself, Relation::SameSandbox],
+                b"others" => vec![Relation::SameSandbox, Relation::Outside],
+                _ => return Err(err(line, "(target …) takes self, same-sandbox or others")),
+            };
+            Filter::TargetIs(relations)
+        }
         other => return Err(err(line, &format!("filter ({other} …) is not modelled"))),
     })
 }
@@ -422,6 +628,7 @@ fn remote(line: usize, args: Vec<Expr>) -> Result<Filter, EvalError> {
             if host != "localhost" && host != "*" {
                 return Err(err(line, "(remote ip …) host must be localhost or *"));
             }
+            let local = host == "localhost";
             let port = match port {
                 "*" => None,
                 p => Some(
@@ -429,8 +636,9 @@ fn remote(line: usize, args: Vec<Expr>) -> Result<Filter, EvalError> {
                         .map_err(|_| err(line, "(remote ip …) port must be a number or *"))?,
                 ),
             };
-            Ok(Filter::RemoteIp(port))
+            Ok(Filter::RemoteIp { local, port })
         }
+        (Some(Expr::Atom(kind, _)), None, None) if kind == "unix-socket" => Ok(Filter::AnySocket),
         (Some(Expr::Atom(kind, _)), Some(Expr::List(items, l)), None) if kind == "unix-socket" => {
             let mut items = items.into_iter();
             match (items.next(), items.next(), items.next()) {
@@ -645,6 +853,15 @@ mod tests {
     fn profile(body: &str) -> Profile {
         Profile::parse(format!("(version 1)\n{body}").as_bytes())
             .unwrap_or_else(|e| panic!("{e}\n{body}"))
+    }
+
+    /// The parameter the shim binds, as for a pty session on `/dev/ttys003`.
+    fn tty() -> Vec<(String, Vec<u8>)> {
+        vec![("RELAY_TTY".to_string(), b"/dev/ttys003".to_vec())]
+    }
+
+    fn parse_golden(text: &[u8]) -> Profile {
+        Profile::parse_with(text, &tty()).unwrap()
     }
 
     fn allows(p: &Profile, op: &str, path: &str) -> bool {
@@ -928,6 +1145,172 @@ mod tests {
     }
 
     #[test]
+    fn mach_names_match_exactly_or_by_prefix() {
+        let p = profile(
+            "(deny default)\n\
+             (allow mach-lookup (global-name \"com.apple.trustd\"))\n\
+             (allow mach-lookup (global-name-prefix \"com.apple.cfprefsd.\"))\n\
+             (deny mach-lookup (global-name-prefix \"com.apple.lsd.\"))",
+        );
+        let look = |n: &str| p.allows("mach-lookup", &Target::Mach(n.into())).unwrap();
+        assert!(look("com.apple.trustd"));
+        assert!(!look("com.apple.trustd.agent"), "a name is not a prefix");
+        assert!(look("com.apple.cfprefsd.agent"));
+        assert!(!look("com.apple.lsd.mapdb"));
+        assert!(
+            !look("com.apple.coreservices.launchservicesd"),
+            "no rule: denied"
+        );
+        // A Mach filter never matches a file, nor a file filter a service.
+        assert!(!allows(&p, "file-read-data", "com.apple.trustd"));
+        assert!(!p
+            .allows("mach-register", &Target::Mach(b"com.apple.trustd".to_vec()))
+            .unwrap());
+    }
+
+    #[test]
+    fn process_relations_self_same_sandbox_and_outside() {
+        let p = profile(
+            "(deny default)\n\
+             (allow signal (target same-sandbox))\n\
+             (allow process-info* (target self))",
+        );
+        let ask = |op: &str, r| p.allows(op, &Target::Process(r)).unwrap();
+        assert!(
+            ask("signal", Relation::Itself),
+            "same-sandbox holds the caller"
+        );
+        assert!(ask("signal", Relation::SameSandbox));
+        assert!(!ask("signal", Relation::Outside));
+        assert!(ask("process-info-pidinfo", Relation::Itself));
+        assert!(!ask("process-info-pidinfo", Relation::SameSandbox));
+        let others = profile("(allow default)\n(deny signal (target others))");
+        assert!(others
+            .allows("signal", &Target::Process(Relation::Itself))
+            .unwrap());
+        assert!(!others
+            .allows("signal", &Target::Process(Relation::Outside))
+            .unwrap());
+    }
+
+    #[test]
+    fn sysctls_iokit_domains_and_ipc_names() {
+        let p = profile(
+            "(deny default)\n\
+             (allow sysctl-read (sysctl-name \"hw.ncpu\") (sysctl-name-prefix \"kern.proc.pid.\"))\n\
+             (allow iokit-open (iokit-registry-entry-class \"RootDomainUserClient\"))\n\
+             (allow system-socket (socket-domain AF_ROUTE))\n\
+             (allow ipc-posix-sem)\n\
+             (allow ipc-posix-shm-read* (ipc-posix-name \"apple.shm.notification_center\"))\n\
+             (allow ipc-posix-shm* (ipc-posix-name-prefix \"/psm_\"))",
+        );
+        let ok = |op: &str, t: Target| p.allows(op, &t).unwrap();
+        let b = |s: &str| s.as_bytes().to_vec();
+        assert!(ok("sysctl-read", Target::Sysctl(b("hw.ncpu"))));
+        assert!(ok("sysctl-read", Target::Sysctl(b("kern.proc.pid.42"))));
+        assert!(!ok("sysctl-read", Target::Sysctl(b("kern.procargs2"))));
+        assert!(!ok("sysctl-read", Target::Sysctl(b("kern.proc.all"))));
+        assert!(!ok("sysctl-write", Target::Sysctl(b("hw.ncpu"))));
+        assert!(ok("iokit-open", Target::IoKit(b("RootDomainUserClient"))));
+        assert!(!ok("iokit-open", Target::IoKit(b("IOHIDSystem"))));
+        assert!(ok("system-socket", Target::SocketDomain(b("AF_ROUTE"))));
+        assert!(!ok("system-socket", Target::SocketDomain(b("AF_SYSTEM"))));
+        // `ipc-posix-sem` written bare covers its operations, whatever the name.
+        for op in [
+            "ipc-posix-sem-open",
+            "ipc-posix-sem-create",
+            "ipc-posix-sem-post",
+        ] {
+            assert!(ok(op, Target::PosixIpc(b("/mp-1"))), "{op}");
+        }
+        let note = || Target::PosixIpc(b("apple.shm.notification_center"));
+        assert!(ok("ipc-posix-shm-read-data", note()));
+        assert!(!ok("ipc-posix-shm-write-data", note()));
+        assert!(ok(
+            "ipc-posix-shm-write-create",
+            Target::PosixIpc(b("/psm_ab"))
+        ));
+        assert!(!ok(
+            "ipc-posix-shm-read-data",
+            Target::PosixIpc(b("/other"))
+        ));
+    }
+
+    #[test]
+    fn operations_without_a_target_and_apple_event_receivers() {
+        let p = profile(
+            "(deny default)\n\
+             (allow user-preference-read)\n\
+             (allow appleevent-send (appleevent-destination \"com.apple.Terminal\"))\n\
+             (deny lsopen)",
+        );
+        assert!(p.allows("user-preference-read", &Target::Nothing).unwrap());
+        assert!(!p.allows("user-preference-write", &Target::Nothing).unwrap());
+        assert!(!p.allows("lsopen", &Target::Nothing).unwrap());
+        let ae = |id: &str| {
+            p.allows("appleevent-send", &Target::AppleEvent(id.into()))
+                .unwrap()
+        };
+        assert!(ae("com.apple.Terminal"));
+        assert!(!ae("com.apple.systemevents"));
+        // A rule with a filter never decides an operation that names nothing.
+        let f = profile("(allow default)\n(deny job-creation (global-name \"x\"))");
+        assert!(f.allows("job-creation", &Target::Nothing).unwrap());
+    }
+
+    #[test]
+    fn unix_sockets_any_and_tcp_anywhere_or_loopback() {
+        let p = profile(
+            "(deny default)\n\
+             (allow network-outbound (remote ip \"*:*\"))\n\
+             (allow network-outbound (remote unix-socket (path-regex #\"^/home/ada/src/\")))\n\
+             (deny network-outbound (remote ip \"localhost:4100\"))\n\
+             (deny network-outbound (remote unix-socket (path-regex #\"/docker\\.sock$\")))",
+        );
+        let out = |t: Target| p.allows("network-outbound", &t).unwrap();
+        assert!(out(Target::Internet(443)));
+        assert!(out(Target::Localhost(80)), "* holds loopback too");
+        assert!(!out(Target::Localhost(4100)));
+        assert!(out(Target::UnixSocket(b"/home/ada/src/app.sock".to_vec())));
+        assert!(!out(Target::UnixSocket(
+            b"/home/ada/src/docker.sock".to_vec()
+        )));
+        assert!(!out(Target::UnixSocket(b"/home/ada/other.sock".to_vec())));
+        let local = profile("(deny default)\n(allow network-outbound (remote ip \"localhost:*\"))");
+        assert!(!local
+            .allows("network-outbound", &Target::Internet(443))
+            .unwrap());
+        let any = profile("(allow default)\n(deny network-outbound (remote unix-socket))");
+        assert!(!any
+            .allows("network-outbound", &Target::UnixSocket(b"/x".to_vec()))
+            .unwrap());
+        assert!(any
+            .allows("network-outbound", &Target::Localhost(1))
+            .unwrap());
+    }
+
+    #[test]
+    fn params_messages_and_extensions() {
+        let text = "(version 1)\n\
+             (deny default (with message \"relay-session\"))\n\
+             (allow file-read* file-ioctl (literal (param \"RELAY_TTY\")))\n\
+             (allow file-read* (require-all (regex #\"^/dev/ttys\") (extension \"com.apple.sandbox.pty\")))";
+        let tty = vec![("RELAY_TTY".to_string(), b"/dev/ttys003".to_vec())];
+        let p = Profile::parse_with(text.as_bytes(), &tty).unwrap();
+        // The message tags the rule; it still matches everything.
+        assert_eq!(p.rule_count(), 3);
+        assert!(allows(&p, "file-ioctl", "/dev/ttys003"));
+        assert!(allows(&p, "file-read-data", "/dev/ttys003"));
+        // No extension is held here: another terminal stays closed.
+        assert!(!allows(&p, "file-read-data", "/dev/ttys004"));
+        let unbound = Profile::parse(text.as_bytes()).unwrap_err();
+        assert!(unbound.reason.contains("not bound"), "{unbound}");
+        assert_eq!(unbound.line, 3);
+        let bad = Profile::parse(b"(version 1)\n(deny default (with no-report))").unwrap_err();
+        assert!(bad.reason.contains("with message"), "{bad}");
+    }
+
+    #[test]
     fn string_escapes_round_trip() {
         let p = profile("(allow default)\n(deny file-read* (literal \"/a\\\"b\\\\c\\nd\\x01e\"))");
         assert!(!allows(&p, "file-read-data", "/a\"b\\c\nd\x01e"));
@@ -943,13 +1326,14 @@ mod tests {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             if entry.path().extension().is_some_and(|e| e == "sbpl") {
                 let text = std::fs::read(entry.path()).unwrap();
-                Profile::parse(&text).unwrap_or_else(|e| panic!("{:?}: {e}", entry.path()));
+                Profile::parse_with(&text, &tty())
+                    .unwrap_or_else(|e| panic!("{:?}: {e}", entry.path()));
                 read += 1;
             }
         }
         assert!(read >= 8, "only {read} goldens");
 
-        let golden = |name: &str| Profile::parse(&std::fs::read(dir.join(name)).unwrap()).unwrap();
+        let golden = |name: &str| parse_golden(&std::fs::read(dir.join(name)).unwrap());
         let p = golden("home_rw_token_inside.sbpl");
         let t = "/private/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T";
         for (op, path, want) in [

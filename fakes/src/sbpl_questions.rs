@@ -81,6 +81,73 @@ pub struct Policy {
     pub grants: Vec<(PathBuf, Access)>,
     pub sockets: Vec<PathBuf>,
     pub ports: Vec<u16>,
+    /// `"network": "shared"`: the launch shares the host's network, so DNS's socket and
+    /// TCP out must work. Absent or `"off"`: not asked.
+    pub network_shared: bool,
+    /// `"macos": {…}`: what the launch's template opted into.
+    pub macos: MacOptIns,
+    /// `"home"`: the person's home folder, where Docker's and the agents' sockets are
+    /// asked about (else the launch's `HOME`).
+    pub home: Option<PathBuf>,
+}
+
+/// A template's macOS opt-ins as the policy file names them:
+/// `{"keychain": true, "clipboard": true, "automation": ["com.apple.Terminal"],
+/// "mach": ["com.example.service"]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MacOptIns {
+    pub keychain: bool,
+    pub clipboard: bool,
+    pub automation: Vec<String>,
+    pub mach: Vec<String>,
+}
+
+impl MacOptIns {
+    /// Whether an escape's Mach service is one these opt-ins open.
+    pub fn opens_mach(&self, name: &str) -> bool {
+        match name {
+            "com.apple.SecurityServer" | "com.apple.securityd.xpc" | "com.apple.security.agent" => {
+                self.keychain
+            }
+            "com.apple.pasteboard.1" => self.clipboard,
+            "com.apple.coreservices.appleevents" => !self.automation.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Whether an escape's program is one these opt-ins let run.
+    pub fn opens_program(&self, program: &str) -> bool {
+        match program.rsplit('/').next() {
+            Some("security") => self.keychain,
+            Some("pbcopy" | "pbpaste") => self.clipboard,
+            Some("osascript") => !self.automation.is_empty(),
+            _ => false,
+        }
+    }
+
+    fn from_json(v: Option<&Value>) -> Result<MacOptIns, String> {
+        let Some(v) = v else {
+            return Ok(MacOptIns::default());
+        };
+        let names = |key: &str| -> Result<Vec<String>, String> {
+            v.get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|n| {
+                    n.as_str()
+                        .map(String::from)
+                        .ok_or(format!("macos.{key}: strings"))
+                })
+                .collect()
+        };
+        Ok(MacOptIns {
+            keychain: v.get("keychain").and_then(Value::as_bool).unwrap_or(false),
+            clipboard: v.get("clipboard").and_then(Value::as_bool).unwrap_or(false),
+            automation: names("automation")?,
+            mach: names("mach")?,
+        })
+    }
 }
 
 impl Policy {
@@ -135,6 +202,13 @@ impl Policy {
             grants,
             sockets: paths("sockets")?,
             ports,
+            network_shared: match v.get("network").and_then(Value::as_str) {
+                None | Some("off") => false,
+                Some("shared") => true,
+                Some(_) => return Err("network: shared or off".into()),
+            },
+            macos: MacOptIns::from_json(v.get("macos"))?,
+            home: v.get("home").and_then(Value::as_str).map(PathBuf::from),
         })
     }
 }
@@ -230,6 +304,15 @@ pub fn questions(policy: &Policy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<Ques
             for op in ["file-read-data", "file-read-metadata"] {
                 ask("grant", op, path(&spelling), true);
             }
+            if *access == Access::ReadWrite && policy.network_shared {
+                let socket = bytes(&spelling.join("fake-sandbox-exec-probe.sock"));
+                ask(
+                    "grant",
+                    "network-outbound",
+                    Target::UnixSocket(socket),
+                    true,
+                );
+            }
             if *access == Access::ReadWrite {
                 let inside = spelling.join(PROBE_NAME);
                 for op in [
@@ -307,6 +390,15 @@ impl Answer {
                 .field("mode", format!("{m:o}")),
             Target::UnixSocket(path) => line.field("socket", lossy(path)),
             Target::Localhost(port) => line.field("port", *port),
+            Target::Internet(port) => line.field("internet_port", *port),
+            Target::Mach(name) => line.field("mach", lossy(name)),
+            Target::Process(r) => line.field("process", r.as_str()),
+            Target::Sysctl(name) => line.field("sysctl", lossy(name)),
+            Target::IoKit(class) => line.field("iokit", lossy(class)),
+            Target::SocketDomain(d) => line.field("domain", lossy(d)),
+            Target::PosixIpc(name) => line.field("ipc", lossy(name)),
+            Target::AppleEvent(id) => line.field("appleevent", lossy(id)),
+            Target::Nothing => line,
         };
         line.field("expect", verdict(q.expect_allowed))
             .field("answer", verdict(self.allowed))

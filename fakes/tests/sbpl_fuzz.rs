@@ -71,7 +71,8 @@ proptest! {
             file_mask: "/dev/null".into(),
         };
         let text = render_sbpl_on(&spec, &HostPaths::default());
-        let profile = Profile::parse(text.as_bytes())
+        let tty = vec![("RELAY_TTY".to_string(), b"/dev/ttys003".to_vec())];
+        let profile = Profile::parse_with(text.as_bytes(), &tty)
             .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         // Every rule the renderer wrote is one line starting with `(`; the evaluator
         // read exactly those.

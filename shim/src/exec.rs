@@ -275,12 +275,14 @@ fn program(
     let self_exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .map_err(|e| Failure::setup("own path", e))?;
+    let tty = wrap::session_tty();
     let wrap = match &args.sandbox {
         None => Wrap::None,
         Some(s) if s.backend == Backend::Seatbelt => Wrap::Seatbelt {
             launcher: &s.launcher,
             profile: &s.profile,
             enter: &self_exe,
+            tty: &tty,
         },
         Some(s) => {
             let (pinned, fds) = bwrap_profile(&s.profile)?;

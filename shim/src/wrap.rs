@@ -1,7 +1,9 @@
 //! Sandbox wrapping: which program the shim actually execs, with which argv.
 //!
 //! - no sandbox: the resolved target, with `argv[0]` as the caller gave it;
-//! - seatbelt: `<launcher> -f <profile> -- <shim> enter -- <resolved target> ARGV[1..]`;
+//! - seatbelt: `<launcher> -D RELAY_TTY=<tty> -f <profile> -- <shim> enter -- <resolved
+//!   target> ARGV[1..]`, `<tty>` the session's own terminal ([`session_tty`]), which the
+//!   profile alone may open of all terminals;
 //! - bwrap: `<launcher> <profile args…> -- <shim> enter [--pty] -- <resolved target>
 //!   ARGV[1..]`, the arguments read from the profile file the daemon rendered (see
 //!   [`crate::bwrap_profile`]).
@@ -25,6 +27,8 @@ pub(crate) enum Wrap<'a> {
         profile: &'a Path,
         /// This shim's own path, run inside as `enter -- target…`.
         enter: &'a Path,
+        /// The session's terminal, bound to the profile's `(param "RELAY_TTY")`.
+        tty: &'a Path,
     },
     Bwrap {
         launcher: &'a Path,
@@ -63,9 +67,18 @@ pub(crate) fn command_line(
             launcher,
             profile,
             enter,
+            tty,
         } => {
-            let mut full: Vec<OsString> =
-                vec![launcher.into(), "-f".into(), profile.into(), "--".into()];
+            let mut param = OsString::from(format!("{TTY_PARAM}="));
+            param.push(tty);
+            let mut full: Vec<OsString> = vec![
+                launcher.into(),
+                "-D".into(),
+                param,
+                "-f".into(),
+                profile.into(),
+                "--".into(),
+            ];
             enter_then_target(&mut full, enter, false);
             full.extend(rest);
             (launcher.to_path_buf(), full)
@@ -85,6 +98,28 @@ pub(crate) fn command_line(
             (launcher.to_path_buf(), full)
         }
     }
+}
+
+/// The Seatbelt profile parameter naming the session's own terminal.
+pub(crate) const TTY_PARAM: &str = "RELAY_TTY";
+
+/// The terminal this shim was started on (the first of fds 0, 1, 2 that is one, by the
+/// name the kernel gives it), or `/dev/null` for a pipe session. The profile lets the
+/// session open, read, write and ioctl this one terminal and no other.
+pub(crate) fn session_tty() -> PathBuf {
+    use std::os::fd::BorrowedFd;
+    for raw in 0..=2 {
+        if !nix::unistd::isatty(raw).unwrap_or(false) {
+            continue;
+        }
+        // Safety: `raw` is open (isatty just answered for it) and stays open while
+        // borrowed: the shim closes none of 0, 1, 2, and the borrow ends here.
+        let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+        if let Ok(name) = nix::unistd::ttyname(fd) {
+            return name;
+        }
+    }
+    PathBuf::from("/dev/null")
 }
 
 /// Reads and decodes a bwrap profile. Errors carry the errno the host is told
@@ -225,6 +260,7 @@ mod tests {
             launcher: Path::new("/usr/bin/sandbox-exec"),
             profile: Path::new("/cfg/s1.sb"),
             enter: Path::new("/opt/relay/relay-shim"),
+            tty: Path::new("/dev/ttys003"),
         };
         let (prog, argv) = command_line(
             wrap,
@@ -236,6 +272,8 @@ mod tests {
             argv,
             os(&[
                 "/usr/bin/sandbox-exec",
+                "-D",
+                "RELAY_TTY=/dev/ttys003",
                 "-f",
                 "/cfg/s1.sb",
                 "--",

@@ -648,11 +648,15 @@ mod tests {
             format!("({head} ({filter} \"{}\"))", p.path)
         };
         for p in &e.read {
-            assert!(sbpl.contains(&rule("allow file-read*", p)), "{}", p.path);
+            let head = "allow file-read* process-exec* file-map-executable";
+            assert!(sbpl.contains(&rule(head, p)), "{}", p.path);
         }
         for p in &e.write {
             assert!(
-                sbpl.contains(&rule("allow file-read* file-write*", p)),
+                sbpl.contains(&rule(
+                    "allow file-read* process-exec* file-map-executable file-write*",
+                    p
+                )),
                 "{}",
                 p.path
             );
@@ -668,7 +672,7 @@ mod tests {
             let s = format!("(literal \"{0}\") (subpath \"{0}\"))", p.path);
             assert!(
                 sbpl.contains(&format!(
-                    "(deny file-read* file-write* file-clone file-link {s}"
+                    "(deny file-read* process-exec* file-map-executable file-write* file-clone file-link {s}"
                 )),
                 "{}",
                 p.path

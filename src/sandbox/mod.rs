@@ -21,7 +21,9 @@ pub mod seatbelt;
 pub use bwrap::render_bwrap;
 pub use policy::{Access, Grant, Network, PathKind, ResolvedPath, Spec};
 pub use resolve::{build_spec, is_user_writable, resolve, Ids, PathError, Role, SpecInput};
-pub use seatbelt::{render_sbpl, render_sbpl_on, sbpl_string, HostPaths};
+pub use seatbelt::{
+    render_sbpl, render_sbpl_on, render_sbpl_with, sbpl_string, HostPaths, MacOptIns,
+};
 
 /// The bwrap profile file format (NUL-terminated arguments), shared with the shim that reads it.
 pub use relay_shim::bwrap_profile;
@@ -326,6 +328,24 @@ mod golden {
         }
     }
 
+    /// A template's macOS opt-ins: the keychain, Apple Events to Terminal, and two named
+    /// Mach services, one of them an escape's (which stays closed).
+    #[test]
+    fn sbpl_golden_with_opt_ins() {
+        let opt_ins = MacOptIns {
+            keychain: true,
+            clipboard: false,
+            automation: vec!["com.apple.Terminal".into()],
+            mach: vec![
+                "com.apple.coreservices.launchservicesd".into(),
+                "com.example.helper".into(),
+            ],
+        };
+        let profile = render_sbpl_with(&network_shared_ports(Os::Mac), &mac_host(), &opt_ins);
+        seatbelt::tests::tokenize(&profile).unwrap();
+        check("macos_opt_ins.sbpl", &profile);
+    }
+
     #[test]
     fn bwrap_goldens() {
         for (name, case) in CASES {
@@ -340,7 +360,11 @@ mod golden {
     fn golden_token_case_denies_the_token_after_every_allow() {
         let profile = render_sbpl(&home_rw_token_inside(Os::Mac));
         let lines: Vec<&str> = profile.lines().collect();
-        let last_allow = lines.iter().rposition(|l| l.starts_with("(allow")).unwrap();
+        // The last allow that can open a file: the socket and opt-in allows name none.
+        let last_allow = lines
+            .iter()
+            .rposition(|l| l.starts_with("(allow") && l.contains("file-"))
+            .unwrap();
         let token_denies: Vec<usize> = (0..lines.len())
             .filter(|&i| lines[i].starts_with("(deny") && lines[i].contains("acme-ltt/token"))
             .collect();

@@ -1,9 +1,16 @@
-//! The Seatbelt (SBPL) renderer for macOS `sandbox-exec -f <profile>`.
+//! The Seatbelt (SBPL) renderer for macOS `sandbox-exec -D RELAY_TTY=<tty> -f <profile>`.
+//!
+//! The profile starts from `(deny default)`: a session gets the files its grants name,
+//! the system it needs to run Claude Code, shells, git, node, python and cargo, and
+//! nothing else a same-uid process could use to leave (LaunchServices, Apple Events,
+//! the keychain, the clipboard, preference writes, other processes, other terminals,
+//! sockets outside its grants).
 //!
 //! In SBPL the last matching rule wins, so the order of the sections below is the
-//! mechanism, not a style: everything is allowed, then files are denied, then the
-//! baseline and the grants re-open what the session needs, and the denies come after
-//! every grant so nothing a template grants can re-open them.
+//! mechanism, not a style: the baseline and the grants open what the session needs,
+//! the file denies come after every grant, and the escape section after those, so
+//! nothing a template grants can reopen a way out. A template's named macOS opt-ins
+//! ([`MacOptIns`]) are the one thing rendered after the escapes.
 //!
 //! Every path reaches the profile through [`sbpl_string`], so no path can end a string
 //! and add rules of its own.
@@ -146,32 +153,249 @@ fn darwin_user_temp_dir() -> Option<PathBuf> {
     std::fs::canonicalize(dir).ok()
 }
 
+/// The tag every refusal carries in the unified log:
+/// `log stream --predicate 'eventMessage CONTAINS "relay-session"'` shows what a
+/// session was denied.
+pub const DENY_MESSAGE: &str = "relay-session";
+
+/// The `sandbox-exec -D` parameter the shim binds to the session's own terminal
+/// (`/dev/null` for a pipe session): the one terminal the profile opens.
+pub const TTY_PARAM: &str = "RELAY_TTY";
+
+/// The Mach services a session may look up, each with what needs it. Everything else
+/// is refused by `(deny default)`.
+pub const MACH_SERVICES: &[(&str, &str)] = &[
+    (
+        "com.apple.system.opendirectoryd.libinfo",
+        "users and groups (getpwuid: shells, git, node's os.userInfo)",
+    ),
+    (
+        "com.apple.system.opendirectoryd.membership",
+        "group membership checks",
+    ),
+    (
+        "com.apple.system.notification_center",
+        "notify(3): time zone and network change notices libc listens for",
+    ),
+    ("com.apple.logd", "os_log from system libraries"),
+    ("com.apple.system.logger", "asl, older libraries' logging"),
+    (
+        "com.apple.bsd.dirhelper",
+        "the per-user temp and cache folders (confstr, xcrun)",
+    ),
+    (
+        "com.apple.cfprefsd.daemon",
+        "preference reads (writes are refused)",
+    ),
+    (
+        "com.apple.cfprefsd.agent",
+        "preference reads (writes are refused)",
+    ),
+    ("com.apple.dnssd.service", "DNS through mDNSResponder"),
+    (
+        "com.apple.SystemConfiguration.DNSConfiguration",
+        "the resolver configuration",
+    ),
+    (
+        "com.apple.SystemConfiguration.configd",
+        "proxy and reachability settings",
+    ),
+    ("com.apple.trustd", "TLS certificate trust"),
+    ("com.apple.trustd.agent", "TLS certificate trust"),
+    ("com.apple.ocspd", "TLS revocation checks"),
+    (
+        "com.apple.PowerManagement.control",
+        "power assertions (keeping the Mac awake during a task)",
+    ),
+    (
+        "com.apple.FSEvents",
+        "file watching (node and Bun fs.watch, cargo watch)",
+    ),
+];
+
+/// Sysctls a session may read by exact name: CPU, memory, OS version, limits. Not
+/// `kern.procargs*` (other processes' arguments and environment) or `kern.proc.all`.
+pub const SYSCTL_NAMES: &[&str] = &[
+    "hw.activecpu",
+    "hw.byteorder",
+    "hw.cachelinesize",
+    "hw.cpu64bit_capable",
+    "hw.cpufamily",
+    "hw.cpufrequency",
+    "hw.cpusubtype",
+    "hw.cputype",
+    "hw.l1dcachesize",
+    "hw.l1icachesize",
+    "hw.l2cachesize",
+    "hw.l3cachesize",
+    "hw.logicalcpu",
+    "hw.logicalcpu_max",
+    "hw.machine",
+    "hw.memsize",
+    "hw.model",
+    "hw.ncpu",
+    "hw.nperflevels",
+    "hw.packages",
+    "hw.pagesize",
+    "hw.physicalcpu",
+    "hw.physicalcpu_max",
+    "hw.tbfrequency",
+    "hw.vectorunit",
+    "kern.argmax",
+    "kern.boottime",
+    "kern.hostname",
+    "kern.maxfilesperproc",
+    "kern.maxproc",
+    "kern.ngroups",
+    "kern.osproductversion",
+    "kern.osrelease",
+    "kern.osrevision",
+    "kern.ostype",
+    "kern.osvariant_status",
+    "kern.osversion",
+    "kern.secure_kernel",
+    "kern.usrstack64",
+    "kern.version",
+    "sysctl.proc_cputype",
+    "sysctl.proc_translated",
+    "vm.loadavg",
+    "vm.pagesize",
+    "vm.swapusage",
+];
+
+/// Sysctl name prefixes a session may read: CPU features and performance levels, this
+/// machine's CPU, one process's own record and process group (`ps -p`), the routing
+/// table (getifaddrs).
+pub const SYSCTL_PREFIXES: &[&str] = &[
+    "hw.optional.",
+    "hw.perflevel",
+    "machdep.cpu.",
+    "kern.proc.pid.",
+    "kern.proc.pgrp.",
+    "net.routetable.",
+];
+
+/// The Mach services no template reopens, each with the escape it is. Names ending in
+/// `.` or named in [`ESCAPE_MACH_PREFIXES`] match as prefixes.
+const ESCAPE_MACH: &[(&str, &str)] = &[
+    (
+        "com.apple.coreservices.launchservicesd",
+        "LaunchServices: open starts an app outside the sandbox",
+    ),
+    ("com.apple.coreservices.appleevents", "Apple Events"),
+    ("com.apple.SecurityServer", "the keychain"),
+    ("com.apple.dock.server", "the Dock, which launches apps"),
+];
+
+const ESCAPE_MACH_PREFIXES: &[(&str, &str)] = &[
+    ("com.apple.lsd.", "LaunchServices' database and opener"),
+    ("com.apple.pasteboard.", "the clipboard"),
+    ("com.apple.securityd", "the keychain"),
+    ("com.apple.security.", "the security agent and its prompts"),
+    ("com.apple.windowserver", "the window server"),
+    ("com.apple.tccd", "privacy consent"),
+    ("com.apple.metadata.", "Spotlight"),
+];
+
+/// Operations refused outright, after every grant.
+const ESCAPE_OPERATIONS: &[(&str, &str)] = &[
+    ("lsopen", "open an app or document through LaunchServices"),
+    (
+        "appleevent-send",
+        "drive another app (Terminal's do script)",
+    ),
+    ("job-creation", "submit a launchd job, which runs outside"),
+    ("mach-register", "register a service others would look up"),
+    (
+        "user-preference-write",
+        "cfprefsd writes another app's domain on the session's behalf",
+    ),
+];
+
+/// Unix sockets refused wherever they are, even inside a read-write grant: Docker's
+/// (a `docker run -v /:/h` is the whole disk), ssh-agent's and gpg-agent's (the
+/// person's keys).
+const ESCAPE_SOCKETS: &[&str] = &[
+    r"/docker\.sock$",
+    r"/\.docker/",
+    r"/\.colima/",
+    r"/\.orbstack/",
+    r"/\.rd/",
+    r"/\.lima/",
+    r"/\.ssh/",
+    r"/\.gnupg/",
+    r"/S\.gpg-agent",
+    r"agent\.sock$",
+    r"/com\.apple\.launchd\.[^/]+/Listeners$",
+];
+
+/// Programs refused for a clear error; the Mach denies above them are the boundary.
+const ESCAPE_PROGRAMS: &[&str] = &[
+    "/usr/bin/open",
+    "/usr/bin/osascript",
+    "/bin/launchctl",
+    "/usr/bin/security",
+    "/usr/bin/pbcopy",
+    "/usr/bin/pbpaste",
+];
+
+/// What a template opted into on macOS (`macos` in a terminal template, docs/settings.md):
+/// each reopens one escape, after the escape section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MacOptIns {
+    /// The keychain: `SecurityServer`, `securityd`, the security agent, `security`.
+    pub keychain: bool,
+    /// The clipboard: the pasteboard service, `pbcopy`, `pbpaste`.
+    pub clipboard: bool,
+    /// Apple Events to these bundle ids only, and `osascript`.
+    pub automation: Vec<String>,
+    /// More Mach services by exact name (rendered before the escapes, so none of them
+    /// reopens one).
+    pub mach: Vec<String>,
+}
+
+impl MacOptIns {
+    /// Whether `name` is a Mach service the escape section closes.
+    pub fn is_escape(name: &str) -> bool {
+        ESCAPE_MACH.iter().any(|(n, _)| *n == name)
+            || ESCAPE_MACH_PREFIXES
+                .iter()
+                .any(|(p, _)| name.starts_with(p))
+    }
+}
+
 /// Renders the profile for no particular Mac ([`HostPaths::default`]).
 pub fn render_sbpl(spec: &Spec) -> String {
     render_sbpl_on(spec, &HostPaths::default())
 }
 
-/// Renders the profile, one rule per line, each section introduced by a `;` comment.
+/// Renders the profile with no opt-ins.
 pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
+    render_sbpl_with(spec, host, &MacOptIns::default())
+}
+
+/// Renders the profile, one rule per line, each section introduced by a `;` comment.
+pub fn render_sbpl_with(spec: &Spec, host: &HostPaths, opt_ins: &MacOptIns) -> String {
     let mut p = Profile::default();
 
     p.rule("(version 1)");
-    p.section("everything but files is allowed; files are deny-by-default");
-    p.rule("(allow default)");
-    p.rule("(deny file-read* file-write*)");
+    p.section("deny by default; every refusal is logged with relay's tag");
+    p.rule(format!(
+        "(deny default (with message {}))",
+        sbpl_string(DENY_MESSAGE)
+    ));
 
+    processes(&mut p);
     baseline(&mut p);
     host_paths(&mut p, host);
-
-    p.section("/dev read-write, so /dev/fd/5 (the token pipe) and ttys open");
-    p.rule(format!(
-        "(allow file-read* file-write* (subpath {}))",
-        sbpl_string("/dev")
-    ));
+    devices(&mut p);
+    services(&mut p, opt_ins);
 
     grants(&mut p, spec);
     denies(&mut p, spec);
     network(&mut p, spec);
+    escapes(&mut p, spec);
+    opt_in(&mut p, opt_ins);
 
     p.section("no setuid or setgid executables");
     p.rule("(deny process-exec* (file-mode #o4000))");
@@ -180,12 +404,130 @@ pub fn render_sbpl_on(spec: &Spec, host: &HostPaths) -> String {
     p.text
 }
 
+/// What every read rule also allows: running and mapping what it can read.
+const READ: &str = "file-read* process-exec* file-map-executable";
+
+/// Fork; signals and inspection only among the session's own processes.
+fn processes(p: &mut Profile) {
+    p.section("processes: fork; exec rides on the read rules; signals and inspection stay inside this sandbox");
+    p.rule("(allow process-fork)");
+    p.rule("(allow signal (target same-sandbox))");
+    p.rule("(allow process-info* (target same-sandbox))");
+}
+
+/// `/dev` narrowed to what every process opens, the session's own terminal (bound by
+/// the shim, [`TTY_PARAM`]) and ptys the session makes itself.
+fn devices(p: &mut Profile) {
+    p.section("devices: the few every process opens, the session's own terminal, ptys it makes");
+    p.rule(format!(
+        "(allow file-read-metadata (literal {}))",
+        sbpl_string("/dev")
+    ));
+    let literals = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| format!("(literal {})", sbpl_string(n)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    p.rule(format!(
+        "(allow file-read* file-write-data file-ioctl {})",
+        literals(&[
+            "/dev/null",
+            "/dev/zero",
+            "/dev/tty",
+            "/dev/ptmx",
+            "/dev/dtracehelper"
+        ])
+    ));
+    p.rule(format!(
+        "(allow file-read* {})",
+        literals(&["/dev/random", "/dev/urandom"])
+    ));
+    p.rule(format!(
+        "(allow file-read* file-write-data (subpath {}) {})",
+        sbpl_string("/dev/fd"),
+        literals(&["/dev/stdin", "/dev/stdout", "/dev/stderr"])
+    ));
+    p.rule(format!(
+        "(allow file-read* file-write-data file-ioctl (literal (param {})))",
+        sbpl_string(TTY_PARAM)
+    ));
+    p.rule("(allow pseudo-tty)");
+    p.rule(format!(
+        "(allow file-read* file-write-data file-ioctl (require-all (regex #\"^/dev/ttys[0-9]+$\") (extension {})))",
+        sbpl_string("com.apple.sandbox.pty")
+    ));
+}
+
+/// The Mach services, sysctls, IPC, IOKit class and socket domains the tools need.
+fn services(p: &mut Profile, opt_ins: &MacOptIns) {
+    p.section("Mach services, each with what needs it");
+    for (name, why) in MACH_SERVICES {
+        p.rule(format!(
+            "(allow mach-lookup (global-name {})) ; {why}",
+            sbpl_string(name)
+        ));
+    }
+    p.rule("(allow mach-host*) ; host_processor_info: os.cpus() in node and libuv");
+    p.rule(format!(
+        "(allow file-read* (literal {})) ; the resolver file c-ares and Go read",
+        sbpl_string("/private/var/run/resolv.conf")
+    ));
+    p.rule(format!(
+        "(allow file-read-metadata (literal {}))",
+        sbpl_string("/private/var/run")
+    ));
+    if !opt_ins.mach.is_empty() {
+        p.section("Mach services the template names (macos.mach); the escapes below still win");
+        for name in &opt_ins.mach {
+            p.rule(format!(
+                "(allow mach-lookup (global-name {}))",
+                sbpl_string(name)
+            ));
+        }
+    }
+    p.section(
+        "preferences read only; POSIX semaphores; the notification page and Python's shared memory",
+    );
+    p.rule("(allow user-preference-read)");
+    p.rule("(allow ipc-posix-sem)");
+    p.rule(format!(
+        "(allow ipc-posix-shm-read-data ipc-posix-shm-read-metadata (ipc-posix-name {}))",
+        sbpl_string("apple.shm.notification_center")
+    ));
+    p.rule(format!(
+        "(allow ipc-posix-shm* (ipc-posix-name-prefix {}))",
+        sbpl_string("/psm_")
+    ));
+    p.section("IOKit: power management's user client only");
+    p.rule(format!(
+        "(allow iokit-open (iokit-registry-entry-class {}))",
+        sbpl_string("RootDomainUserClient")
+    ));
+    p.section("sysctls read by name, never kern.procargs* or kern.proc.all");
+    for name in SYSCTL_NAMES {
+        p.rule(format!(
+            "(allow sysctl-read (sysctl-name {}))",
+            sbpl_string(name)
+        ));
+    }
+    for prefix in SYSCTL_PREFIXES {
+        p.rule(format!(
+            "(allow sysctl-read (sysctl-name-prefix {}))",
+            sbpl_string(prefix)
+        ));
+    }
+    p.section("sockets of these domains only (not AF_SYSTEM kernel controls or AF_NDRV)");
+    p.rule("(allow system-socket (socket-domain AF_UNIX) (socket-domain AF_INET) (socket-domain AF_INET6) (socket-domain AF_ROUTE))");
+}
+
 /// The system reads every process needs, Homebrew's service files closed again but for
 /// the few a tool reads.
 fn baseline(p: &mut Profile) {
     p.section("baseline system reads");
     for dir in BASELINE_READS {
-        p.rule(format!("(allow file-read* (subpath {}))", sbpl_string(dir)));
+        p.rule(format!("(allow {READ} (subpath {}))", sbpl_string(dir)));
     }
     for path in BASELINE_METADATA {
         p.rule(format!(
@@ -198,15 +540,12 @@ fn baseline(p: &mut Profile) {
     );
     for dir in BASELINE_CLOSED {
         p.rule(format!(
-            "(deny file-read* file-write* (subpath {}))",
+            "(deny {READ} file-write* (subpath {}))",
             sbpl_string(dir)
         ));
     }
     for file in BASELINE_REOPENED {
-        p.rule(format!(
-            "(allow file-read* (literal {}))",
-            sbpl_string(file)
-        ));
+        p.rule(format!("(allow {READ} (literal {}))", sbpl_string(file)));
     }
 }
 
@@ -214,7 +553,7 @@ fn baseline(p: &mut Profile) {
 fn host_paths(p: &mut Profile, host: &HostPaths) {
     if let Some(dir) = &host.developer_dir {
         p.section("the developer tools xcode-select points at, so git and clang run");
-        p.rule(format!("(allow file-read* (subpath {}))", sbpl_string(dir)));
+        p.rule(format!("(allow {READ} (subpath {}))", sbpl_string(dir)));
         for ancestor in proper_ancestors(dir) {
             p.rule(format!(
                 "(allow file-read-metadata (literal {}))",
@@ -244,19 +583,19 @@ fn host_paths(p: &mut Profile, host: &HostPaths) {
 fn grants(p: &mut Profile, spec: &Spec) {
     p.section("read grants");
     for grant in spec.grants.iter().filter(|g| g.access == Access::Read) {
-        p.for_spellings(&grant.path, "allow file-read*");
+        p.for_spellings(&grant.path, &format!("allow {READ}"));
     }
 
     p.section("read-write grants (a file with the .lock and temp siblings atomic writers use)");
     for grant in spec.grants.iter().filter(|g| g.access == Access::ReadWrite) {
-        p.for_spellings(&grant.path, "allow file-read* file-write*");
+        p.for_spellings(&grant.path, &format!("allow {READ} file-write*"));
     }
 
     p.section("nested grants keep their own access: the deepest grant wins, as with bwrap");
     for (path, access) in nested_overrides(spec) {
         match access {
             Access::Read => p.for_spellings(path, "deny file-write*"),
-            Access::ReadWrite => p.for_spellings(path, "allow file-read* file-write*"),
+            Access::ReadWrite => p.for_spellings(path, &format!("allow {READ} file-write*")),
         }
     }
 
@@ -278,7 +617,7 @@ fn denies(p: &mut Profile, spec: &Spec) {
         for spelling in denied.spellings() {
             let s = sbpl_string(spelling);
             p.rule(format!(
-                "(deny file-read* file-write* file-clone file-link (literal {s}) (subpath {s}))"
+                "(deny {READ} file-write* file-clone file-link (literal {s}) (subpath {s}))"
             ));
         }
     }
@@ -310,16 +649,10 @@ fn denies(p: &mut Profile, spec: &Spec) {
     }
 }
 
-/// The daemon's sockets closed, then the network as the template has it.
+/// The network as the template has it: shared (every TCP and UDP peer but the denied
+/// loopback ports; binding and accepting; DNS's socket; unix sockets inside the
+/// read-write grants) or off. Issue 23 narrows `shared` to relay's proxy.
 fn network(p: &mut Profile, spec: &Spec) {
-    p.section("the daemon's sockets");
-    for socket in &spec.deny_unix_sockets {
-        p.rule(format!(
-            "(deny network-outbound (remote unix-socket (path-literal {})))",
-            sbpl_string(socket)
-        ));
-    }
-
     match &spec.network {
         // No proxy under Seatbelt yet: a proxied spec that reached here gets none.
         Network::Off | Network::Proxied { .. } => {
@@ -330,12 +663,125 @@ fn network(p: &mut Profile, spec: &Spec) {
             denied_loopback_ports,
         } => {
             p.section("network: shared, minus denied loopback ports");
+            p.rule("(allow network-outbound (remote ip \"*:*\"))");
+            p.rule("(allow network-bind network-inbound)");
+
+            p.rule(format!(
+                "(allow network-outbound (remote unix-socket (path-literal {})))",
+                sbpl_string("/private/var/run/mDNSResponder")
+            ));
+            p.section("unix sockets inside the read-write grants only");
+            for grant in spec.grants.iter().filter(|g| g.access == Access::ReadWrite) {
+                for spelling in grant.path.spellings() {
+                    let filter = match grant.path.kind {
+                        PathKind::File => format!("(path-literal {})", sbpl_string(spelling)),
+                        PathKind::Dir | PathKind::Missing => match regex_escape(spelling) {
+                            Some(escaped) => format!("(path-regex #\"^{escaped}/\")"),
+                            // A path a regex cannot hold gets no sockets: refused.
+                            None => continue,
+                        },
+                    };
+                    p.rule(format!(
+                        "(allow network-outbound (remote unix-socket {filter}))"
+                    ));
+                }
+            }
             for port in denied_loopback_ports {
                 p.rule(format!(
                     "(deny network-outbound (remote ip \"localhost:{port}\"))"
                 ));
             }
         }
+    }
+}
+
+/// The ways out of a same-uid sandbox, refused after every grant so no template
+/// reopens them; only a named opt-in ([`opt_in`], after this) does.
+fn escapes(p: &mut Profile, spec: &Spec) {
+    p.section("escapes, after every grant: no template reopens them (docs/THREAT-MODEL.md)");
+    for (name, why) in ESCAPE_MACH {
+        p.rule(format!(
+            "(deny mach-lookup (global-name {})) ; {why}",
+            sbpl_string(name)
+        ));
+    }
+    for (prefix, why) in ESCAPE_MACH_PREFIXES {
+        p.rule(format!(
+            "(deny mach-lookup (global-name-prefix {})) ; {why}",
+            sbpl_string(prefix)
+        ));
+    }
+    for (op, why) in ESCAPE_OPERATIONS {
+        p.rule(format!("(deny {op}) ; {why}"));
+    }
+    p.section("the daemon's sockets, by name");
+    for socket in &spec.deny_unix_sockets {
+        p.rule(format!(
+            "(deny network-outbound (remote unix-socket (path-literal {})))",
+            sbpl_string(socket)
+        ));
+    }
+    p.section("Docker's, ssh-agent's and gpg-agent's sockets, wherever a grant holds them");
+    for pattern in ESCAPE_SOCKETS {
+        p.rule(format!(
+            "(deny network-outbound (remote unix-socket (path-regex #\"{pattern}\")))"
+        ));
+    }
+    p.section("the front doors of the escapes, refused for a clear error");
+    for program in ESCAPE_PROGRAMS {
+        p.rule(format!(
+            "(deny process-exec* (literal {}))",
+            sbpl_string(program)
+        ));
+    }
+}
+
+/// What the template opted into, each reopening one escape: the only rules after the
+/// escape section but the setuid denies.
+fn opt_in(p: &mut Profile, opt_ins: &MacOptIns) {
+    let lookup = |p: &mut Profile, names: &[&str]| {
+        for name in names {
+            p.rule(format!(
+                "(allow mach-lookup (global-name {}))",
+                sbpl_string(name)
+            ));
+        }
+    };
+    let exec = |p: &mut Profile, programs: &[&str]| {
+        for program in programs {
+            p.rule(format!(
+                "(allow process-exec* (literal {}))",
+                sbpl_string(program)
+            ));
+        }
+    };
+    if opt_ins.keychain {
+        p.section("opt-in macos.keychain: the keychain, its agent's prompts, security(1)");
+        lookup(
+            p,
+            &[
+                "com.apple.SecurityServer",
+                "com.apple.securityd.xpc",
+                "com.apple.security.agent",
+            ],
+        );
+        exec(p, &["/usr/bin/security"]);
+    }
+    if opt_ins.clipboard {
+        p.section("opt-in macos.clipboard: the pasteboard, pbcopy and pbpaste");
+        lookup(p, &["com.apple.pasteboard.1"]);
+        exec(p, &["/usr/bin/pbcopy", "/usr/bin/pbpaste"]);
+    }
+    if !opt_ins.automation.is_empty() {
+        p.section("opt-in macos.automation: Apple Events to these apps only, osascript");
+        lookup(p, &["com.apple.coreservices.appleevents"]);
+        for id in &opt_ins.automation {
+            p.rule(format!(
+                "(allow appleevent-send (appleevent-destination {}))",
+                sbpl_string(id)
+            ));
+        }
+        exec(p, &["/usr/bin/osascript"]);
     }
 }
 
@@ -745,8 +1191,9 @@ pub(crate) mod tests {
         );
         let profile = render_sbpl(&s);
         let lines: Vec<&str> = profile.lines().collect();
+        // Every allow that can open a file (the network's socket allows name no file).
         let allows: Vec<usize> = (0..lines.len())
-            .filter(|&i| lines[i].starts_with("(allow"))
+            .filter(|&i| lines[i].starts_with("(allow") && lines[i].contains("file-"))
             .collect();
         let token_denies: Vec<usize> = (0..lines.len())
             .filter(|&i| lines[i].starts_with("(deny") && lines[i].contains("acme-ltt/token"))
@@ -876,6 +1323,8 @@ pub(crate) mod tests {
             )],
             vec![],
         );
-        assert!(render_sbpl(&s).contains("(allow file-read* file-write* (subpath \"/a/new\"))\n"));
+        assert!(render_sbpl(&s).contains(
+            "(allow file-read* process-exec* file-map-executable file-write* (subpath \"/a/new\"))\n"
+        ));
     }
 }

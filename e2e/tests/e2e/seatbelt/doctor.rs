@@ -108,11 +108,15 @@ fn doctor_on_seatbelt_runs_canary_and_auth_status_through_sandbox_exec_and_fails
         let lines: Vec<&str> = profile.lines().collect();
         let at = lines
             .iter()
-            .position(|l| l.starts_with("(deny file-read* file-write*") && l.contains(&literal))
+            .position(|l| {
+                l.starts_with("(deny file-read* process-exec* file-map-executable file-write*")
+                    && l.contains(&literal)
+            })
             .unwrap_or_else(|| panic!("no read and write deny of {literal}:\n{profile}"));
         let last_allow = lines
             .iter()
-            .rposition(|l| l.starts_with("(allow "))
+            // The last allow that can open a file (the socket and opt-in allows name none).
+            .rposition(|l| l.starts_with("(allow ") && l.contains("file-"))
             .unwrap();
         assert!(last_allow < at, "an allow after the token deny:\n{profile}");
     }

@@ -16,18 +16,18 @@ use relay_e2e::seatbelt::{self, Check, Target};
 use relay_e2e::{assert_absent, fake_token, sha256_hex};
 use serde_json::{json, Value};
 
-struct Launched {
-    r: Relay,
-    token: String,
+pub(super) struct Launched {
+    pub(super) r: Relay,
+    pub(super) token: String,
     /// The token as the settings name it (through `<root>/links/home`), then as it is.
     token_spellings: Vec<PathBuf>,
-    session: String,
+    pub(super) session: String,
 }
 
 /// A daemon whose `claude-code` template reads `~/.config` and writes `~`, with the
 /// token setting spelled through a link in a folder nobody can write (relay accepts a
 /// deny through such a link), and one running session.
-fn launch() -> Launched {
+pub(super) fn launch() -> Launched {
     let mut r = Relay::prepare(None, true);
     let token = fake_token();
     let real = r.write_token(&token);
@@ -112,7 +112,7 @@ fn failures(l: &Launched, checks: &[Check]) -> Vec<String> {
 }
 
 /// Every check held for the session ([`failures`] is empty).
-fn assert_checks_hold(l: &Launched, checks: &[Check]) {
+pub(super) fn assert_checks_hold(l: &Launched, checks: &[Check]) {
     let failed = failures(l, checks);
     assert!(
         failed.is_empty(),
@@ -125,7 +125,7 @@ fn path(p: impl Into<PathBuf>) -> Target {
     Target::Path(p.into())
 }
 
-fn end(l: Launched) {
+pub(super) fn end(l: Launched) {
     let Launched {
         r, token, session, ..
     } = l;

@@ -2,4 +2,5 @@
 //! `relay doctor` on that path (the fake `sandbox-exec` on Linux).
 
 mod doctor;
+mod escapes;
 mod launches;
