@@ -8,7 +8,7 @@
 //! The listeners are bound before the target starts (no window where a tool finds the
 //! port closed); the forwarder then runs in a child of its own session and process
 //! group (a terminal's Ctrl-C is not for it) holding no descriptor of the target's (not
-//! its output, not fd 5), and dies with the sandbox.
+//! its output, not fd 5), and dies with the target (`PR_SET_PDEATHSIG`).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -73,6 +73,9 @@ pub fn start(plan: &Plan) -> Result<(), String> {
             line: format!("relay-egress 1 bridge {b}\n"),
         });
     }
+    // Safety: getpid has no preconditions.
+    #[cfg(target_os = "linux")]
+    let parent = unsafe { libc::getpid() };
     // Safety: the shim is single-threaded here (enter runs before any thread starts), so
     // the child may go on running Rust code after fork.
     let pid = unsafe { libc::fork() };
@@ -82,6 +85,16 @@ pub fn start(plan: &Plan) -> Result<(), String> {
     if pid > 0 {
         // The parent's copies close at exec (std sockets are close-on-exec).
         return Ok(());
+    }
+    // It dies with the target (the parent becomes the target at exec): nothing of it
+    // outlives the session, and it never keeps the sandbox's pid namespace alive.
+    // Safety: plain prctl and getppid on this process.
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
     }
     detach(&listeners);
     let socket = plan.socket.clone();

@@ -243,6 +243,15 @@ pub(super) enum TerminalVerb {
         #[command(flatten)]
         json: Json,
     },
+    /// Every connection the terminal asked its egress proxy for: allowed or refused, by
+    /// which rule, bytes each way.
+    Egress {
+        /// The terminal's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
 }
 
 #[derive(Subcommand)]
@@ -313,6 +322,15 @@ pub(super) enum SessionVerb {
     ///
     /// The temp folder holds Claude's config and transcripts.
     Purge {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Every connection the session asked its egress proxy for: allowed or refused, by
+    /// which rule, bytes each way.
+    Egress {
         /// The session's id.
         #[arg(long)]
         id: String,

@@ -460,6 +460,10 @@ fn terminal(c: &Client, v: TerminalVerb) -> (bool, Result<Out, String>) {
             id,
             json: Json { json },
         } => (json, purge(c, "terminals", &id)),
+        TerminalVerb::Egress {
+            id,
+            json: Json { json },
+        } => (json, egress(c, "terminals", &id)),
         // `run` hands attaches to `attach::terminal` before this point.
         TerminalVerb::Attach {
             json: Json { json },
@@ -521,6 +525,10 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             id,
             json: Json { json },
         } => (json, purge(c, "sessions", &id)),
+        SessionVerb::Egress {
+            id,
+            json: Json { json },
+        } => (json, egress(c, "sessions", &id)),
         SessionVerb::Resume {
             id,
             json: Json { json },
@@ -532,6 +540,35 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             ),
         ),
     }
+}
+
+/// `relay session|terminal egress`: one line per connection, `allowed`/`refused`, where,
+/// bytes and time, and the rule.
+fn egress(c: &Client, what: &str, id: &str) -> Result<Out, String> {
+    get(c, "GET", &format!("/api/{what}/{id}/egress")).map(|(a, v): (wire::AuditRows, _)| {
+        let lines: Vec<String> = a
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let g = r.egress.as_ref()?;
+                let verdict = if g.allowed { "allowed" } else { "refused" };
+                Some(format!(
+                    "{verdict}  {}  {} B out, {} B in, {} ms  {}",
+                    g.target(),
+                    g.sent,
+                    g.received,
+                    g.ms,
+                    g.rule
+                ))
+            })
+            .collect();
+        let text = if lines.is_empty() {
+            "no connections".to_string()
+        } else {
+            lines.join("\n")
+        };
+        Out::new(v, text)
+    })
 }
 
 fn purge(c: &Client, what: &str, id: &str) -> Result<Out, String> {

@@ -80,6 +80,9 @@ enum Route {
     TerminalSandbox(String),
     /// `GET /api/sandbox/explain?template=T&directory=D&backend=B`.
     SandboxExplain,
+    /// `GET /api/{sessions,terminals}/{id}/egress`.
+    SessionEgress(String),
+    TerminalEgress(String),
     /// Another method (or an unknown deeper path) under a known route.
     MethodNotAllowed,
     NotFound,
@@ -122,6 +125,8 @@ impl Route {
             (Method::GET, ["api", "sessions", i, "sandbox"]) => SessionSandbox(id(i)),
             (Method::GET, ["api", "terminals", i, "sandbox"]) => TerminalSandbox(id(i)),
             (Method::GET, ["api", "sandbox", "explain"]) => SandboxExplain,
+            (Method::GET, ["api", "sessions", i, "egress"]) => SessionEgress(id(i)),
+            (Method::GET, ["api", "terminals", i, "egress"]) => TerminalEgress(id(i)),
             (
                 _,
                 ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor" | "sandbox", ..],
@@ -189,6 +194,8 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::SessionSandbox(id) => sandbox::of(&d, &id, SessionKind::Claude),
         Route::TerminalSandbox(id) => sandbox::of(&d, &id, SessionKind::Pty),
         Route::SandboxExplain => sandbox::explain(&d, &req),
+        Route::SessionEgress(id) => system::egress(&d, &id, SessionKind::Claude),
+        Route::TerminalEgress(id) => system::egress(&d, &id, SessionKind::Pty),
         Route::MethodNotAllowed => {
             refuse(Code::MethodNotAllowed, "method not allowed on this route")
         }

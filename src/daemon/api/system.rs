@@ -71,6 +71,33 @@ pub(super) fn audit(d: &Daemon) -> Resp {
     http::json(200, &wire::AuditRows { rows })
 }
 
+/// At most this many connections answered for one session, its latest.
+const EGRESS_ROWS: usize = 1000;
+
+/// `GET /api/{sessions,terminals}/{id}/egress`: the connections one session asked its
+/// egress proxy for, oldest first, from the audit log (docs/routes.md).
+pub(super) fn egress(d: &Daemon, id: &str, kind: crate::protocol::SessionKind) -> Resp {
+    if d.entry(id).filter(|e| e.kind == kind).is_none() {
+        let what = if kind == crate::protocol::SessionKind::Pty {
+            "terminal"
+        } else {
+            "session"
+        };
+        return super::refuse(wire::Code::NotFound, format!("no {what} {id}"));
+    }
+    let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
+    let mut rows: Vec<wire::AuditRow> = text
+        .lines()
+        .rev()
+        .filter(|l| l.contains("\"egress\""))
+        .filter_map(|l| serde_json::from_str::<wire::AuditRow>(l).ok())
+        .filter(|r| r.action == "egress" && r.session_id.as_deref() == Some(id))
+        .take(EGRESS_ROWS)
+        .collect();
+    rows.reverse();
+    http::json(200, &wire::AuditRows { rows })
+}
+
 /// `POST /api/audit/scan` (`src/daemon/diagnostics/scan.rs`).
 pub(super) async fn audit_scan(d: &Arc<Daemon>) -> Resp {
     let d2 = d.clone();

@@ -346,4 +346,18 @@ fn a_real_claude_turn_reaches_the_stand_in_over_its_bridge_and_is_recorded() {
     for row in &rows {
         assert_absent(row.to_string().as_bytes(), &token, "an audit row");
     }
+    // The session's own view of them.
+    let listed = r.cli_json(&["session", "egress", "--id", &id]);
+    let mine = listed["rows"].as_array().unwrap();
+    assert!(
+        !mine.is_empty() && mine.iter().all(|row| row["session_id"] == id.as_str()),
+        "{listed}"
+    );
+    let text = r.cli(&["session", "egress", "--id", &id]);
+    assert!(
+        text.stdout
+            .contains(&format!("allowed  127.0.0.1:{}", api.port)),
+        "{}",
+        text.stdout
+    );
 }
