@@ -328,7 +328,8 @@ impl Relay {
 
     /// What every Seatbelt launch of this instance must refuse, for the fake
     /// `sandbox-exec` (e2e/src/seatbelt.rs): the token file the settings name, the
-    /// config dir, the paths in `seatbelt_pins`, relay's three sockets and its API port.
+    /// config dir, the paths in `seatbelt_pins`, relay's three sockets and its API port;
+    /// and the `claude-code` template's `macos` opt-ins, which the fake asks about.
     pub fn write_seatbelt_policy(&self) {
         let settings = self.settings.lock().unwrap().clone();
         let mut deny = Vec::new();
@@ -348,7 +349,22 @@ impl Relay {
             self.config.join("sessions/host.sock"),
         ];
         let ports: Vec<u16> = self.api_port().into_iter().collect();
-        seatbelt::write_policy(&self.root, &deny, &self.seatbelt_pins, &sockets, &ports);
+        // Sessions run the `claude-code` template: its opt-ins are theirs.
+        let macos = settings["terminal_templates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["id"] == "claude-code")
+            .and_then(|t| t.get("macos").cloned())
+            .unwrap_or_else(|| json!({}));
+        seatbelt::write_policy(
+            &self.root,
+            &deny,
+            &self.seatbelt_pins,
+            &sockets,
+            &ports,
+            &macos,
+        );
     }
 
     /// The loopback API port from ready.json, once the daemon is up with `api.listen`.

@@ -415,6 +415,7 @@ impl Instance {
             &[],
             &[self.socket(), self.bridge.path.clone()],
             ports,
+            &serde_json::json!({}),
         );
     }
 

@@ -34,20 +34,22 @@ pub fn enforced() -> bool {
 }
 
 /// Writes the policy file: the paths relay must deny, those it must keep read-only, its
-/// sockets and its ports.
+/// sockets and its ports, and the macOS opt-ins of the template its launches run
+/// (`{}` for none; the fake's `macos`, `relay_fakes::sbpl_questions::MacOptIns`).
 pub fn write_policy(
     root: &Path,
     deny: &[PathBuf],
     pinned: &[PathBuf],
     sockets: &[PathBuf],
     ports: &[u16],
+    macos: &Value,
 ) {
     // Every instance that writes a policy shares the network (none sets network_off), so
     // the fake also asks DNS's socket and TCP out to be open.
     // The person's home is `<root>/home` in every instance (`Relay::prepare`); a session's
     // own HOME may be a folder relay made for Claude, so the fake is told.
     let policy = json!({"deny": deny, "pinned": pinned, "sockets": sockets, "ports": ports,
-                        "network": "shared", "home": root.join("home")});
+                        "network": "shared", "home": root.join("home"), "macos": macos});
     let path = root.join(POLICY_FILE);
     let partial = root.join(format!("{POLICY_FILE}.partial"));
     std::fs::write(&partial, policy.to_string()).expect("policy file");

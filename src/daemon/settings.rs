@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::jsonpath::{self, KeyPath};
+use crate::sandbox::MacOptIns;
 
 pub const FILE_NAME: &str = "settings.json";
 pub const SETTINGS_MAX_BYTES: u64 = 1024 * 1024;
@@ -414,6 +415,11 @@ pub struct Template {
     /// `session_sandbox.egress` (docs/settings.md#network).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<String>,
+    /// What this template's Seatbelt sandboxes may reach that every other one is
+    /// refused: the keychain, the clipboard, Apple Events to named apps, named Mach
+    /// services (docs/settings.md#macos). Ignored by bubblewrap.
+    #[serde(default, skip_serializing_if = "MacOptIns::is_empty")]
+    pub macos: MacOptIns,
 }
 
 /// A template's network (docs/settings.md#network).
@@ -449,6 +455,7 @@ impl Template {
             writable_exceptions: vec![],
             network: None,
             egress: vec![],
+            macos: MacOptIns::default(),
         }
     }
 }
@@ -635,7 +642,9 @@ const TEMPLATE_KEYS: &[&str] = &[
     "writable_exceptions",
     "network",
     "egress",
+    "macos",
 ];
+const MACOS_KEYS: &[&str] = &["keychain", "clipboard", "automation", "mach"];
 const SANDBOX_KEYS: &[&str] = &[
     "denied_loopback_ports",
     "backend",
@@ -669,7 +678,13 @@ pub fn unknown_keys(v: &Value, text: &[u8]) -> Vec<UnknownKey> {
     ] {
         if let Some(items) = v.get(list).and_then(Value::as_array) {
             for (i, item) in items.iter().enumerate() {
-                unknown_in(item, known, top.clone().key(list).index(i), &mut out);
+                let at = top.clone().key(list).index(i);
+                unknown_in(item, known, at.clone(), &mut out);
+                if list == "terminal_templates" {
+                    if let Some(macos) = item.get("macos") {
+                        unknown_in(macos, MACOS_KEYS, at.key("macos"), &mut out);
+                    }
+                }
             }
         }
     }
@@ -766,6 +781,8 @@ fn wanted(field: Option<&str>, serde_says: &str) -> String {
         Some("read" | "read_write" | "deny") => "a list of paths",
         Some("env_passthrough") => "a list of variable names",
         Some("writable_exceptions") => "a list of paths or names",
+        Some("automation") => "a list of bundle ids",
+        Some("mach") => "a list of Mach service names",
         Some("denied_loopback_ports") => "a list of port numbers",
         Some("env") => "an object of names and string values",
         Some("claude_token_on_change") => "\"stop\" or \"keep\"",
@@ -925,6 +942,39 @@ fn validate(s: &Settings) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// A name macOS gives an app or a Mach service, as relay takes it in `macos`: 1-255
+/// ASCII letters, digits and `.-_`, with a dot, starting with a letter or digit
+/// (`com.apple.Terminal`, `com.example.service`).
+pub fn valid_mac_name(n: &str) -> bool {
+    (1..=255).contains(&n.len())
+        && n.contains('.')
+        && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// A template's `macos` opt-ins: every `automation` entry a bundle id, every `mach`
+/// entry a service name. A name the escape section closes is accepted and stays
+/// closed (explain and doctor say so).
+fn check_macos(m: &MacOptIns, at: KeyPath) -> Result<(), Invalid> {
+    for (key, list, what) in [
+        (
+            "automation",
+            &m.automation,
+            "a bundle id (com.apple.Terminal)",
+        ),
+        ("mach", &m.mach, "a Mach service name (com.example.service)"),
+    ] {
+        if let Some(i) = list.iter().position(|n| !valid_mac_name(n)) {
+            return Err(invalid(
+                at.clone().key(key).index(i),
+                format!("{:?} is not {what}", list[i]),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn validate_template<'a>(
     t: &'a Template,
     i: usize,
@@ -968,6 +1018,7 @@ fn validate_template<'a>(
         ));
     }
     check_egress(&t.egress, at.clone().key("egress"))?;
+    check_macos(&t.macos, at.clone().key("macos"))?;
     if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
         return Err(invalid(
             at.key("permission_mode"),
@@ -1356,6 +1407,69 @@ mod tests {
         assert!(valid_permission_mode("bypassPermissions"));
         assert!(!valid_permission_mode(""));
         assert!(valid_model("sonnet") && !valid_model("") && !valid_model("-m"));
+    }
+
+    #[test]
+    fn macos_opt_ins_are_read_checked_per_entry_and_absent_from_the_seed() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(
+            p,
+            br#"{"terminal_templates": [{"id": "t", "command": "/bin/sh", "macos":
+                  {"keychain": true, "clipboard": true, "automation": ["com.apple.Terminal"],
+                   "mach": ["com.example.service", "com.apple.coreservices.launchservicesd"],
+                   "keychian": true}}]}"#,
+        )
+        .unwrap();
+        let m = &l.settings.template("t").unwrap().macos;
+        assert!(m.keychain && m.clipboard);
+        assert_eq!(m.automation, ["com.apple.Terminal"]);
+        // An escape's name is taken; it stays closed (the renderer, explain, doctor).
+        assert_eq!(m.mach[1], "com.apple.coreservices.launchservicesd");
+        assert_eq!(
+            describe_unknown(&l.unknown_keys).split(" at ").next(),
+            Some("unknown keys: terminal_templates[0].macos.keychian")
+        );
+        // Written back as read; a template without opt-ins writes no `macos`.
+        let text = to_pretty(&l.settings);
+        let again = parse(p, text.as_bytes()).unwrap();
+        assert_eq!(
+            again.settings.terminal_templates,
+            l.settings.terminal_templates
+        );
+        let seed = seed();
+        assert!(seed.terminal_templates.iter().all(|t| t.macos.is_empty()));
+        assert!(!to_pretty(&seed).contains("macos"));
+        for (macos, key, problem) in [
+            (
+                r#"{"automation": ["com.apple.Terminal", "Terminal"]}"#,
+                "terminal_templates[0].macos.automation[1]",
+                "\"Terminal\" is not a bundle id",
+            ),
+            (
+                r#"{"mach": ["com.example.a\")) (allow default"]}"#,
+                "terminal_templates[0].macos.mach[0]",
+                "is not a Mach service name",
+            ),
+            (
+                r#"{"keychain": "yes"}"#,
+                "terminal_templates[0].macos.keychain",
+                "expected true or false",
+            ),
+            (
+                r#"{"mach": "com.example.a"}"#,
+                "terminal_templates[0].macos.mach",
+                "expected a list of Mach service names",
+            ),
+        ] {
+            let file = format!(
+                r#"{{"terminal_templates": [{{"id": "t", "command": "/bin/sh", "macos": {macos}}}]}}"#
+            );
+            let e = parse(p, file.as_bytes()).err().unwrap();
+            assert!(e.key.starts_with(key), "{e}");
+            assert!(e.problem.contains(problem), "{e}");
+        }
+        assert!(valid_mac_name("com.apple.Terminal") && valid_mac_name("org.python-3.x_y"));
+        assert!(!valid_mac_name("") && !valid_mac_name(".com.a") && !valid_mac_name("a b.c"));
     }
 }
 

@@ -304,6 +304,62 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
     }
 }
 
+/// What a template's macOS opt-ins (`macos`, docs/settings.md#macos) open, one note
+/// each, under `backend`: the renderer's own list of what each reopens
+/// ([`seatbelt::MacOptIns`]). A `mach` name the escape section closes is said to stay
+/// closed. Bubblewrap has none of these services and ignores them.
+pub fn mac_opt_in_notes(opt_ins: &seatbelt::MacOptIns, backend: Backend) -> Vec<String> {
+    if opt_ins.is_empty() {
+        return vec![];
+    }
+    if backend == Backend::Bwrap {
+        return vec![
+            "macos opt-ins are Seatbelt's: bubblewrap ignores them (none of these services \
+             exists here)"
+                .into(),
+        ];
+    }
+    let mut notes = Vec::new();
+    if opt_ins.keychain {
+        notes.push(
+            "macos.keychain opens the keychain (com.apple.SecurityServer, securityd, the \
+             security agent) and security(1): this session can ask for any item you allow, \
+             your Claude login and other tokens among them"
+                .into(),
+        );
+    }
+    if opt_ins.clipboard {
+        notes.push(
+            "macos.clipboard opens the pasteboard (com.apple.pasteboard.1), pbcopy and \
+             pbpaste: this session reads whatever you copy, a token you paste included"
+                .into(),
+        );
+    }
+    if !opt_ins.automation.is_empty() {
+        notes.push(format!(
+            "macos.automation opens Apple Events to {} and osascript: this session can \
+             drive those apps, and what they run runs outside every sandbox",
+            opt_ins.automation.join(", ")
+        ));
+    }
+    for name in &opt_ins.mach {
+        let escape = seatbelt::MacOptIns::escape_of(name);
+        notes.push(match (escape, opt_ins.reopened_by(name)) {
+            (Some(why), Some(key)) => {
+                format!("macos.mach names {name}, an escape ({why}) that {key} reopens")
+            }
+            (Some(why), None) => format!(
+                "macos.mach names {name}, which stays closed: the escape section refuses \
+                 it after every grant ({why})"
+            ),
+            (None, _) => format!(
+                "macos.mach opens the Mach service {name}: this session can send it requests"
+            ),
+        });
+    }
+    notes
+}
+
 /// What every bwrap sandbox gets, from the renderer's own lists.
 fn bwrap_system() -> Vec<Place> {
     let mut out = vec![system("/usr", "system", "read-only")];
@@ -461,6 +517,60 @@ mod tests {
     use super::*;
     use crate::sandbox::policy::Grant;
     use crate::sandbox::{render_bwrap, render_sbpl};
+
+    #[test]
+    fn each_macos_opt_in_is_a_note_and_an_escapes_name_stays_closed() {
+        use crate::sandbox::MacOptIns;
+        let none = MacOptIns::default();
+        assert!(mac_opt_in_notes(&none, Backend::Seatbelt).is_empty());
+        let mut all = MacOptIns {
+            keychain: true,
+            clipboard: false,
+            automation: vec!["com.apple.Terminal".into(), "com.apple.Music".into()],
+            mach: vec![
+                "com.example.service".into(),
+                "com.apple.coreservices.launchservicesd".into(),
+                "com.apple.pasteboard.1".into(),
+            ],
+        };
+        let notes = mac_opt_in_notes(&all, Backend::Seatbelt);
+        assert_eq!(notes.len(), 5, "{notes:#?}");
+        assert!(
+            notes[4].ends_with(
+                "stays closed: the escape section refuses it after every grant (the clipboard)"
+            ),
+            "{}",
+            notes[4]
+        );
+        all.clipboard = true;
+        let notes = mac_opt_in_notes(&all, Backend::Seatbelt);
+        assert_eq!(notes.len(), 6, "{notes:#?}");
+        assert!(notes[0].starts_with("macos.keychain opens the keychain"));
+        assert!(notes[1].starts_with("macos.clipboard opens the pasteboard"));
+        assert!(notes[2].starts_with(
+            "macos.automation opens Apple Events to com.apple.Terminal, com.apple.Music"
+        ));
+        assert_eq!(
+            notes[3],
+            "macos.mach opens the Mach service com.example.service: this session can send it requests"
+        );
+        assert!(notes[4].starts_with(
+            "macos.mach names com.apple.coreservices.launchservicesd, which stays closed"
+        ));
+        assert_eq!(
+            notes[5],
+            "macos.mach names com.apple.pasteboard.1, an escape (the clipboard) that macos.clipboard reopens"
+        );
+        // What the notes say is what the profile does.
+        let spec = spec().0;
+        let sbpl = crate::sandbox::render_sbpl_with(&spec, &HostPaths::default(), &all);
+        let opt_in = sbpl.split("; opt-in macos.keychain").nth(1).unwrap();
+        assert!(opt_in.contains("(allow mach-lookup (global-name \"com.apple.SecurityServer\"))"));
+        assert!(opt_in.contains("(allow process-exec* (literal \"/usr/bin/pbpaste\"))"));
+        assert!(opt_in.contains("(appleevent-destination \"com.apple.Music\")"));
+        assert!(!opt_in.contains("launchservicesd"), "{opt_in}");
+        assert_eq!(mac_opt_in_notes(&all, Backend::Bwrap).len(), 1);
+    }
 
     fn same(p: &str, kind: PathKind) -> ResolvedPath {
         ResolvedPath::fixed(p, p, kind)

@@ -339,28 +339,76 @@ const ESCAPE_PROGRAMS: &[&str] = &[
     "/usr/bin/pbpaste",
 ];
 
+/// The Mach services `macos.keychain` reopens.
+const KEYCHAIN_MACH: &[&str] = &[
+    "com.apple.SecurityServer",
+    "com.apple.securityd.xpc",
+    "com.apple.security.agent",
+];
+/// The Mach services `macos.clipboard` reopens.
+const CLIPBOARD_MACH: &[&str] = &["com.apple.pasteboard.1"];
+/// The Mach services `macos.automation` reopens.
+const AUTOMATION_MACH: &[&str] = &["com.apple.coreservices.appleevents"];
+
 /// What a template opted into on macOS (`macos` in a terminal template, docs/settings.md):
 /// each reopens one escape, after the escape section.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MacOptIns {
     /// The keychain: `SecurityServer`, `securityd`, the security agent, `security`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keychain: bool,
     /// The clipboard: the pasteboard service, `pbcopy`, `pbpaste`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clipboard: bool,
     /// Apple Events to these bundle ids only, and `osascript`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub automation: Vec<String>,
     /// More Mach services by exact name (rendered before the escapes, so none of them
     /// reopens one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mach: Vec<String>,
 }
 
 impl MacOptIns {
+    /// Whether these open nothing (the first-run templates' and every template's
+    /// default).
+    pub fn is_empty(&self) -> bool {
+        *self == MacOptIns::default()
+    }
+
     /// Whether `name` is a Mach service the escape section closes.
     pub fn is_escape(name: &str) -> bool {
-        ESCAPE_MACH.iter().any(|(n, _)| *n == name)
-            || ESCAPE_MACH_PREFIXES
-                .iter()
-                .any(|(p, _)| name.starts_with(p))
+        Self::escape_of(name).is_some()
+    }
+
+    /// The opt-in of these that reopens the escape's Mach service `name` after the
+    /// escape section (`macos.keychain`, `macos.clipboard`, `macos.automation`).
+    pub fn reopened_by(&self, name: &str) -> Option<&'static str> {
+        [
+            (self.keychain, "macos.keychain", KEYCHAIN_MACH),
+            (self.clipboard, "macos.clipboard", CLIPBOARD_MACH),
+            (
+                !self.automation.is_empty(),
+                "macos.automation",
+                AUTOMATION_MACH,
+            ),
+        ]
+        .into_iter()
+        .find(|(on, _, names)| *on && names.contains(&name))
+        .map(|(_, key, _)| key)
+    }
+
+    /// The escape the Mach service `name` is, when the escape section closes it.
+    pub fn escape_of(name: &str) -> Option<&'static str> {
+        ESCAPE_MACH
+            .iter()
+            .find(|(n, _)| *n == name)
+            .or_else(|| {
+                ESCAPE_MACH_PREFIXES
+                    .iter()
+                    .find(|(p, _)| name.starts_with(p))
+            })
+            .map(|(_, why)| *why)
     }
 }
 
@@ -757,24 +805,17 @@ fn opt_in(p: &mut Profile, opt_ins: &MacOptIns) {
     };
     if opt_ins.keychain {
         p.section("opt-in macos.keychain: the keychain, its agent's prompts, security(1)");
-        lookup(
-            p,
-            &[
-                "com.apple.SecurityServer",
-                "com.apple.securityd.xpc",
-                "com.apple.security.agent",
-            ],
-        );
+        lookup(p, KEYCHAIN_MACH);
         exec(p, &["/usr/bin/security"]);
     }
     if opt_ins.clipboard {
         p.section("opt-in macos.clipboard: the pasteboard, pbcopy and pbpaste");
-        lookup(p, &["com.apple.pasteboard.1"]);
+        lookup(p, CLIPBOARD_MACH);
         exec(p, &["/usr/bin/pbcopy", "/usr/bin/pbpaste"]);
     }
     if !opt_ins.automation.is_empty() {
         p.section("opt-in macos.automation: Apple Events to these apps only, osascript");
-        lookup(p, &["com.apple.coreservices.appleevents"]);
+        lookup(p, AUTOMATION_MACH);
         for id in &opt_ins.automation {
             p.rule(format!(
                 "(allow appleevent-send (appleevent-destination {}))",

@@ -263,6 +263,67 @@ fn shield_check(s: &Settings) -> Check {
     }
 }
 
+/// The templates whose Seatbelt sandboxes open one of the escapes on purpose (`macos`,
+/// docs/settings.md#macos), each with what it opens: `ok` with none or with a `note:`
+/// naming them; `warn` for a `macos.mach` name the escape section keeps closed anyway
+/// (the opt-in does nothing; the fix is to remove it).
+pub fn macos_opt_ins_check(s: &Settings) -> Check {
+    use crate::sandbox::MacOptIns;
+    let mut opened = Vec::new();
+    let mut closed = Vec::new();
+    for t in s.terminal_templates.iter().filter(|t| !t.macos.is_empty()) {
+        let m = &t.macos;
+        let mut what = Vec::new();
+        if m.keychain {
+            what.push("the keychain".to_string());
+        }
+        if m.clipboard {
+            what.push("the clipboard".to_string());
+        }
+        if !m.automation.is_empty() {
+            what.push(format!("Apple Events to {}", m.automation.join(", ")));
+        }
+        for name in &m.mach {
+            if MacOptIns::is_escape(name) && m.reopened_by(name).is_none() {
+                closed.push(format!("{}: {name}", t.id));
+            } else {
+                what.push(format!("the Mach service {name}"));
+            }
+        }
+        if !what.is_empty() {
+            opened.push(format!("{} opens {}", t.id, what.join(", ")));
+        }
+    }
+    let ignored = if s.backend() == Backend::Bwrap && !(opened.is_empty() && closed.is_empty()) {
+        " (Seatbelt only: bubblewrap ignores them)"
+    } else {
+        ""
+    };
+    let detail = if opened.is_empty() {
+        "no template opens the keychain, the clipboard, Apple Events or a Mach service \
+         beyond every session's"
+            .to_string()
+    } else {
+        format!(
+            "note: {}; `relay sandbox explain <id>` says what each opens{ignored}",
+            opened.join("; ")
+        )
+    };
+    if closed.is_empty() {
+        return check("macos_opt_ins", Status::Ok, detail, None);
+    }
+    check(
+        "macos_opt_ins",
+        Status::Warn,
+        format!(
+            "{detail}; macos.mach names what the escape section keeps closed, so it stays \
+             closed: {}{ignored}",
+            closed.join(", ")
+        ),
+        Some("remove those names from macos.mach; keychain, clipboard and automation are the opt-ins that open an escape"),
+    )
+}
+
 fn config_check(d: &Daemon) -> Check {
     let me = nix::unistd::geteuid().as_raw();
     let mut problems = Vec::new();
@@ -645,6 +706,7 @@ async fn checks_without_probes(
     checks.push(helpers_check(d, &settings).await);
     checks.push(kernel_check(d, &settings));
     checks.push(shield_check(&settings));
+    checks.push(macos_opt_ins_check(&settings));
     checks.push(config_check(d));
     checks.push(ledger_check(d));
     checks.push(space_check(d));
@@ -918,11 +980,54 @@ fn ledger_check(d: &Daemon) -> Check {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain, seatbelt_launcher_check, space_verdict, Status};
-    use crate::daemon::settings::{BackendChoice, SessionSandbox, Settings};
+    use super::{macos_opt_ins_check, plain, seatbelt_launcher_check, space_verdict, Status};
+    use crate::daemon::settings::{seed, BackendChoice, SessionSandbox, Settings, Template};
     use crate::protocol::Backend;
+    use crate::sandbox::MacOptIns;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
+
+    #[test]
+    fn macos_opt_ins_names_each_template_that_opens_an_escape_and_warns_of_a_closed_name() {
+        let mut s = seed();
+        s.session_sandbox.backend = BackendChoice::Seatbelt;
+        let c = macos_opt_ins_check(&s);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(c.detail.starts_with("no template opens"), "{c:?}");
+        let mut t = Template::new("osa", "Scripts", "/bin/zsh");
+        t.macos = MacOptIns {
+            keychain: true,
+            automation: vec!["com.apple.Terminal".into()],
+            mach: vec!["com.example.service".into()],
+            ..MacOptIns::default()
+        };
+        s.terminal_templates.push(t);
+        let c = macos_opt_ins_check(&s);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.detail.contains(
+                "osa opens the keychain, Apple Events to com.apple.Terminal, the Mach \
+                 service com.example.service"
+            ),
+            "{c:?}"
+        );
+        assert!(!c.detail.contains("shell") && !c.detail.contains("claude-code"));
+        let mut t = Template::new("ls", "LS", "/bin/sh");
+        t.macos.mach = vec!["com.apple.coreservices.launchservicesd".into()];
+        s.terminal_templates.push(t);
+        let c = macos_opt_ins_check(&s);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(
+            c.detail
+                .ends_with("stays closed: ls: com.apple.coreservices.launchservicesd"),
+            "{c:?}"
+        );
+        assert!(c.fix.unwrap().starts_with("remove those names"));
+        s.session_sandbox.backend = BackendChoice::Bwrap;
+        assert!(macos_opt_ins_check(&s)
+            .detail
+            .ends_with("(Seatbelt only: bubblewrap ignores them)"));
+    }
 
     #[test]
     fn doctor_and_launches_pick_the_same_backend_and_launcher() {

@@ -585,7 +585,7 @@ fn sandbox_step(
     let explained = Arc::new(explained);
     let (bytes, ext) = match backend {
         Backend::Seatbelt => (
-            sandbox::render_sbpl_on(&spec, &host_paths).into_bytes(),
+            sandbox::render_sbpl_with(&spec, &host_paths, &decision.template.macos).into_bytes(),
             "sb",
         ),
         Backend::Bwrap => match sandbox::bwrap_profile::encode(&sandbox::render_bwrap(&spec)) {

@@ -46,7 +46,7 @@ pub(in crate::daemon) struct Planned {
     pub ports: Vec<u16>,
     pub labels: Vec<(PathBuf, String)>,
     /// What the explanation says besides the paths: execution-bearing files reopened or
-    /// left open.
+    /// left open, the network a template cannot have here, the macOS opt-ins.
     pub notes: Vec<String>,
     /// A proxied launch's allowlist, for its egress proxy.
     pub egress: Option<Rules>,
@@ -218,6 +218,10 @@ pub(in crate::daemon) fn plan_sandbox(
     }
     let mut notes = exec.notes;
     notes.extend(network_note);
+    notes.extend(sandbox::explain::mac_opt_in_notes(
+        &p.template.macos,
+        p.backend,
+    ));
     Ok(Planned {
         spec,
         reach,

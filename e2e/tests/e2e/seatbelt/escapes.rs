@@ -7,8 +7,9 @@
 //! Every Seatbelt launch of the suite is asked the same questions; these tests name
 //! which answer stops which attack.
 
-use super::launches::{assert_checks_hold, end, launch};
+use super::launches::{assert_checks_hold, end, launch, launch_with};
 use relay_e2e::seatbelt::{Check, Target};
+use serde_json::json;
 
 fn mach(name: &str) -> Target {
     Target::Mach(name.to_string())
@@ -177,5 +178,81 @@ fn seatbelt_session_keeps_what_claude_code_shells_git_node_and_python_need() {
     checks.push(Check::allowed("process-fork", Target::Nothing));
     checks.push(Check::allowed("pseudo-tty", Target::Nothing));
     assert_checks_hold(&l, &checks);
+    end(l);
+}
+
+#[test]
+fn seatbelt_template_naming_launchservicesd_in_macos_mach_leaves_it_closed_and_opens_what_it_names()
+{
+    // The `claude-code` template (the one sessions run) names an escape's service and an
+    // ordinary one in `macos.mach`, and opts into the clipboard: the profile relay renders
+    // for the launch carries them (the fake reads the same opt-ins from its policy).
+    let l = launch_with(|s| {
+        s["terminal_templates"][0]["macos"] = json!({
+            "clipboard": true,
+            "mach": ["com.apple.coreservices.launchservicesd", "com.example.service"],
+        });
+    });
+    let checks = [
+        // Named, and still closed: the escape section comes after it.
+        Check::denied(
+            "mach-lookup",
+            mach("com.apple.coreservices.launchservicesd"),
+        ),
+        Check::denied("lsopen", Target::Nothing),
+        Check::denied("process-exec", path("/usr/bin/open")),
+        // What it names that is no escape opens; what it opts into opens, and no more.
+        Check::allowed("mach-lookup", mach("com.example.service")),
+        Check::allowed("mach-lookup", mach("com.apple.pasteboard.1")),
+        Check::allowed("process-exec", path("/usr/bin/pbpaste")),
+        Check::denied("mach-lookup", mach("com.apple.SecurityServer")),
+        Check::denied("mach-lookup", mach("com.apple.coreservices.appleevents")),
+    ];
+    assert_checks_hold(&l, &checks);
+    // `relay sandbox explain` says what each opens, and that the escape stays closed.
+    let dir = l.r.project.to_string_lossy().into_owned();
+    let x = l.r.cli_json(&[
+        "sandbox",
+        "explain",
+        "claude-code",
+        "--directory",
+        &dir,
+        "--backend",
+        "seatbelt",
+    ]);
+    let notes: Vec<String> = x["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    for said in [
+        "macos.clipboard opens the pasteboard",
+        "macos.mach names com.apple.coreservices.launchservicesd, which stays closed",
+        "macos.mach opens the Mach service com.example.service",
+    ] {
+        assert!(
+            notes.iter().any(|n| n.starts_with(said)),
+            "{said}: {notes:#?}"
+        );
+    }
+    // And `relay doctor` (its checks that launch nothing) names the template.
+    let (status, page, _) = l.r.api("GET", "/api/doctor", None);
+    assert_eq!(status, 200, "{page}");
+    let check = page["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "macos_opt_ins")
+        .unwrap_or_else(|| panic!("no macos_opt_ins check: {page}"))
+        .clone();
+    assert_eq!(check["status"], "warn", "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("claude-code opens the clipboard, the Mach service com.example.service")
+            && detail
+                .ends_with("stays closed: claude-code: com.apple.coreservices.launchservicesd"),
+        "{detail}"
+    );
     end(l);
 }

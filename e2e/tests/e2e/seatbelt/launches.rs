@@ -28,6 +28,11 @@ pub(super) struct Launched {
 /// token setting spelled through a link in a folder nobody can write (relay accepts a
 /// deny through such a link), and one running session.
 pub(super) fn launch() -> Launched {
+    launch_with(|_| {})
+}
+
+/// [`launch`], with `tweak` applied to the settings before the daemon starts.
+pub(super) fn launch_with(tweak: impl FnOnce(&mut Value)) -> Launched {
     let mut r = Relay::prepare(None, true);
     let token = fake_token();
     let real = r.write_token(&token);
@@ -61,6 +66,7 @@ pub(super) fn launch() -> Launched {
     );
     r.seatbelt_pins
         .extend([".git/config", ".git/hooks", ".vscode"].map(|n| r.project.join(n)));
+    tweak(&mut s);
     r.write_settings(&s);
     r.launch_daemon();
 
