@@ -4,3 +4,5 @@
 mod doctor;
 mod escapes;
 mod launches;
+#[cfg(target_os = "macos")]
+mod mac_probe;
