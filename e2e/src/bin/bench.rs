@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
 //! with case one of `launch`, `first-turn`, `terminal-first-output`, `concurrent`, `leak`,
-//! `memory`, `throughput`, `plot`, and `hold` (no figures: keeps the launch case's instance
+//! `memory`, `throughput`, `network`, `plot`, and `hold` (no figures: keeps the launch case's instance
 //! up and prints the command line of one `relay sandbox true` against it, for a profiler
 //! such as `perf trace`, until its stdin ends).
 //! Run `cargo build --release --workspace` first: the instance runs the binaries beside
@@ -21,7 +21,7 @@ use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -86,6 +86,7 @@ fn main() -> ExitCode {
         "throughput" => throughput(o.runs.unwrap_or(200)),
         "redact" => redact(o.runs.unwrap_or(200)),
         "hold" => hold(o.no_api),
+        "network" => network(o.runs.unwrap_or(200)),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");
             return ExitCode::from(2);
@@ -1082,4 +1083,123 @@ fn plot_svg(series: &[&Series], runs: usize) -> String {
     s += &format!("<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555\">dots: every run; box: p25 to p75; thick line: median; ticks: p90 (left label), p99</text>\n", w / 2.0, h - 12.0);
     s += "</svg>\n";
     s
+}
+
+/// Python inside a sandbox: `n` HTTP/1.1 requests, each on a new connection, to
+/// `127.0.0.1:PORT`, then one download of the server's large body; prints the
+/// per-request milliseconds and the download's MB/s as JSON.
+const NETWORK_CLIENT: &str = r#"
+import json, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+def get(path):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
+    got = 0
+    while True:
+        b = s.recv(1 << 16)
+        if not b:
+            break
+        got += len(b)
+    s.close()
+    return got
+samples = []
+for _ in range(n):
+    t = time.perf_counter(); get("/small"); samples.append((time.perf_counter() - t) * 1000)
+t = time.perf_counter(); size = get("/large"); secs = time.perf_counter() - t
+print(json.dumps({"rtt_ms": samples, "mb_s": size / secs / 1e6, "bytes": size}))
+"#;
+
+/// A host HTTP server on loopback: `/small` is 12 bytes, `/large` 64 MiB.
+fn network_server() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut c = c;
+                let mut buf = [0u8; 2048];
+                let n = c.read(&mut buf).unwrap_or(0);
+                let large = buf[..n].windows(6).any(|w| w == b"/large");
+                let body_len = if large { 64 << 20 } else { 12 };
+                let _ = write!(c, "HTTP/1.1 200 OK\r\ncontent-length: {body_len}\r\nconnection: close\r\n\r\n");
+                if large {
+                    let chunk = vec![b'x'; 1 << 16];
+                    for _ in 0..(body_len / chunk.len()) {
+                        if c.write_all(&chunk).is_err() {
+                            break;
+                        }
+                    }
+                } else {
+                    let _ = c.write_all(b"small-reply\n");
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The `network` case (issue 23's targets): `relay sandbox true` on the private network
+/// against the host's, alternated; then, from inside one sandbox of each, requests to a
+/// host server over the bridge against directly, and a 64 MiB download each way.
+fn network(runs: usize) -> Report {
+    let port = network_server();
+    let mut s = relay_e2e::daemon::base_settings(None);
+    let t = s["terminal_templates"].as_array_mut().unwrap();
+    t.push(json!({"id": "true-proxied", "name": "T", "command": "/bin/true",
+        "egress": [format!("127.0.0.1:{port}")]}));
+    t.push(json!({"id": "true-host", "name": "T", "command": "/bin/true", "network": "host"}));
+    t.push(json!({"id": "py-proxied", "name": "P", "command": "/usr/bin/python3",
+        "egress": [format!("127.0.0.1:{port}")]}));
+    t.push(json!({"id": "py-host", "name": "P", "command": "/usr/bin/python3", "network": "host"}));
+    let r = Relay::start(s);
+    std::fs::write(r.project.join("client.py"), NETWORK_CLIENT).unwrap();
+    let mut proxied = Series::new("proxied");
+    let mut host = Series::new("host");
+    for i in 0..(runs + 3) {
+        for (series, template) in [(&mut proxied, "true-proxied"), (&mut host, "true-host")] {
+            let mut c = sandbox_cmd(&r, &[template]);
+            c.current_dir(&r.project);
+            let (ms, ok) = timed(c);
+            if i >= 3 {
+                if ok {
+                    series.samples.push(ms);
+                } else {
+                    series.failures += 1;
+                }
+            }
+        }
+    }
+    let mut text = format!("launch, {runs} runs each, alternated\n{HEADER}");
+    text.push_str(&proxied.row());
+    text.push_str(&host.row());
+    let mut json = json!({"case": "network", "launch": [proxied.json(), host.json()]});
+    let requests = runs.max(50).to_string();
+    for template in ["py-proxied", "py-host"] {
+        let out = r
+            .cli_command(&["sandbox", template, "--", "client.py", &port.to_string(), &requests])
+            .current_dir(&r.project)
+            .stdin(Stdio::null())
+            .output()
+            .expect("relay sandbox");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!("{template}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        let mut rtt = Series::new(template);
+        rtt.samples = v["rtt_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        text.push_str(&format!(
+            "{template}: request median {:.3} ms, p90 {:.3} ms over {} requests; 64 MiB at {:.0} MB/s\n",
+            rtt.median(),
+            pct(&rtt.sorted(), 90.0),
+            rtt.samples.len(),
+            v["mb_s"].as_f64().unwrap_or(f64::NAN)
+        ));
+        json[template] = json!({"rtt": rtt.json(), "mb_s": v["mb_s"]});
+    }
+    Report { text, json }
 }
