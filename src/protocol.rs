@@ -283,6 +283,10 @@ pub enum TurnEvent {
     },
     /// The turn broke before a result: `code` is `session_exited`.
     Error { code: HostCode, message: String },
+    /// relay's own, never the host's: something about the turn relay could not do (its
+    /// ledger update failed). The turn goes on; `relay session message` prints it on
+    /// standard error and exits 1 (docs/cli.md#exit-codes).
+    Warning { message: String },
 }
 
 /// A tool result's text in a [`TurnEvent::ToolResult`] is cut to this many bytes.

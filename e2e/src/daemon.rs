@@ -132,6 +132,7 @@ pub fn typed<T: DeserializeOwned>(v: &Value, what: &str) -> T {
     T::deserialize(v).unwrap_or_else(|e| panic!("{what}: {e}: {v}"))
 }
 
+#[derive(Debug)]
 pub struct Cli {
     pub status: i32,
     pub stdout: String,

@@ -534,9 +534,14 @@ fn session(c: &Client, v: SessionVerb) -> (bool, Result<Out, String>) {
             json: Json { json },
         } => (
             json,
-            one(
-                "resumed",
-                get(c, "POST", &format!("/api/sessions/{id}/resume")),
+            get(c, "POST", &format!("/api/sessions/{id}/resume")).map(
+                |(r, v): (wire::Resumed, _)| {
+                    let mut text = format!("resumed {}", describe(&r.entry));
+                    if let Some(n) = &r.notice {
+                        text.push_str(&format!("\nnote: {n}"));
+                    }
+                    Out::new(v, text)
+                },
             ),
         ),
     }

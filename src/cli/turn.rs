@@ -1,7 +1,8 @@
 //! `relay session message`: one turn. Without `--stream` it prints the final text; with
 //! it, the turn as it happens — assistant text as it arrives and one line per tool call
 //! and per tool result (`--json`: each event as one JSON line). A turn that fails (an
-//! API error, Claude Code ending) is one `error:` line and exit 1 (docs/cli.md).
+//! API error, Claude Code ending) is one `error:` line and exit 1; a turn whose ledger
+//! update failed prints its reply, then a `warning:` line, and exits 1 (docs/cli.md).
 
 use std::process::ExitCode;
 
@@ -41,6 +42,15 @@ pub fn turn_failed(text: &str, api_status: Option<u64>) -> String {
     } else {
         format!("{what}: {}", one_line(text))
     }
+}
+
+/// Prints each of a turn's warnings as a `warning:` line on standard error; whether
+/// there was one (the turn then exits 1, docs/cli.md#exit-codes).
+fn warn(warnings: &[String]) -> bool {
+    for w in warnings {
+        eprintln!("warning: {}", one_line(w));
+    }
+    !warnings.is_empty()
 }
 
 /// The text form of a streamed turn, event by event.
@@ -88,9 +98,10 @@ impl Renderer {
                 };
                 line(self, format!("{label} {}", shorten(text)))
             }
-            TurnEvent::Init(_) | TurnEvent::Result { .. } | TurnEvent::Error { .. } => {
-                String::new()
-            }
+            TurnEvent::Init(_)
+            | TurnEvent::Result { .. }
+            | TurnEvent::Error { .. }
+            | TurnEvent::Warning { .. } => String::new(),
         }
     }
 
@@ -183,6 +194,7 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
             Err(e) => return fail(e),
         };
         if t.is_error {
+            warn(&t.warnings);
             return fail(turn_failed(&t.text, t.api_error_status.map(u64::from)));
         }
         let bytes = if json_out {
@@ -190,10 +202,15 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
         } else {
             text_line(&t.text)
         };
-        return emit(&bytes, ExitCode::SUCCESS);
+        let code = emit(&bytes, ExitCode::SUCCESS);
+        return match warn(&t.warnings) {
+            true => ExitCode::FAILURE,
+            false => code,
+        };
     }
     let mut r = Renderer::default();
     let mut last: Option<TurnEvent> = None;
+    let mut warnings: Vec<String> = Vec::new();
     let mut out_closed = false;
     let answer = c.call_lines(
         "POST",
@@ -215,8 +232,10 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
                     .unwrap_or_default()
                     .into_bytes()
             };
-            if let Some(e @ (TurnEvent::Result { .. } | TurnEvent::Error { .. })) = ev {
-                last = Some(e);
+            match ev {
+                Some(e @ (TurnEvent::Result { .. } | TurnEvent::Error { .. })) => last = Some(e),
+                Some(TurnEvent::Warning { message }) => warnings.push(message),
+                _ => {}
             }
             if !bytes.is_empty() && !out_closed {
                 use std::io::Write;
@@ -230,10 +249,14 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
     if !json_out && !tail.is_empty() {
         let _ = emit(tail.as_bytes(), ExitCode::SUCCESS);
     }
+    let warned = warn(&warnings);
     match answer {
         Err(e) => fail(e),
         Ok(Streamed::Refused(a)) => fail(a.error_text()),
         Ok(Streamed::Lines) => match last {
+            Some(TurnEvent::Result {
+                is_error: false, ..
+            }) if warned => ExitCode::FAILURE,
             Some(TurnEvent::Result {
                 is_error: false, ..
             }) => ExitCode::SUCCESS,

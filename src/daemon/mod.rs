@@ -164,20 +164,27 @@ impl Daemon {
     /// A write that fails is logged; the session goes on. Whether the file now says
     /// what the entry does (false while launching, or when the write failed).
     pub(crate) fn persist(&self, id: &str) -> bool {
+        matches!(self.persist_or_say(id), Ok(true))
+    }
+
+    /// [`Self::persist`], the failed write in words (`<file>: <error>`): `Ok(false)`
+    /// while launching.
+    fn persist_or_say(&self, id: &str) -> Result<bool, String> {
         let _w = self.store.lock.lock().unwrap_or_else(|p| p.into_inner());
         let rec = self.ledger().get(id).map(records::ledger::Record::of);
         let done = match rec {
-            Some(r) if r.state == EntryState::Launching => return false,
+            Some(r) if r.state == EntryState::Launching => return Ok(false),
             Some(r) => self.store.write(&r),
             None => self.store.remove(id),
         };
-        if let Err(e) = &done {
-            crate::listen::log(format_args!(
-                "relay: ledger: {}: {e}",
+        done.map(|()| true).map_err(|e| {
+            let said = format!(
+                "{}: {e}",
                 self.store.dir().join(format!("{id}.json")).display()
-            ));
-        }
-        done.is_ok()
+            );
+            crate::listen::log(format_args!("relay: ledger: {said}"));
+            said
+        })
     }
 
     /// The host answered: the session's pids. It stays `Launching` until its audit row
@@ -190,8 +197,10 @@ impl Daemon {
     }
 
     /// Records what Claude Code said in a turn's `init` line. The lines come from a
-    /// sandboxed process, so every string is capped.
-    pub fn set_claude(&self, id: &str, init: ClaudeInit) {
+    /// sandboxed process, so every string is capped. Every turn's `init` writes the
+    /// ledger file again, so a write that failed lands with the next turn once there is
+    /// room. A write that fails is the turn's warning, in words (docs/cli.md#exit-codes).
+    pub fn set_claude(&self, id: &str, init: ClaudeInit) -> Option<String> {
         let cap = |v: Option<String>| v.map(|s| records::journal::cap(&s));
         let init = Some(ClaudeInit {
             session_id: cap(init.session_id),
@@ -200,16 +209,20 @@ impl Daemon {
             api_key_source: cap(init.api_key_source),
             permission_mode: cap(init.permission_mode),
         });
-        let changed = match self.ledger().get_mut(id) {
-            Some(e) if e.claude != init => {
+        let sid = match self.ledger().get_mut(id) {
+            Some(e) => {
                 e.claude = init;
-                true
+                e.claude.as_ref().and_then(|c| c.session_id.clone())
             }
-            _ => false,
+            None => return None,
         };
-        if changed {
-            self.persist(id);
-        }
+        let failed = self.persist_or_say(id).err()?;
+        Some(format!(
+            "relay could not save this turn's Claude session id ({}) in its ledger: {failed}; \
+             the reply above is whole, and the next turn saves it again once there is room \
+             (a resume before that looks for the conversation's transcript)",
+            sid.as_deref().unwrap_or("none")
+        ))
     }
 
     /// Called by the bridge when a shim's Hello names this session.

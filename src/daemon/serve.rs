@@ -163,18 +163,27 @@ pub fn ensure_mask(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes `path` through `<path>.tmp-<pid>`, which no failure leaves behind (a full
+/// disk fails the write, a folder at `path` the rename).
 fn write_atomic_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The daemon's log: `<config>/relay.log`, capped, and stderr (src/logging.rs). A bad
@@ -557,5 +566,23 @@ mod tests {
         let e = lock_config(d.path(), None).err().unwrap();
         assert!(e.starts_with("lock "), "{e}");
         assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "keep");
+    }
+
+    #[test]
+    fn a_ready_file_that_cannot_be_written_leaves_no_temporary_file() {
+        let d = tempfile::tempdir().unwrap();
+        let ready = d.path().join("ready.json");
+        // A folder where the file goes: the write lands, the rename fails.
+        std::fs::create_dir(&ready).unwrap();
+        std::fs::write(ready.join("x"), "x").unwrap();
+        assert!(write_atomic_0600(&ready, b"{}\n").is_err());
+        let mut names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["ready.json"]);
+        write_atomic_0600(&d.path().join("ok.json"), b"{}\n").unwrap();
+        assert_eq!(std::fs::read(d.path().join("ok.json")).unwrap(), b"{}\n");
     }
 }

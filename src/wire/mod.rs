@@ -180,6 +180,16 @@ pub struct Purged {
     pub entry: Session,
 }
 
+/// `POST /api/sessions/{id}/resume`: the entry, and when the resume does not continue
+/// the conversation relay recorded, why and what it does instead (docs/cli.md#resume).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resumed {
+    #[serde(flatten)]
+    pub entry: Session,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
 /// `POST /api/sessions/{id}/message` without `stream`: the turn's end.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnAnswer {
@@ -189,6 +199,10 @@ pub struct TurnAnswer {
     /// When the turn failed on an API answer: its HTTP status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_error_status: Option<u16>,
+    /// What relay could not do for the turn (its ledger update failed), in words: the
+    /// CLI prints each on standard error and exits 1 (docs/cli.md#exit-codes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 // ---- relay itself ---------------------------------------------------------------
@@ -638,6 +652,9 @@ mod tests {
                 text: "t".into(),
                 is_error: api_error_status.is_some(),
                 api_error_status,
+                warnings: api_error_status
+                    .map(|_| vec!["w".into()])
+                    .unwrap_or_default(),
             });
         }
         for code in Code::ALL {

@@ -19,16 +19,46 @@ use crate::call_log::JsonLine;
 pub struct Session {
     pub id: String,
     pub cwd: String,
+    /// Where each turn appends a line, as Claude Code keeps its transcript:
+    /// `$CLAUDE_CONFIG_DIR` (else `~/.claude`) `/projects/<cwd, / as ->/<id>.jsonl`.
+    /// relay's resume looks for it there.
+    pub transcript: Option<std::path::PathBuf>,
 }
 
 impl Session {
     /// `fake-<pid>` in this process's working directory.
     pub fn for_this_process() -> Self {
+        let id = format!("fake-{}", std::process::id());
+        let cwd = std::env::current_dir()
+            .map(|dir| dir.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let config = std::env::var_os("CLAUDE_CONFIG_DIR")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".claude")));
+        let transcript = config.map(|c| {
+            c.join("projects")
+                .join(cwd.replace('/', "-"))
+                .join(format!("{id}.jsonl"))
+        });
         Session {
-            id: format!("fake-{}", std::process::id()),
-            cwd: std::env::current_dir()
-                .map(|dir| dir.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            id,
+            cwd,
+            transcript,
+        }
+    }
+
+    /// Appends one turn's user text to the transcript (best effort, as a stand-in).
+    fn record(&self, text: &str) {
+        let Some(path) = &self.transcript else { return };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{}", serde_json::json!({"type": "user", "text": text}));
         }
     }
 }
@@ -136,6 +166,7 @@ pub fn run<R: BufRead, W: Write>(mut input: R, out: &mut W, session: &Session) -
                 }
                 Answer::Reply(reply) => {
                     turns += 1;
+                    session.record(&text);
                     // One assistant line per line of the reply, as Claude Code sends a
                     // message per content block: a long answer is many events.
                     let mut lines: Vec<String> = reply
@@ -173,6 +204,7 @@ mod tests {
         Session {
             id: "fake-1".into(),
             cwd: "/w".into(),
+            transcript: None,
         }
     }
 

@@ -275,17 +275,24 @@ pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
 /// Runs a launch on its own task: a client that hangs up mid-launch must not cancel
 /// the cleanup, the audit row or the ledger update half-way.
 async fn launch_detached(d: &Arc<Daemon>, input: launch::LaunchInput) -> Resp {
+    match launched(d, input).await {
+        Ok(e) => http::json(201, &e),
+        Err(e) => err(&e),
+    }
+}
+
+/// [`launch_detached`]'s launch, its entry or its refusal.
+async fn launched(
+    d: &Arc<Daemon>,
+    input: launch::LaunchInput,
+) -> Result<crate::daemon::Entry, ApiError> {
     let d = d.clone();
-    let r = match tokio::spawn(async move { launch::launch(&d, input).await }).await {
+    match tokio::spawn(async move { launch::launch(&d, input).await }).await {
         Ok(r) => r,
         Err(e) => Err(ApiError::new(
             Code::SpawnFailed,
             format!("launch task: {e}"),
         )),
-    };
-    match r {
-        Ok(e) => http::json(201, &e),
-        Err(e) => err(&e),
     }
 }
 

@@ -74,7 +74,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         return host_error(status, &bytes);
     }
     let (client_tx, client_rx) = mpsc::channel::<Bytes>(64);
-    let (end_tx, end_rx) = oneshot::channel::<TurnEvent>();
+    let (end_tx, end_rx) = oneshot::channel::<(TurnEvent, Vec<String>)>();
     let client = m.stream.then_some(client_tx);
     tokio::spawn(follow(
         d.clone(),
@@ -87,36 +87,42 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         return crate::http::stream::streamed(200, "application/x-ndjson", client_rx);
     }
     match end_rx.await {
-        Ok(TurnEvent::Result {
-            text,
-            is_error,
-            api_error_status,
-        }) => {
+        Ok((
+            TurnEvent::Result {
+                text,
+                is_error,
+                api_error_status,
+            },
+            warnings,
+        )) => {
             let answer = crate::wire::TurnAnswer {
                 id: id.to_string(),
                 text,
                 is_error,
                 api_error_status,
+                warnings,
             };
             crate::http::json(200, &answer)
         }
-        Ok(TurnEvent::Error { message, .. }) => refuse(Code::SessionExited, message),
+        Ok((TurnEvent::Error { message, .. }, _)) => refuse(Code::SessionExited, message),
         _ => refuse(Code::SessionExited, "the turn ended without an answer"),
     }
 }
 
 /// Reads the host's event lines to the end of the turn: records `init` in the ledger,
 /// passes every event to `client` while it listens, and hands the last one (`result`
-/// or `error`) to `end`.
+/// or `error`) to `end`, with the warnings of a ledger update that failed (each also
+/// a `warning` event, right after its `init`).
 async fn follow(
     d: Arc<Daemon>,
     id: String,
     mut host: Incoming,
     mut client: Option<mpsc::Sender<Bytes>>,
-    end: oneshot::Sender<TurnEvent>,
+    end: oneshot::Sender<(TurnEvent, Vec<String>)>,
 ) {
     let mut buf: Vec<u8> = Vec::new();
     let mut last = None;
+    let mut warnings = Vec::new();
     'read: while let Some(frame) = host.frame().await {
         let Ok(frame) = frame else { break };
         let Ok(data) = frame.into_data() else {
@@ -128,15 +134,27 @@ async fn follow(
             let Ok(ev) = serde_json::from_slice::<TurnEvent>(&line) else {
                 continue;
             };
-            match &ev {
-                TurnEvent::Init(init) => d.set_claude(&id, init.clone()),
-                TurnEvent::Result { .. } | TurnEvent::Error { .. } => last = Some(ev.clone()),
+            let mut events = vec![ev];
+            match &events[0] {
+                TurnEvent::Init(init) => {
+                    if let Some(message) = d.set_claude(&id, init.clone()) {
+                        warnings.push(message.clone());
+                        events.push(TurnEvent::Warning { message });
+                    }
+                }
+                TurnEvent::Result { .. } | TurnEvent::Error { .. } => {
+                    last = Some(events[0].clone())
+                }
+                // relay's own; a host's is dropped.
+                TurnEvent::Warning { .. } => continue,
                 _ => {}
             }
-            if let Some(c) = &client {
-                if c.send(line_of(&ev)).await.is_err() {
-                    // The client hung up; the turn is still read to its end.
-                    client = None;
+            for ev in &events {
+                if let Some(c) = &client {
+                    if c.send(line_of(ev)).await.is_err() {
+                        // The client hung up; the turn is still read to its end.
+                        client = None;
+                    }
                 }
             }
             if last.is_some() {
@@ -157,5 +175,5 @@ async fn follow(
             ev
         }
     };
-    let _ = end.send(last);
+    let _ = end.send((last, warnings));
 }

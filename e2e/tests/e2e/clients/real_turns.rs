@@ -605,3 +605,119 @@ fn nix_mkfifo(path: &Path) {
     // Safety: a NUL-terminated path; mkfifo touches no memory of ours.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
 }
+
+/// A small tmpfs mounted on a folder for one test (`umount -l` when dropped), or none
+/// where `mount` is not allowed (a refusal under CI).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(on: &Path, size: &str) -> Option<Tmpfs> {
+        let ok = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(on)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mount tmpfs on {}",
+                on.display()
+            );
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return None;
+        }
+        Some(Tmpfs(on.to_path_buf()))
+    }
+
+    /// Fills it: one file grown until the disk says no room.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.0.join("filler");
+        let mut f = std::fs::File::create(&path).expect("filler");
+        let chunk = vec![0u8; 64 * 1024];
+        while f.write_all(&chunk).is_ok() {}
+        while f.write_all(&chunk[..512]).is_ok() {}
+        let _ = f.sync_all();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn real_turn_on_a_full_config_dir_says_so_and_a_resume_after_a_crash_continues_it() {
+    let Some(claude) = claude_code() else { return };
+    let mut r = Relay::prepare(None, false);
+    let Some(disk) = Tmpfs::mount(&r.config, "2m") else {
+        return;
+    };
+    let api = FakeApi::start(&r.root, &json!({"turns": [{"text": "noted"}]}));
+    let token = fake_oauth_token();
+    r.write_token(&token);
+    r.write_settings(&settings(&claude, &api, Some(TOKEN_SETTING)));
+    r.launch_daemon();
+    let id = start_session(&r, &[]);
+
+    // The config dir full: the turn answers, and says the ledger did not take its id.
+    let filler = disk.fill();
+    let word = format!("heron-{}", random_hex(4));
+    let first = format!("remember the word {word}");
+    let out = message(&r, &id, &first, &[]);
+    assert_eq!(out.status, 1, "{out:?}");
+    assert_eq!(out.stdout, "noted\n", "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("warning: relay could not save this turn's Claude session id (")
+            && out.stderr.contains("No space left on device")
+            && out.stderr.contains(&format!("{id}.json")),
+        "{out:?}"
+    );
+    assert!(session_entry(&r, &id)["claude"]["session_id"].is_string());
+    let ledger =
+        std::fs::read_to_string(r.config.join("ledger").join(format!("{id}.json"))).unwrap();
+    assert!(!ledger.contains("\"session_id\""), "{ledger}");
+    let before = api.messages().len();
+
+    // A crash, then room again: the resume finds the conversation by its transcript.
+    r.kill();
+    std::fs::remove_file(&filler).unwrap();
+    r.launch_daemon();
+    let resumed = r.cli(&["session", "resume", "--id", &id]);
+    assert_eq!(resumed.status, 0, "{resumed:?}");
+    assert!(
+        resumed.stdout.contains(
+            "note: relay recorded no Claude session id for this session; resuming the newest transcript there, "
+        ),
+        "{resumed:?}"
+    );
+    let out = message(&r, &id, "which word was it?", &[]);
+    assert_eq!((out.status, out.stderr.as_str()), (0, ""), "{out:?}");
+    let after = api.messages();
+    let texts = after
+        .get(before)
+        .unwrap_or_else(|| panic!("no request after resume: {after:?}"))["user_texts"]
+        .clone();
+    assert!(
+        texts.as_array().unwrap().contains(&json!(first)),
+        "the earlier turn is not in {texts}"
+    );
+    // Saved now that there is room.
+    let ledger =
+        std::fs::read_to_string(r.config.join("ledger").join(format!("{id}.json"))).unwrap();
+    assert!(ledger.contains("\"session_id\""), "{ledger}");
+    r.stop();
+    drop(disk);
+}
