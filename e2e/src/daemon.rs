@@ -250,7 +250,8 @@ impl Relay {
         }
     }
 
-    pub fn launch_daemon(&mut self) {
+    /// `relay serve` for this instance, its environment set, not started.
+    pub fn serve_command(&self) -> Command {
         let mut cmd = Command::new(self.bin_dir.join("relay"));
         cmd.arg("--config-dir").arg(&self.config).arg("serve");
         if let Some(level) = &self.log_level {
@@ -258,6 +259,11 @@ impl Relay {
         }
         self.env(&mut cmd);
         cmd.envs(self.serve_env.iter().map(|(k, v)| (k, v)));
+        cmd
+    }
+
+    pub fn launch_daemon(&mut self) {
+        let mut cmd = self.serve_command();
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -108,6 +108,8 @@ impl HostLink {
             }
             let started = Instant::now();
             match self.run_once(&on_event).await {
+                // Asked to stop: its exit is the stop, not news.
+                Err(_) if *stop.borrow() => {}
                 Ok(()) => {}
                 Err(e) => tracing::warn!("session host: {e}"),
             }
@@ -159,6 +161,9 @@ impl HostLink {
             // The host logs at the daemon's level (src/logging.rs).
             log_level: crate::logging::level(),
         };
+        // A group of its own: Ctrl-C at `relay serve`'s terminal reaches relay, which
+        // ends the host in order (its stdin closed), not the host first.
+        cmd.process_group(0);
         cmd.args(args.to_args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -220,7 +220,8 @@ const HELPERS_FIX: &str = "relay runs relay-sessions and relay-shim from its own
 
 /// The config dir's fixed parts: the profiles folder (emptied: profiles of an earlier
 /// run are stale), the mask file, and on first run the seeded settings.
-fn prepare_config(paths: &paths::Paths) -> Result<(), String> {
+/// Whether this was the first run (settings seeded).
+fn prepare_config(paths: &paths::Paths) -> Result<bool, String> {
     ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
     ensure_mask(&paths.mask()).map_err(|e| format!("{}: {e}", paths.mask().display()))?;
     // Profiles of an earlier run are stale.
@@ -232,14 +233,54 @@ fn prepare_config(paths: &paths::Paths) -> Result<(), String> {
         }
     }
     // First run: seed settings so everything works out of the box.
-    if !paths.settings().exists() {
-        write_atomic_0600(
-            &paths.settings(),
-            settings::to_pretty(&settings::seed()).as_bytes(),
-        )
-        .map_err(|e| format!("seed {}: {e}", paths.settings().display()))?;
+    if paths.settings().exists() {
+        return Ok(false);
     }
-    Ok(())
+    write_atomic_0600(
+        &paths.settings(),
+        settings::to_pretty(&settings::seed()).as_bytes(),
+    )
+    .map_err(|e| format!("seed {}: {e}", paths.settings().display()))?;
+    Ok(true)
+}
+
+/// What `relay serve` says on stderr once it is ready (docs/cli.md#relay-serve): the
+/// settings it wrote on a first run, what listens, how to stop it.
+fn started_lines(
+    paths: &paths::Paths,
+    seeded: bool,
+    api: Option<std::net::SocketAddr>,
+    service: Option<&Service>,
+) -> String {
+    let mut out = String::new();
+    if seeded {
+        out.push_str(&format!(
+            "relay: first run: wrote the default settings to {} (a `home` project at ~ \
+             with the shell and claude-code templates; edit it, then restart relay)\n",
+            paths.settings().display()
+        ));
+    }
+    out.push_str(&format!(
+        "relay: listening on {} for the relay command",
+        paths.socket().display()
+    ));
+    match api {
+        Some(a) => out.push_str(&format!(
+            " and on http://{a} for the API and the Settings page\n"
+        )),
+        None => out.push_str(" (the Settings page is off: set api.listen, then restart relay)\n"),
+    }
+    match service {
+        Some(s) => out.push_str(&format!(
+            "relay: running as the login service {}; stop it with `{}`\n",
+            s.name, s.stop
+        )),
+        None => out.push_str(&format!(
+            "relay: running until Ctrl-C (or `kill {}`), which ends every session\n",
+            std::process::id()
+        )),
+    }
+    out
 }
 
 /// The daemon's state, the host link (not started yet), the audit and event logs open.
@@ -322,17 +363,16 @@ fn spawn_watcher(watcher: Arc<Daemon>) {
     });
 }
 
-/// Waits for SIGTERM or SIGINT.
-async fn until_stopped() -> Result<(), String> {
+/// Waits for SIGTERM or SIGINT: which, in words.
+async fn until_stopped() -> Result<&'static str, String> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .map_err(|e| e.to_string())?;
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        _ = term.recv() => Ok("SIGTERM"),
+        _ = int.recv() => Ok("Ctrl-C (SIGINT)"),
     }
-    Ok(())
 }
 
 /// Runs the daemon until SIGTERM/SIGINT.
@@ -364,7 +404,8 @@ pub async fn serve(
         crate::listen::nofile()
     });
     let cap = crate::listen::connection_cap(nofile);
-    prepare_config(&paths)?;
+    let seeded = prepare_config(&paths)?;
+    let said = service.clone();
     let (daemon, host) = build_daemon(paths, home, tmp, tmp_real, service)?;
     let initial = daemon.load_settings();
     if let Err(e) = &initial {
@@ -452,8 +493,12 @@ pub async fn serve(
     write_atomic_0600(&daemon.paths.ready(), format!("{ready}\n").as_bytes())
         .map_err(|e| format!("ready.json: {e}"))?;
     println!("{}", daemon.paths.ready().display());
+    eprint!(
+        "{}",
+        started_lines(&daemon.paths, seeded, addr, said.as_ref())
+    );
 
-    until_stopped().await?;
+    let why = until_stopped().await?;
     // End every session: the host terminates them all when its stdin closes.
     records::ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);
@@ -469,6 +514,7 @@ pub async fn serve(
     let _ = std::fs::remove_file(daemon.paths.ready());
     let _ = std::fs::remove_file(daemon.paths.socket());
     let _ = std::fs::remove_file(daemon.paths.bridge());
+    eprintln!("relay: stopped ({why}); every session ended");
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 mod config_dir;
 mod doctor_advice;
 mod explain;
+mod first_run;
 mod help;
 mod prompt_input;
 pub(crate) mod service;
