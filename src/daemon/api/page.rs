@@ -37,13 +37,28 @@ pub(super) fn file(path: &str) -> Resp {
     )
 }
 
+/// Why there is no page, and what to do: `api.listen` is read only when relay starts,
+/// so one set since needs a restart (docs/cli.md, `relay settings`).
+fn no_listener(d: &Daemon) -> String {
+    let file = d.paths.settings();
+    match d.load_settings().map(|s| s.api.listen) {
+        Ok(listen) if !listen.is_empty() => format!(
+            "api.listen is set to {listen} in {}, but relay reads it only when it starts: \
+             restart relay (stop it, then `relay serve`) to serve the Settings page",
+            file.display()
+        ),
+        _ => format!(
+            "set api.listen in {} (e.g. \"127.0.0.1:4850\"), then restart relay, to serve \
+             the Settings page",
+            file.display()
+        ),
+    }
+}
+
 /// `POST /api/login-code` (unix socket only): a one-time link to the page.
 pub(super) fn login_code(d: &Daemon) -> Resp {
     let Some(addr) = d.api_addr() else {
-        return refuse(
-            Code::NoListener,
-            "set api.listen in settings.json to serve the Settings page",
-        );
+        return refuse(Code::NoListener, no_listener(d));
     };
     let code = match d.web.new_code() {
         Ok(c) => c,

@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 
 use relay_e2e::daemon::{base_settings, Relay};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[test]
 fn settings_open_hands_the_printed_link_to_the_platform_opener() {
@@ -53,5 +53,49 @@ fn settings_open_hands_the_printed_link_to_the_platform_opener() {
         opened.trim_end(),
         format!("1|{url}"),
         "{opener} got another link"
+    );
+}
+
+#[test]
+fn settings_without_a_listener_says_to_set_api_listen_and_once_set_to_restart_relay() {
+    let mut settings = base_settings(None);
+    settings["api"] = json!({});
+    let mut r = Relay::start(settings.clone());
+    let file = r.config.join("settings.json");
+    let out = r.cli(&["settings", "--open"]);
+    assert_eq!(
+        (out.status, out.stderr),
+        (
+            1,
+            format!(
+                "error: set api.listen in {} (e.g. \"127.0.0.1:4850\"), then restart relay, to serve the Settings page ({})\n",
+                file.display(),
+                relay::wire::Code::NoListener.as_str()
+            )
+        )
+    );
+    settings["api"] = json!({"listen": "127.0.0.1:0"});
+    r.write_settings(&settings);
+    let out = r.cli(&["settings", "--open"]);
+    assert_eq!(
+        (out.status, out.stderr),
+        (
+            1,
+            format!(
+                "error: api.listen is set to 127.0.0.1:0 in {}, but relay reads it only when it starts: restart relay (stop it, then `relay serve`) to serve the Settings page ({})\n",
+                file.display(),
+                relay::wire::Code::NoListener.as_str()
+            )
+        )
+    );
+    // Restarted, it serves the page.
+    r.stop();
+    r.launch_daemon();
+    let out = r.cli(&["settings", "--json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(
+        v["url"].as_str().unwrap().starts_with("http://127.0.0.1:"),
+        "{v}"
     );
 }
