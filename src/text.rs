@@ -1,5 +1,6 @@
 //! Text cut to a size in bytes without splitting a character, for what relay keeps of
-//! strings it did not choose (request fields in audit rows, tool results in turns).
+//! strings it did not choose (request fields in audit rows, tool results in turns); and
+//! a time in words, for the text form of `relay audit`.
 
 /// `s` whole when it is at most `max` bytes; else its longest prefix of at most `max`
 /// bytes that ends on a character boundary, followed by `…`.
@@ -14,9 +15,39 @@ pub fn cut(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
+/// `ms` since the epoch as UTC to the millisecond: `2026-12-04 19:22:48.123Z`.
+pub fn utc_ms(ms: u64) -> String {
+    let (days, rem) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    // Days to a civil date (Howard Hinnant's `civil_from_days`).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::{cut, utc_ms};
+
+    #[test]
+    fn a_time_reads_as_utc_to_the_millisecond() {
+        assert_eq!(utc_ms(0), "1970-01-01 00:00:00.000Z");
+        assert_eq!(utc_ms(951_782_400_000), "2000-02-29 00:00:00.000Z");
+        assert_eq!(utc_ms(1_796_412_168_123), "2026-12-04 19:22:48.123Z");
+        assert_eq!(utc_ms(4_102_444_799_999), "2099-12-31 23:59:59.999Z");
+    }
 
     #[test]
     fn a_cut_keeps_short_text_and_never_splits_a_character() {

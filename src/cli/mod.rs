@@ -640,7 +640,8 @@ fn audit(c: &Client) -> Result<Out, String> {
         .iter()
         .map(|r| {
             let mut line = format!(
-                "{}  {}  {}",
+                "{}  {}  {}  {}",
+                crate::text::utc_ms(r.ts),
                 r.action,
                 r.outcome.as_str(),
                 r.session_id.as_deref().unwrap_or("-")

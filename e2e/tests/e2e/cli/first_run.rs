@@ -1,5 +1,6 @@
 //! `relay serve` in the person's terminal: what a first run says (the settings it wrote
-//! and where, what listens, how to stop), and Ctrl-C, which reads as relay stopping.
+//! and where, what listens, how to stop), Ctrl-C, which reads as relay stopping, and
+//! `relay audit`'s text, each row with its time.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -85,4 +86,33 @@ fn a_first_run_says_what_it_wrote_what_listens_and_how_to_stop_and_ctrl_c_reads_
     assert!(!err.contains("first run"), "{err}");
     assert!(err.contains(&listen), "{err}");
     assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn relay_audit_text_starts_each_row_with_its_time_in_utc() {
+    let r = Relay::start(relay_e2e::daemon::base_settings(None));
+    let id = r.shell_terminal("true")["id"].as_str().unwrap().to_string();
+    // Its end is on file: no row comes between the two reads.
+    r.wait_exited(&id);
+    assert!(relay_e2e::wait::until(relay_e2e::WAIT, || {
+        r.audit_rows()
+            .iter()
+            .any(|a| a["action"] == "session_end" && a["session_id"] == id.as_str())
+    }));
+    let rows = r.cli_json(&["audit"])["rows"].as_array().unwrap().clone();
+    let out = r.cli(&["audit"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), rows.len(), "{}", out.stdout);
+    let launch = rows
+        .iter()
+        .position(|a| a["action"] == "session_launch" && a["session_id"] == id.as_str())
+        .expect("the launch row");
+    let when = relay::text::utc_ms(rows[launch]["ts"].as_u64().unwrap());
+    assert_eq!(when.len(), "2026-12-04 19:22:48.123Z".len(), "{when}");
+    assert!(
+        lines[launch].starts_with(&format!("{when}  session_launch  allowed  {id}")),
+        "{}",
+        lines[launch]
+    );
 }
