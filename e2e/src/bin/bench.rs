@@ -1122,7 +1122,10 @@ fn network_server() -> u16 {
                 let n = c.read(&mut buf).unwrap_or(0);
                 let large = buf[..n].windows(6).any(|w| w == b"/large");
                 let body_len = if large { 64 << 20 } else { 12 };
-                let _ = write!(c, "HTTP/1.1 200 OK\r\ncontent-length: {body_len}\r\nconnection: close\r\n\r\n");
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {body_len}\r\nconnection: close\r\n\r\n"
+                );
                 if large {
                     let chunk = vec![b'x'; 1 << 16];
                     for _ in 0..(body_len / chunk.len()) {
@@ -1146,11 +1149,15 @@ fn network(runs: usize) -> Report {
     let port = network_server();
     let mut s = relay_e2e::daemon::base_settings(None);
     let t = s["terminal_templates"].as_array_mut().unwrap();
-    t.push(json!({"id": "true-proxied", "name": "T", "command": "/bin/true",
-        "egress": [format!("127.0.0.1:{port}")]}));
+    t.push(
+        json!({"id": "true-proxied", "name": "T", "command": "/bin/true",
+        "egress": [format!("127.0.0.1:{port}")]}),
+    );
     t.push(json!({"id": "true-host", "name": "T", "command": "/bin/true", "network": "host"}));
-    t.push(json!({"id": "py-proxied", "name": "P", "command": "/usr/bin/python3",
-        "egress": [format!("127.0.0.1:{port}")]}));
+    t.push(
+        json!({"id": "py-proxied", "name": "P", "command": "/usr/bin/python3",
+        "egress": [format!("127.0.0.1:{port}")]}),
+    );
     t.push(json!({"id": "py-host", "name": "P", "command": "/usr/bin/python3", "network": "host"}));
     let r = Relay::start(s);
     std::fs::write(r.project.join("client.py"), NETWORK_CLIENT).unwrap();
@@ -1177,14 +1184,20 @@ fn network(runs: usize) -> Report {
     let requests = runs.max(50).to_string();
     for template in ["py-proxied", "py-host"] {
         let out = r
-            .cli_command(&["sandbox", template, "--", "client.py", &port.to_string(), &requests])
+            .cli_command(&[
+                "sandbox",
+                template,
+                "--",
+                "client.py",
+                &port.to_string(),
+                &requests,
+            ])
             .current_dir(&r.project)
             .stdin(Stdio::null())
             .output()
             .expect("relay sandbox");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-            panic!("{template}: {}", String::from_utf8_lossy(&out.stderr))
-        });
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{template}: {}", String::from_utf8_lossy(&out.stderr)));
         let mut rtt = Series::new(template);
         rtt.samples = v["rtt_ms"]
             .as_array()
