@@ -170,7 +170,7 @@ fn pass(tcp: TcpStream, socket: &Path, line: &str) {
 }
 
 fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<u64> {
-    let mut buf = [0u8; 16 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0;
     loop {
         let n = match from.read(&mut buf) {

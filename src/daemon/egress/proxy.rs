@@ -30,6 +30,9 @@ use crate::wire::Egress;
 
 /// The forwarder's first line, at most this long.
 const PREAMBLE_MAX: usize = 128;
+/// Each direction of a tunnel or bridge copies through one buffer this size: 64
+/// connections of a session hold at most 8 MiB of relay's (docs/session-host.md).
+const COPY_BUF: usize = 64 * 1024;
 /// A name resolved and connected within this, or the connection fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -247,7 +250,13 @@ async fn request(req: Request<Incoming>, session: &Arc<Session>, sink: &Sink) ->
             if let Ok(upgraded) = hyper::upgrade::on(req).await {
                 let mut inside = TokioIo::new(upgraded);
                 let mut outside = tcp;
-                let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+                let _ = tokio::io::copy_bidirectional_with_sizes(
+                    &mut inside,
+                    &mut outside,
+                    COPY_BUF,
+                    COPY_BUF,
+                )
+                .await;
             }
             record.finish(&s, &k, true, rule);
         });
@@ -319,7 +328,8 @@ async fn bridge(mut stream: UnixStream, addr: SocketAddr, session: &Arc<Session>
         inner: tcp,
         counts: record.counts.clone(),
     };
-    let _ = tokio::io::copy_bidirectional(&mut stream, &mut tcp).await;
+    let _ =
+        tokio::io::copy_bidirectional_with_sizes(&mut stream, &mut tcp, COPY_BUF, COPY_BUF).await;
     record.finish(session, sink, true, rule);
 }
 
