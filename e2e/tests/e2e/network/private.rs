@@ -8,7 +8,6 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use relay_e2e::assert_absent;
 use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
@@ -20,17 +19,13 @@ use crate::clients::real_turns::{
     assert_every_bearer_is, fake_oauth_token, message, settings, start_session,
 };
 
-/// Waits until `path` exists (a probe's marker), at most 60 s.
+/// Waits until `path` exists (a probe's marker), within the suite's bound.
 fn wait_file(path: &Path) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{} never came",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || path.exists()),
+        "{} never came",
+        path.display()
+    );
 }
 
 /// A loopback HTTP server on the host that answers every request `200 reached` and
