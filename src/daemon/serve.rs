@@ -363,15 +363,28 @@ fn spawn_watcher(watcher: Arc<Daemon>) {
     });
 }
 
-/// Waits for SIGTERM or SIGINT: which, in words.
-async fn until_stopped() -> Result<&'static str, String> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = term.recv() => Ok("SIGTERM"),
-        _ = int.recv() => Ok("Ctrl-C (SIGINT)"),
+/// SIGTERM and SIGINT, caught from before relay says it is ready: a signal sent as soon
+/// as `ready.json` (or the `running until` line) is there stops relay in order.
+struct Stops {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Stops {
+    fn catch() -> Result<Stops, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Stops {
+            term: signal(SignalKind::terminate()).map_err(|e| e.to_string())?,
+            int: signal(SignalKind::interrupt()).map_err(|e| e.to_string())?,
+        })
+    }
+
+    /// Waits for either: which, in words.
+    async fn wait(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "Ctrl-C (SIGINT)",
+        }
     }
 }
 
@@ -482,6 +495,7 @@ pub async fn serve(
     if let Some(l) = tcp {
         tokio::spawn(api::serve_tcp(daemon.clone(), l, cap));
     }
+    let mut stops = Stops::catch()?;
     let ready = wire::Ready {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -498,7 +512,7 @@ pub async fn serve(
         started_lines(&daemon.paths, seeded, addr, said.as_ref())
     );
 
-    let why = until_stopped().await?;
+    let why = stops.wait().await;
     // End every session: the host terminates them all when its stdin closes.
     records::ledger::stopping_all(&daemon);
     let _ = stop_tx.send(true);
