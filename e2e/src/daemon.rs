@@ -105,8 +105,6 @@ fn busy_retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T
     f()
 }
 
-/// One check of a `relay doctor --json` report (a `wire::Doctor`), by name; a missing
-/// check, or a report that is not one, fails the test.
 /// Every template of `settings` on the host's network (`"network": "host"`): for the
 /// tests of what holds there (the denied ports, relay's API port).
 pub fn host_network(mut settings: Value) -> Value {
@@ -116,6 +114,8 @@ pub fn host_network(mut settings: Value) -> Value {
     settings
 }
 
+/// One check of a `relay doctor --json` report (a `wire::Doctor`), by name; a missing
+/// check, or a report that is not one, fails the test.
 pub fn doctor_check(report: &Value, name: &str) -> Value {
     let typed: wire::Doctor = typed(report, "relay doctor --json");
     let check = typed

@@ -62,9 +62,9 @@ pub enum Missing {
     Text(&'static str),
     /// `~/.bash_profile`: made with the lines that do what bash does without one.
     BashProfile,
-    /// Made only where its folder exists (`~/.cargo/env` where there is a `~/.cargo`),
-    /// with this text.
-    InParent(&'static str),
+    /// Made empty only where its folder exists (`~/.cargo/env` where there is a
+    /// `~/.cargo`).
+    InParent,
     /// Not made: why a new one runs nothing, or what is left open.
     Left(&'static str),
 }
@@ -169,20 +169,15 @@ pub const LIST: &[Entry] = &[
         ".config/zsh",
         Dir,
         "zsh, where ZDOTDIR points there",
-        InParent(""),
+        InParent,
     ),
     home(
         ".cargo/env",
         File,
         "sh and bash, through rustup's lines",
-        InParent(""),
+        InParent,
     ),
-    home(
-        ".cargo/bin",
-        Dir,
-        "your shell, by name (PATH)",
-        InParent(""),
-    ),
+    home(".cargo/bin", Dir, "your shell, by name (PATH)", InParent),
     home(
         ".local/share/systemd/user",
         Dir,
@@ -205,7 +200,7 @@ pub const LIST: &[Entry] = &[
         ".config/plasma-workspace/env",
         Dir,
         "KDE Plasma, at login",
-        InParent(""),
+        InParent,
     ),
     home(".xinitrc", File, "startx", Left(XINITRC_LEFT)),
     home(
@@ -218,13 +213,13 @@ pub const LIST: &[Entry] = &[
         ".gnupg/gpg-agent.conf",
         File,
         "gpg-agent (pinentry-program)",
-        InParent(""),
+        InParent,
     ),
     home(
         ".kube/config",
         File,
         "kubectl (exec credential plugins)",
-        InParent(""),
+        InParent,
     ),
     // What runs by name from your PATH (relay's own PATH adds its folders in the home).
     home("bin", Dir, "your shell, by name (PATH)", Empty),
@@ -814,11 +809,7 @@ fn reopened<'e>(cand: &Candidate, input: &'e Input) -> Option<&'e str> {
 
 /// Resolves one candidate and pins it, making it first where bwrap needs it made.
 fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String> {
-    let text = cand
-        .path
-        .to_str()
-        .ok_or_else(|| format!("{}: not valid UTF-8", cand.path.display()))?;
-    let resolved = resolve_unlinked(input, cand, text)?;
+    let resolved = resolve_unlinked(input, cand, text_of(&cand.path)?)?;
     let why = format!(
         "{} runs it or reads it as code: read-only in every sandbox",
         cand.entry.reader
@@ -841,7 +832,7 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
         (PathKind::Missing, _) => {}
     }
     // Missing. Some only where their folder is (`~/.cargo/env` for a Rust user).
-    if let Missing::InParent(_) = cand.entry.missing {
+    if cand.entry.missing == Missing::InParent {
         let parent_is_dir = cand
             .path
             .parent()
@@ -865,8 +856,8 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
             ));
             return Ok(());
         }
-        Missing::InParent(text) | Missing::Text(text) => text,
-        Missing::Empty => "",
+        Missing::Text(text) => text,
+        Missing::InParent | Missing::Empty => "",
         Missing::BashProfile => bash_profile_text(input.home),
     };
     let made = "made by relay before each bwrap launch, as bwrap can hold only what exists";
