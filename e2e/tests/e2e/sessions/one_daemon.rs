@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -21,6 +22,29 @@ fn settings() -> Value {
         .unwrap()
         .push(json!({"id": "open", "command": "/bin/sh", "sandbox": false}));
     s
+}
+
+/// Whether every thread of `pid` is stopped by a signal (state `T`).
+fn stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+            st.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        })
+    })
+}
+
+/// A child killed and reaped when it goes out of scope.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn terminal(r: &Relay, template: &str, script: &str) -> String {
@@ -227,8 +251,19 @@ fn a_lock_left_by_a_killed_relay_is_taken_over_though_its_host_still_lives() {
     );
 
     // The daemon killed while its host is stopped, so the host and its sessions stay
-    // alive for as long as the test wants: whatever they hold stays held.
+    // alive for as long as the test wants: whatever they hold stays held. The host leads
+    // a process group of its own; once relay dies that group would be orphaned with a
+    // stopped member, and the kernel sends such a group SIGHUP then SIGCONT, which ends
+    // the host. A group-mate whose parent is the test (same session, another group)
+    // keeps the group from being orphaned.
+    let mate = std::process::Command::new("sleep")
+        .arg("600")
+        .process_group(host as i32)
+        .spawn()
+        .map(KillOnDrop)
+        .expect("a group-mate for the host");
     signal(host, libc::SIGSTOP);
+    assert!(wait::until(WAIT, || stopped(host)), "the host did not stop");
     let old = r.ready.pid;
     r.kill();
     assert!(alive(host), "the stopped host is gone");
@@ -245,6 +280,7 @@ fn a_lock_left_by_a_killed_relay_is_taken_over_though_its_host_still_lives() {
     // The old host goes (SIGKILL ends a stopped process), and its sessions with it.
     kill9(host);
     assert!(wait::until(WAIT, || !alive(host)), "the old host lives on");
+    drop(mate);
     for id in &ids {
         assert!(
             wait::until(WAIT, || session_pids(id).is_empty()),
