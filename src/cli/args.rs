@@ -90,6 +90,9 @@ pub(super) enum Verb {
         #[command(flatten)]
         json: Json,
     },
+    /// The configured setup-token files: which project runs on which, never a token.
+    #[command(subcommand)]
+    Token(TokenVerb),
     /// Print a one-time link into the Settings page (needs `api.listen`).
     Settings {
         /// Open the link in the default browser.
@@ -148,6 +151,16 @@ pub(super) enum SandboxVerb {
         /// Explain it for this backend instead of this platform's.
         #[arg(long, value_name = "B", value_parser = ["bwrap", "seatbelt"])]
         backend: Option<String>,
+        #[command(flatten)]
+        json: Json,
+    },
+}
+
+#[derive(Subcommand)]
+pub(super) enum TokenVerb {
+    /// Every configured token file: its projects and account labels, fingerprint,
+    /// mode, size, last change and the sessions running on it.
+    List {
         #[command(flatten)]
         json: Json,
     },
@@ -351,7 +364,9 @@ pub(super) const GROUPS: &[(&str, &[&str])] = &[
     ),
     (
         "Daemon and administration",
-        &["serve", "service", "status", "doctor", "audit", "settings"],
+        &[
+            "serve", "service", "status", "doctor", "audit", "token", "settings",
+        ],
     ),
     ("This program", &["completions", "version", "help"]),
 ];

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::wire;
-use args::{AuditVerb, Json, SandboxVerb, ServiceVerb, SessionVerb, TerminalVerb, Verb};
+use args::{AuditVerb, Json, SandboxVerb, ServiceVerb, SessionVerb, TerminalVerb, TokenVerb, Verb};
 use client::{Answer, Client};
 
 pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -198,6 +198,9 @@ pub fn run() -> ExitCode {
             open,
             json: Json { json },
         } => (json, settings_link(&Client::new(&config), open)),
+        Verb::Token(TokenVerb::List {
+            json: Json { json },
+        }) => (json, token_list(&Client::new(&config))),
         Verb::Audit {
             verb: Some(AuditVerb::Scan {
                 json: Json { json },
@@ -349,6 +352,9 @@ fn describe(e: &wire::Session) -> String {
     }
     if let Some(fp) = &e.token_fingerprint {
         s.push_str(&format!("  token={fp}"));
+    }
+    if let Some(a) = &e.account {
+        s.push_str(&format!("  account={a}"));
     }
     if e.stale {
         s.push_str("  stale");
@@ -652,6 +658,12 @@ fn audit(c: &Client) -> Result<Out, String> {
             if let Some(e) = &r.error {
                 line.push_str(&format!("  {e}"));
             }
+            if let Some(p) = r.token_projects.as_ref().filter(|p| !p.is_empty()) {
+                line.push_str(&format!("  token of project {}", p.join(", ")));
+            }
+            if let Some(a) = &r.account {
+                line.push_str(&format!("  account={a}"));
+            }
             if let Some(g) = &r.egress {
                 let at = g.target();
                 line.push_str(&format!(
@@ -697,6 +709,57 @@ fn doctor(c: &Client, json_out: bool) -> ExitCode {
         return emit(b"", code);
     }
     emit(&text_line(&text), code)
+}
+
+/// `relay token list`: one block per configured token file.
+fn token_list(c: &Client) -> Result<Out, String> {
+    let (t, v): (wire::Tokens, _) = get(c, "GET", "/api/tokens")?;
+    if t.tokens.is_empty() {
+        return Ok(Out::new(
+            v,
+            "no token file is configured (set claude_token_file in settings.json)".into(),
+        ));
+    }
+    let blocks: Vec<String> = t
+        .tokens
+        .iter()
+        .map(|f| {
+            let mut head = vec![f.path.display().to_string()];
+            head.extend(f.fingerprint.as_ref().map(|fp| format!("token={fp}")));
+            head.extend(f.mode.as_ref().map(|m| format!("mode={m}")));
+            head.extend(f.size.map(|n| format!("{n} bytes")));
+            head.extend(
+                f.changed_ms
+                    .map(|ms| format!("changed {}", crate::text::utc_ms(ms))),
+            );
+            let mut lines = vec![head.join("  ")];
+            lines.push(format!("  set by: {}", f.keys.join(", ")));
+            let projects: Vec<String> = f
+                .projects
+                .iter()
+                .map(|p| match &p.account {
+                    Some(a) => format!("{} (account {a})", p.id),
+                    None => p.id.clone(),
+                })
+                .collect();
+            lines.push(format!(
+                "  projects: {}",
+                if projects.is_empty() {
+                    "none (every project names its own)".to_string()
+                } else {
+                    projects.join(", ")
+                }
+            ));
+            if let Some(p) = &f.problem {
+                lines.push(format!("  problem: {p}"));
+            }
+            if !f.sessions.is_empty() {
+                lines.push(format!("  running on it: {}", f.sessions.join(", ")));
+            }
+            lines.join("\n")
+        })
+        .collect();
+    Ok(Out::new(v, blocks.join("\n")))
 }
 
 fn settings_link(c: &Client, open: bool) -> Result<Out, String> {

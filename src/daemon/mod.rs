@@ -310,11 +310,22 @@ impl Daemon {
     /// end it; its exit event and audit row carry `reason`. The first reason given
     /// stays (the token watcher gives exposure's first).
     pub async fn stop_for(&self, id: &str, reason: &'static str) {
+        self.stop_with(id, reason, None).await;
+    }
+
+    /// [`Self::stop_for`] for a token change, naming the projects whose token file it
+    /// was in the exit event and the audit row.
+    pub async fn stop_for_token(&self, id: &str, reason: &'static str, projects: Vec<String>) {
+        self.stop_with(id, reason, Some(projects)).await;
+    }
+
+    async fn stop_with(&self, id: &str, reason: &'static str, projects: Option<Vec<String>>) {
         {
             let mut l = self.ledger();
             match l.get_mut(id) {
                 Some(e) if e.state == EntryState::Running && e.stop_reason.is_none() => {
-                    e.stop_reason = Some(reason)
+                    e.stop_reason = Some(reason);
+                    e.stop_token_projects = projects;
                 }
                 _ => return,
             }
@@ -452,6 +463,8 @@ impl Daemon {
             exit_status,
             signal,
             token_fingerprint: e.token_fingerprint.clone(),
+            account: e.account.clone(),
+            token_projects: e.stop_token_projects.clone(),
             redactions,
             ..Default::default()
         });
@@ -467,6 +480,7 @@ impl Daemon {
             kind: Some(e.kind.as_str().into()),
             exit_status,
             signal,
+            token_projects: e.stop_token_projects.clone(),
             ..Default::default()
         });
     }

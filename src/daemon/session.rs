@@ -45,6 +45,11 @@ pub struct Entry {
     pub claude: Option<ClaudeInit>,
     /// The fingerprint of the token it carried (`crate::token::fingerprint`).
     pub token_fingerprint: Option<String>,
+    /// The token file it was launched on (its project's at launch), when it carried
+    /// the token: what the token watcher and `relay token list` group it by.
+    pub token_file: Option<PathBuf>,
+    /// Its project's `account` label at launch.
+    pub account: Option<String>,
     /// It runs on another token than the file holds now (`claude_token_on_change:
     /// keep`).
     pub stale: bool,
@@ -57,6 +62,9 @@ pub struct Entry {
     /// `claude_token_replaced`, `claude_token_removed`): the exit event and the audit
     /// row carry this instead of the host's reason.
     pub stop_reason: Option<&'static str>,
+    /// With a `claude_token_*` stop: the projects whose token file it was (the exit
+    /// event's and audit row's `token_projects`).
+    pub stop_token_projects: Option<Vec<String>>,
     /// An exit the host reported while the launch path had not yet recorded the launch
     /// (a tool that ends at once): applied right after the launch's audit row, so the
     /// `session_end` row never precedes the `session_launch` row and the entry never
@@ -93,6 +101,7 @@ impl Entry {
             permission_mode: self.permission_mode.clone(),
             claude: self.claude.clone(),
             token_fingerprint: self.token_fingerprint.clone(),
+            account: self.account.clone(),
             stale: self.stale,
             ended_ms: self.ended_ms,
         }
@@ -112,12 +121,12 @@ pub struct Reach {
     pub grants: Vec<PathBuf>,
     pub read_write: Vec<PathBuf>,
     pub pins: Vec<PathBuf>,
-    /// The token path its profile denied (the setting at launch time).
-    pub token_path: Option<PathBuf>,
-    /// The token's folder when a grant reached it and only a mount hid it (bwrap), with
-    /// that folder's `(dev, ino)` at launch: a folder replaced since is no longer under
-    /// the mask.
-    pub token_folder: Option<(PathBuf, Option<(u64, u64)>)>,
+    /// The token paths its profile denied (every one the settings named at launch).
+    pub token_paths: Vec<PathBuf>,
+    /// Each token's folder a grant reached where only a mount hid it (bwrap), with that
+    /// folder's `(dev, ino)` at launch: a folder replaced since is no longer under the
+    /// mask.
+    pub token_folders: Vec<(PathBuf, Option<(u64, u64)>)>,
     /// bwrap: each path bound read-only over a write grant, with its `(dev, ino)` at
     /// launch. A bind holds the file or folder that was there: one the person's tools
     /// replace by rename (`git config`, an editor's save) is no longer under it, so the

@@ -359,6 +359,14 @@ pub struct Project {
     /// refused (`home_directory`, docs/settings.md).
     #[serde(default, skip_serializing_if = "is_false")]
     pub allow_home_directory: bool,
+    /// This project's own setup token file, over the top-level `claude_token_file`
+    /// (absent: the top-level one; `""`: none for this project) (docs/settings.md#claude_token_file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude_token_file: Option<String>,
+    /// A label for the account this project's token belongs to (`"work"`), shown
+    /// beside the token's fingerprint in every list; never checked against the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl Project {
@@ -624,6 +632,8 @@ const PROJECT_KEYS: &[&str] = &[
     "path",
     "allowed_templates",
     "allow_home_directory",
+    "claude_token_file",
+    "account",
 ];
 const TEMPLATE_KEYS: &[&str] = &[
     "id",
@@ -1056,6 +1066,8 @@ pub fn seed() -> Settings {
             path: "~".into(),
             allowed_templates: vec!["*".into()],
             allow_home_directory: false,
+            claude_token_file: None,
+            account: None,
         }],
         terminal_templates: vec![
             Template::new("shell", "Shell", "/bin/sh"),
@@ -1079,6 +1091,86 @@ pub fn to_pretty(s: &Settings) -> String {
     let mut text = serde_json::to_string_pretty(s).unwrap_or_else(|_| "{}".into());
     text.push('\n');
     text
+}
+
+/// The `claude_token_file` value a project's launches run on: the project's own when it
+/// sets one (`""` meaning none), else the top-level one; with the key it came from, for
+/// messages. A project id that names no project gets the top-level value.
+pub fn project_token_value<'a>(s: &'a Settings, project_id: &str) -> (&'a str, String) {
+    match s.projects.iter().position(|p| p.id == project_id) {
+        Some(i) => match &s.projects[i].claude_token_file {
+            Some(v) => (v.as_str(), format!("projects[{i}].claude_token_file")),
+            None => (s.claude_token_file.as_str(), "claude_token_file".into()),
+        },
+        None => (s.claude_token_file.as_str(), "claude_token_file".into()),
+    }
+}
+
+/// The token file a project's launches run on (`Ok(None)`: none), checked as
+/// [`token_file_path`] checks it.
+pub fn project_token_path(
+    s: &Settings,
+    project_id: &str,
+    home: &Path,
+) -> Result<Option<PathBuf>, String> {
+    let (value, key) = project_token_value(s, project_id);
+    token_file_path(value, home).map_err(|e| keyed(e, &key))
+}
+
+/// One configured token file and the projects whose launches run on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfiguredToken {
+    pub path: PathBuf,
+    /// Where it is set: `claude_token_file`, `projects[1].claude_token_file`, …
+    pub keys: Vec<String>,
+    /// The ids of the projects that run on it, in settings order.
+    pub projects: Vec<String>,
+}
+
+/// Every token file the settings name (the top-level one even when every project sets
+/// its own), each once, in settings order: what every sandboxed launch is denied. An
+/// error names the first value that is not a path: no sandbox can be built that would
+/// be sure to hide it.
+pub fn configured_tokens(s: &Settings, home: &Path) -> Result<Vec<ConfiguredToken>, String> {
+    let mut out: Vec<ConfiguredToken> = Vec::new();
+    let mut add = |path: PathBuf, key: String, project: Option<&str>| {
+        let i = match out.iter().position(|t| t.path == path) {
+            Some(i) => i,
+            None => {
+                out.push(ConfiguredToken {
+                    path,
+                    keys: vec![],
+                    projects: vec![],
+                });
+                out.len() - 1
+            }
+        };
+        let t = &mut out[i];
+        if !t.keys.contains(&key) {
+            t.keys.push(key);
+        }
+        if let Some(p) = project {
+            t.projects.push(p.to_string());
+        }
+    };
+    if let Some(p) = token_file_path(&s.claude_token_file, home)? {
+        add(p, "claude_token_file".into(), None);
+    }
+    for p in &s.projects {
+        if let Some(path) = project_token_path(s, &p.id, home)? {
+            let (_, key) = project_token_value(s, &p.id);
+            add(path, key, Some(&p.id));
+        }
+    }
+    Ok(out)
+}
+
+/// `claude_token_file "x" must …` said of the key it came from.
+fn keyed(message: String, key: &str) -> String {
+    match message.strip_prefix("claude_token_file ") {
+        Some(rest) if key != "claude_token_file" => format!("{key} {rest}"),
+        _ => message,
+    }
 }
 
 /// Checks the `claude_token_file` value: empty (unset), absolute or `~/`-prefixed.
@@ -1274,6 +1366,76 @@ mod tests {
             "/cfg/settings.json:1:21: env_passthrough: expected a list of variable names, \
              got \"GITHUB_TOKEN\""
         );
+    }
+
+    #[test]
+    fn each_project_runs_on_its_own_token_file_or_the_top_level_one() {
+        let home = Path::new("/home/ada");
+        let text = br#"{"claude_token_file": "~/.config/relay/token",
+            "projects": [
+                {"id": "work", "path": "~/w", "claude_token_file": "~/.config/work/token",
+                 "account": "work"},
+                {"id": "home", "path": "~/h"},
+                {"id": "none", "path": "~/n", "claude_token_file": ""},
+                {"id": "also", "path": "~/a", "claude_token_file": "/home/ada/.config/work/token"}
+            ]}"#;
+        let s = parse(Path::new("/cfg/settings.json"), text)
+            .unwrap()
+            .settings;
+        assert_eq!(s.projects[0].account.as_deref(), Some("work"));
+        let path = |id: &str| project_token_path(&s, id, home).unwrap();
+        assert_eq!(
+            path("work"),
+            Some(PathBuf::from("/home/ada/.config/work/token"))
+        );
+        assert_eq!(
+            path("home"),
+            Some(PathBuf::from("/home/ada/.config/relay/token"))
+        );
+        assert_eq!(path("none"), None);
+        assert_eq!(
+            path("unknown"),
+            Some(PathBuf::from("/home/ada/.config/relay/token"))
+        );
+        let all = configured_tokens(&s, home).unwrap();
+        let view: Vec<_> = all
+            .iter()
+            .map(|t| (t.path.to_str().unwrap(), t.keys.clone(), t.projects.clone()))
+            .collect();
+        assert_eq!(
+            view,
+            vec![
+                (
+                    "/home/ada/.config/relay/token",
+                    vec!["claude_token_file".to_string()],
+                    vec!["home".to_string()]
+                ),
+                (
+                    "/home/ada/.config/work/token",
+                    vec![
+                        "projects[0].claude_token_file".to_string(),
+                        "projects[3].claude_token_file".to_string()
+                    ],
+                    vec!["work".to_string(), "also".to_string()]
+                ),
+            ]
+        );
+        // Every project setting its own: the top-level file is still denied everywhere.
+        let mut only = s.clone();
+        only.projects.retain(|p| p.id != "home");
+        let all = configured_tokens(&only, home).unwrap();
+        assert_eq!(all[0].path, PathBuf::from("/home/ada/.config/relay/token"));
+        assert!(all[0].projects.is_empty());
+        // A bad project value is named by its key, and fails the whole list.
+        let mut bad = s.clone();
+        bad.projects[1].claude_token_file = Some("relative".into());
+        let e = configured_tokens(&bad, home).unwrap_err();
+        assert!(
+            e.starts_with("projects[1].claude_token_file \"relative\""),
+            "{e}"
+        );
+        assert_eq!(project_token_path(&bad, "home", home).unwrap_err(), e);
+        assert!(project_token_path(&bad, "work", home).is_ok());
     }
 
     #[test]

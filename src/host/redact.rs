@@ -104,6 +104,33 @@ fn replace(data: &[u8], from: u8, to: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The token past its public credential prefix ([`CREDENTIAL_PREFIXES`]), when it has
+/// one and what follows is long enough to be looked for on its own.
+pub fn secret_part(token: &str) -> Option<&str> {
+    CREDENTIAL_PREFIXES
+        .iter()
+        .find_map(|p| token.as_bytes().starts_with(p).then(|| &token[p.len()..]))
+        .filter(|body| body.len() >= LITERAL_MIN)
+}
+
+/// `text` and the encodings of it the redactor masks: standard and URL-safe base64 at
+/// each alignment, URL-encoded (both cases of hex), JSON-escaped (with and without `\/`).
+fn push_forms(literals: &mut Vec<Vec<u8>>, text: &str) {
+    let raw = text.as_bytes();
+    literals.push(raw.to_vec());
+    for alphabet in [B64_STD, B64_URL] {
+        for offset in 0..3 {
+            literals.push(base64_core(raw, offset, alphabet));
+        }
+    }
+    literals.push(url_encoded(raw, true));
+    literals.push(url_encoded(raw, false));
+    let json = json_escaped(text);
+    // JSON may also escape `/` (PHP's encoder, some loggers).
+    literals.push(replace(&json, b'/', b"\\/"));
+    literals.push(json);
+}
+
 /// What one session's redactors look for; shared by its streams.
 pub struct Patterns {
     literals: Vec<Vec<u8>>,
@@ -118,19 +145,13 @@ impl Patterns {
     pub fn new(token: Option<&Secret>) -> Self {
         let mut literals: Vec<Vec<u8>> = Vec::new();
         if let Some(t) = token {
-            let raw = t.expose().as_bytes();
-            literals.push(raw.to_vec());
-            for alphabet in [B64_STD, B64_URL] {
-                for offset in 0..3 {
-                    literals.push(base64_core(raw, offset, alphabet));
-                }
+            let whole = t.expose();
+            push_forms(&mut literals, whole);
+            // The secret part alone: a tool that strips the public prefix, or prints
+            // the body for any reason, must not leave it readable.
+            if let Some(body) = secret_part(whole) {
+                push_forms(&mut literals, body);
             }
-            literals.push(url_encoded(raw, true));
-            literals.push(url_encoded(raw, false));
-            let json = json_escaped(t.expose());
-            // JSON may also escape `/` (PHP's encoder, some loggers).
-            literals.push(replace(&json, b'/', b"\\/"));
-            literals.push(json);
         }
         literals.retain(|l| l.len() >= LITERAL_MIN);
         literals.sort();
@@ -420,6 +441,29 @@ mod tests {
         every_split(Some(PLAIN), &text, &format!("before {M} after\n"), 1);
         let text = format!("{PLAIN}{PLAIN}x");
         every_split(Some(PLAIN), &text, &format!("{M}{M}x"), 2);
+    }
+
+    #[test]
+    fn the_secret_part_alone_is_masked_split_at_every_byte_and_encoded() {
+        let body = &TOKEN["sk-ant-oat01-".len()..];
+        assert_eq!(secret_part(TOKEN), Some(body));
+        let text = format!("stripped: {body} end\n");
+        every_split(Some(TOKEN), &text, &format!("stripped: {M} end\n"), 1);
+        // The whole token is still one marker, not a prefix and a marker.
+        every_split(Some(TOKEN), &format!("[{TOKEN}]"), &format!("[{M}]"), 1);
+        let enc = b64(format!("ab{body}").as_bytes());
+        let (got, n) = through(Some(TOKEN), &[enc.as_bytes()]);
+        assert!(got.contains(M) && n == 1, "base64 of the body: {got}");
+        // Every prefix counts, and a body too short to look for alone is left to the
+        // whole token's forms (it would mask common words).
+        assert_eq!(
+            secret_part("sk-ant-sid01-abcdefgh12"),
+            Some("01-abcdefgh12")
+        );
+        assert_eq!(secret_part("sk-ant-oat01-short"), None);
+        assert_eq!(secret_part(PLAIN), None);
+        let (got, _) = through(Some("sk-ant-oat01-short"), &[b"short shorts"]);
+        assert_eq!(got, "short shorts");
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub struct Session {
     /// The fingerprint of the token it carried (`crate::token::fingerprint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_fingerprint: Option<String>,
+    /// Its project's `account` label (`projects[].account`) at launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     /// It runs on another token than the file holds now (`claude_token_on_change:
     /// keep`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -276,6 +279,48 @@ pub struct LoginLink {
     pub expires_in_s: u64,
 }
 
+/// `GET /api/tokens` (docs/routes.md#get-apitokens): every configured token file, never
+/// a token.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    pub tokens: Vec<TokenFile>,
+}
+
+/// One configured token file: where it is set, who runs on it, and what is there now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenFile {
+    pub path: PathBuf,
+    /// The settings keys that name it (`claude_token_file`, `projects[1].claude_token_file`).
+    pub keys: Vec<String>,
+    /// The projects whose launches run on it.
+    pub projects: Vec<TokenProject>,
+    /// The fingerprint of the token it holds (`crate::token::fingerprint`), when it
+    /// reads as relay would read it at a launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Its permission bits in octal (`"0600"`), when it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Its last change (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_ms: Option<u64>,
+    /// Why a launch on it would be refused now (names the path, never the content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// The running sessions and terminals that carry its token.
+    pub sessions: Vec<String>,
+}
+
+/// A project running on a token file, with its `account` label.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenProject {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+}
+
 // ---- audit rows and events ------------------------------------------------------
 
 /// One line of `audit.jsonl` (docs/routes.md#get-apiaudit). `S` is the type of the
@@ -309,6 +354,12 @@ pub struct AuditRow<S = String> {
     /// The fingerprint of the token a launch carried (`crate::token::fingerprint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_fingerprint: Option<String>,
+    /// The project's `account` label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// `session_end` of a `claude_token_*` stop: the projects whose token file changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_projects: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -403,6 +454,10 @@ pub struct Event<S = String> {
     /// `egress`: one connection through the session's egress proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<Egress>,
+    /// `session.exited` of a `claude_token_*` stop: the projects whose token file
+    /// changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_projects: Option<Vec<String>>,
 }
 
 /// `GET /api/events?after=N&wait_ms=M`.
@@ -546,6 +601,7 @@ mod tests {
                 permission_mode: Some("plan".into()),
             }),
             token_fingerprint: Some("abcdef012345".into()),
+            account: Some("work".into()),
             stale: true,
             ended_ms: Some(2),
         }
@@ -563,6 +619,7 @@ mod tests {
             permission_mode: None,
             claude: None,
             token_fingerprint: None,
+            account: None,
             stale: false,
             ended_ms: None,
             ..s.clone()
@@ -696,6 +753,25 @@ mod tests {
                 service: api.as_ref().map(|_| "relay.service".into()),
             });
         }
+        round_trip(&Tokens {
+            tokens: vec![
+                TokenFile {
+                    path: "/home/ada/.config/work/token".into(),
+                    keys: vec!["projects[0].claude_token_file".into()],
+                    projects: vec![TokenProject {
+                        id: "work".into(),
+                        account: Some("work".into()),
+                    }],
+                    fingerprint: Some("abcdef012345".into()),
+                    mode: Some("0600".into()),
+                    size: Some(109),
+                    changed_ms: Some(5),
+                    problem: None,
+                    sessions: vec!["s-1".into()],
+                },
+                TokenFile::default(),
+            ],
+        });
         round_trip(&LoginLink {
             url: "http://127.0.0.1:1/login?code=c".into(),
             expires_in_s: 60,
@@ -718,6 +794,8 @@ mod tests {
             sandboxed: Some(true),
             token_passed: Some(false),
             token_fingerprint: Some("f".into()),
+            account: Some("work".into()),
+            token_projects: Some(vec!["p".into()]),
             exit_status: Some(1),
             signal: Some(15),
             routing: Some(Routing {
@@ -755,6 +833,7 @@ mod tests {
             pid: Some(3),
             routing: Some(Routing::default()),
             env_names: Some(vec![]),
+            token_projects: Some(vec!["p".into(), "q".into()]),
             egress: Some(Egress::default()),
         };
         round_trip(&ev);

@@ -87,8 +87,7 @@ pub fn template(
         return Ok(e);
     }
     let backend = backend_asked.unwrap_or_else(|| s.backend());
-    let token_path =
-        settings::token_file_path(&s.claude_token_file, &d.home).map_err(ApiError::sandbox)?;
+    let (token_path, token_deny) = token_paths(&s, &project.id, &d.home)?;
     let claude_path_env = guard::claude_path_env(&s);
     let path_env = template
         .env
@@ -110,7 +109,7 @@ pub fn template(
             directory: &directory,
             directory_asked: &asked,
             temp_dir: &temp_dir,
-            token_path: token_path.as_deref(),
+            token_deny: &token_deny,
             token_launch: false,
             token_home: None,
             claude_path_env: &claude_path_env,
@@ -175,4 +174,16 @@ fn not_a_folder(p: &Path) -> ApiError {
         Code::InvalidDirectory,
         format!("directory {} is not an existing folder", p.display()),
     )
+}
+
+/// The project's token file, and every configured one (each denied), as a launch
+/// would have them.
+fn token_paths(
+    s: &settings::Settings,
+    project: &str,
+    home: &Path,
+) -> Result<(Option<std::path::PathBuf>, Vec<std::path::PathBuf>), ApiError> {
+    let own = settings::project_token_path(s, project, home).map_err(ApiError::sandbox)?;
+    let all = settings::configured_tokens(s, home).map_err(ApiError::sandbox)?;
+    Ok((own, all.into_iter().map(|t| t.path).collect()))
 }

@@ -82,6 +82,8 @@ enum Route {
     SandboxExplain,
     /// `GET /api/{sessions,terminals}/{id}/egress`.
     SessionEgress(String),
+    /// `GET /api/tokens`.
+    Tokens,
     TerminalEgress(String),
     /// Another method (or an unknown deeper path) under a known route.
     MethodNotAllowed,
@@ -127,9 +129,11 @@ impl Route {
             (Method::GET, ["api", "sandbox", "explain"]) => SandboxExplain,
             (Method::GET, ["api", "sessions", i, "egress"]) => SessionEgress(id(i)),
             (Method::GET, ["api", "terminals", i, "egress"]) => TerminalEgress(id(i)),
+            (Method::GET, ["api", "tokens"]) => Tokens,
             (
                 _,
-                ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor" | "sandbox", ..],
+                ["api", "status" | "sessions" | "terminals" | "audit" | "events" | "doctor" | "sandbox"
+                | "tokens", ..],
             ) => MethodNotAllowed,
             _ => NotFound,
         }
@@ -196,6 +200,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::SandboxExplain => sandbox::explain(&d, &req),
         Route::SessionEgress(id) => system::egress(&d, &id, SessionKind::Claude),
         Route::TerminalEgress(id) => system::egress(&d, &id, SessionKind::Pty),
+        Route::Tokens => system::tokens(&d),
         Route::MethodNotAllowed => {
             refuse(Code::MethodNotAllowed, "method not allowed on this route")
         }

@@ -55,6 +55,72 @@ pub fn status_body(d: &Daemon) -> wire::Status {
     }
 }
 
+/// `GET /api/tokens`: every token file the settings name, with the projects and the
+/// running sessions on each, and what is there now; read as a launch reads it, never
+/// returned (docs/routes.md#get-apitokens).
+pub(super) fn tokens(d: &Daemon) -> Resp {
+    let s = match d.load_settings() {
+        Ok(s) => s,
+        Err(e) => return refuse(Code::SettingsInvalid, e.to_string()),
+    };
+    let configured = match crate::daemon::settings::configured_tokens(&s, &d.home) {
+        Ok(c) => c,
+        Err(e) => return refuse(Code::SettingsInvalid, e),
+    };
+    let running: Vec<_> = d
+        .entries(SessionKind::Claude)
+        .into_iter()
+        .chain(d.entries(SessionKind::Pty))
+        .filter(|e| e.state == EntryState::Running && e.token_passed)
+        .collect();
+    let tokens = configured
+        .into_iter()
+        .map(|t| token_file(&s, t, &running))
+        .collect();
+    http::json(200, &wire::Tokens { tokens })
+}
+
+fn token_file(
+    s: &crate::daemon::settings::Settings,
+    t: crate::daemon::settings::ConfiguredToken,
+    running: &[crate::daemon::Entry],
+) -> wire::TokenFile {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(&t.path).ok();
+    let (fingerprint, problem) = match crate::token::read_token_file(&t.path) {
+        Ok(f) => (Some(crate::token::fingerprint(f.token.expose())), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    wire::TokenFile {
+        keys: t.keys,
+        projects: t
+            .projects
+            .iter()
+            .map(|id| wire::TokenProject {
+                id: id.clone(),
+                account: s
+                    .projects
+                    .iter()
+                    .find(|p| &p.id == id)
+                    .and_then(|p| p.account.clone()),
+            })
+            .collect(),
+        fingerprint,
+        mode: meta.as_ref().map(|m| format!("{:04o}", m.mode() & 0o7777)),
+        size: meta.as_ref().map(|m| m.size()),
+        changed_ms: meta
+            .as_ref()
+            .map(|m| (m.mtime().max(0) as u64) * 1000 + (m.mtime_nsec().max(0) as u64) / 1_000_000),
+        problem,
+        sessions: running
+            .iter()
+            .filter(|e| e.token_file.as_ref() == Some(&t.path))
+            .map(|e| e.id.clone())
+            .collect(),
+        path: t.path,
+    }
+}
+
 /// `GET /api/audit`: the last 1000 rows, oldest first (a line that is not a row is
 /// left out).
 pub(super) fn audit(d: &Daemon) -> Resp {

@@ -390,18 +390,53 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
                 )
             }
         };
+    let c = file_check("token_file", &path);
+    (c, Some(path))
+}
+
+/// One project's own token file (`projects[i].claude_token_file`), checked as the
+/// top-level one is, its keys first in the detail.
+fn project_token_checks(s: &Settings, home: &std::path::Path) -> Vec<Check> {
+    let Ok(all) = settings::configured_tokens(s, home) else {
+        // A bad value: named by the launch refusal and by this check.
+        return match s
+            .projects
+            .iter()
+            .map(|p| settings::project_token_path(s, &p.id, home))
+            .find_map(Result::err)
+        {
+            Some(e) => vec![check(
+                "project_token_file",
+                Status::Fail,
+                e,
+                Some("use an absolute path or one starting with ~/"),
+            )],
+            None => vec![],
+        };
+    };
+    all.into_iter()
+        .filter(|t| !t.keys.iter().any(|k| k == "claude_token_file"))
+        .map(|t| {
+            let mut c = file_check("project_token_file", &t.path);
+            c.detail = format!("{}: {}", t.keys.join(", "), c.detail);
+            c
+        })
+        .collect()
+}
+
+/// The token file at `path`: there, one regular private file relay reads, shaped like
+/// a setup token.
+fn file_check(name: &'static str, path: &std::path::Path) -> Check {
+    let path = path.to_path_buf();
     let meta = match std::fs::symlink_metadata(&path) {
         Ok(m) => m,
         Err(e) => {
-            return (
-                check(
-                    "token_file",
+            return check(
+                    name,
                     Status::Fail,
                     format!("{}: {e}", path.display()),
                     Some("run `claude setup-token`, paste the token it prints into that file, then chmod 600 it"),
-                ),
-                Some(path),
-            )
+                );
         }
     };
     let mode = meta.permissions().mode() & 0o7777;
@@ -422,14 +457,11 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
             } else {
                 "keep one regular 0600 file of at most 4096 bytes, no links"
             };
-            return (
-                check(
-                    "token_file",
-                    Status::Fail,
-                    format!("{detail}; {}", e.reason),
-                    Some(fix),
-                ),
-                Some(path),
+            return check(
+                name,
+                Status::Fail,
+                format!("{detail}; {}", e.reason),
+                Some(fix),
             );
         }
     };
@@ -448,17 +480,14 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
         fixes.push("run `claude setup-token` and save the token it prints".into());
     }
     if !notes.is_empty() {
-        return (
-            check(
-                "token_file",
-                Status::Warn,
-                format!("{detail}; {}", notes.join("; ")),
-                Some(&fixes.join("; ")),
-            ),
-            Some(path),
+        return check(
+            name,
+            Status::Warn,
+            format!("{detail}; {}", notes.join("; ")),
+            Some(&fixes.join("; ")),
         );
     }
-    (check("token_file", Status::Ok, detail, None), Some(path))
+    check(name, Status::Ok, detail, None)
 }
 
 /// What `claude_program` says when Claude Code is not found: a warning (relay runs,
@@ -675,14 +704,9 @@ fn probe_project(s: &Settings) -> Option<String> {
         .map(|p| p.id.clone())
 }
 
-/// The checks that launch nothing; with the settings, whether the token file is usable
-/// and its path, when the settings read.
-async fn checks_without_probes(
-    d: &Arc<Daemon>,
-) -> (
-    Vec<Check>,
-    Option<(Settings, bool, Option<std::path::PathBuf>)>,
-) {
+/// The checks that launch nothing; with the settings, whether every configured token
+/// file is usable (and one is), when the settings read.
+async fn checks_without_probes(d: &Arc<Daemon>) -> (Vec<Check>, Option<(Settings, bool)>) {
     let mut checks = Vec::new();
     let settings = match d.load_settings() {
         Ok(s) => s,
@@ -711,10 +735,16 @@ async fn checks_without_probes(
     checks.push(ledger_check(d));
     checks.push(space_check(d));
     let (token, token_path) = token_check(&settings, &d.home);
-    let token_ok = token.status == Status::Ok || token.status == Status::Warn;
+    let usable = |c: &Check| c.status == Status::Ok || c.status == Status::Warn;
+    let projects = project_token_checks(&settings, &d.home);
+    let token_ok = (usable(&token) || (token_path.is_none() && token.status == Status::Skip))
+        && projects.iter().all(usable);
+    let any_token = token_path.is_some() || !projects.is_empty();
+    let token_ok = token_ok && any_token;
     checks.push(token);
-    checks.push(program_check(d, &settings, token_path.is_some()));
-    (checks, Some((settings, token_ok, token_path)))
+    checks.extend(projects);
+    checks.push(program_check(d, &settings, any_token));
+    (checks, Some((settings, token_ok)))
 }
 
 /// `GET /api/doctor` (the Settings page): the checks that launch nothing, run now, and
@@ -752,30 +782,36 @@ pub async fn read_only(d: &Arc<Daemon>) -> crate::wire::DoctorPage<&'static str>
 
 pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     let (mut checks, rest) = checks_without_probes(d).await;
-    let Some((settings, token_ok, token_path)) = rest else {
+    let Some((settings, token_ok)) = rest else {
         return crate::wire::Doctor { ok: false, checks };
     };
     let first_probe = checks.len();
     let project = probe_project(&settings);
-    match (&token_path, token_ok, &project) {
-        (Some(path), true, Some(project)) => {
-            let script = "if cat -- \"$1\" >/dev/null 2>&1; then echo relay-canary:read; else echo relay-canary:denied; fi";
+    // Every configured token file, each of which the probe must be denied.
+    let paths: Vec<std::path::PathBuf> = settings::configured_tokens(&settings, &d.home)
+        .map(|all| all.into_iter().map(|t| t.path).collect())
+        .unwrap_or_default();
+    match (paths.first(), token_ok, &project) {
+        (Some(_), true, Some(project)) => {
+            let path = paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let script = "for f; do if cat -- \"$f\" >/dev/null 2>&1; then echo relay-canary:read; exit 0; fi; done; echo relay-canary:denied";
+            let mut argv: Vec<String> =
+                vec!["/bin/sh".into(), "-c".into(), script.into(), "sh".into()];
+            argv.extend(paths.iter().map(|p| p.to_string_lossy().into_owned()));
             let input = LaunchInput {
                 template: Some(CLAUDE_CODE_TEMPLATE.into()),
                 name: Some("relay doctor canary".into()),
                 relay_probe: true,
-                probe_argv: Some(vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    script.into(),
-                    "sh".into(),
-                    path.to_string_lossy().into_owned(),
-                ]),
+                probe_argv: Some(argv),
                 ..Default::default()
             };
             checks.push(match run_probe(d, project, input).await {
-                Ok(log) if plain(&log).contains("relay-canary:denied") => check("canary", Status::Ok, format!("a sandboxed probe was denied reading {}", path.display()), None),
-                Ok(log) if plain(&log).contains("relay-canary:read") => check("canary", Status::Fail, format!("a sandboxed probe READ {}", path.display()), Some("the sandbox does not deny the token file: do not launch Claude sessions; report this")),
+                Ok(log) if plain(&log).contains("relay-canary:denied") => check("canary", Status::Ok, format!("a sandboxed probe was denied reading {path}"), None),
+                Ok(log) if plain(&log).contains("relay-canary:read") => check("canary", Status::Fail, format!("a sandboxed probe READ one of {path}"), Some("the sandbox does not deny the token file: do not launch Claude sessions; report this")),
                 Ok(_) => check("canary", Status::Fail, "the probe gave no answer", Some("see `relay terminal list` for the canary terminal")),
                 Err(e) => check("canary", Status::Fail, format!("the probe could not run: {e}"), Some("fix the launch error above")),
             });
@@ -802,7 +838,11 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
         Some(p) if !is_fake(&p).await => Some(p),
         _ => None,
     };
-    match (claude, token_ok, &project) {
+    // The probe runs on the token of the project it runs in.
+    let on_token = project.as_ref().is_some_and(|p| {
+        settings::project_token_path(&settings, p, &d.home).is_ok_and(|t| t.is_some())
+    });
+    match (claude, token_ok && on_token, &project) {
         (Some(bin), true, Some(project)) => {
             let input = LaunchInput {
                 template: Some(CLAUDE_CODE_TEMPLATE.into()),

@@ -101,8 +101,12 @@ pub struct Prior {
 /// The token part of a decision.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TokenDecision {
-    /// `claude_token_file`, when set: denied on every sandboxed launch.
+    /// The project's token file (its own `claude_token_file`, or the top-level one),
+    /// when it has one: the one this launch passes, or masks its output for.
     pub path: Option<PathBuf>,
+    /// Every token file the settings name, this project's among them: each denied on
+    /// every sandboxed launch (docs/THREAT-MODEL.md#assets).
+    pub deny: Vec<PathBuf>,
     /// The launch reads the file and passes the token on fd 5 (a sandboxed Claude
     /// launch; never `relay doctor`'s probe).
     pub pass: bool,
@@ -245,17 +249,21 @@ pub fn authorize(
         claude_launch,
         &c,
     )?;
-    // The token setting: its path is denied on every sandboxed launch, and a sandboxed
-    // Claude launch passes the token (`relay doctor`'s canary runs its own probe, which
-    // needs none).
-    let token_path = match settings::token_file_path(&s.claude_token_file, env.home) {
-        Ok(p) => p,
-        Err(e) if sandboxed => return Err(c.refuse_sandbox(e)),
-        Err(_) => None,
+    // The token settings: every configured file is denied on every sandboxed launch, and
+    // a sandboxed Claude launch passes its project's token (`relay doctor`'s canary runs
+    // its own probe, which needs none).
+    let (token_path, deny) = match (
+        settings::project_token_path(s, &project.id, env.home),
+        settings::configured_tokens(s, env.home),
+    ) {
+        (Ok(p), Ok(all)) => (p, all.into_iter().map(|t| t.path).collect()),
+        (Err(e), _) | (_, Err(e)) if sandboxed => return Err(c.refuse_sandbox(e)),
+        (p, _) => (p.unwrap_or(None), vec![]),
     };
     let token = TokenDecision {
         pass: token_path.is_some() && sandboxed && claude_launch && input.probe_argv.is_none(),
         path: token_path,
+        deny,
     };
     // Not even opted in: a launch that gets the token would read what any session
     // could have written in the home folder (docs/THREAT-MODEL.md#what-a-token-launch-reads).
@@ -758,6 +766,8 @@ mod tests {
                     path: "~/proj".into(),
                     allowed_templates: vec!["shell".into(), "claude-code".into(), "open".into()],
                     allow_home_directory: false,
+                    claude_token_file: None,
+                    account: None,
                 }],
                 terminal_templates: vec![
                     template("shell", "sh", true),
@@ -1140,7 +1150,8 @@ mod tests {
             a.token,
             TokenDecision {
                 path: token.clone(),
-                pass: true
+                pass: true,
+                deny: token.iter().cloned().collect(),
             }
         );
         assert_eq!(&a.argv[1..4], CLAUDE_TOKEN_LAUNCH_ARGS);
@@ -1149,7 +1160,8 @@ mod tests {
             shell.token,
             TokenDecision {
                 path: token.clone(),
-                pass: false
+                pass: false,
+                deny: token.iter().cloned().collect(),
             }
         );
         assert!(!shell.argv.iter().any(|a| a == "--strict-mcp-config"));
@@ -1171,6 +1183,52 @@ mod tests {
         // Unset: nothing to pass or deny.
         let none = w.decide(&w.settings(), &session()).unwrap();
         assert_eq!(none.token, TokenDecision::default());
+    }
+
+    #[test]
+    fn a_project_runs_on_its_own_token_and_every_configured_one_is_denied() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.claude_token_file = "~/.token".into();
+        s.projects[0].claude_token_file = Some("~/.work/token".into());
+        let (top, own) = (w.home().join(".token"), w.home().join(".work/token"));
+        let a = w.decide(&s, &session()).unwrap();
+        assert_eq!(
+            a.token,
+            TokenDecision {
+                path: Some(own.clone()),
+                pass: true,
+                deny: vec![top.clone(), own.clone()],
+            }
+        );
+        // A token-less shell of the project is denied both, and passes neither.
+        let shell = w.decide(&s, &terminal("shell")).unwrap();
+        assert!(!shell.token.pass);
+        assert_eq!(shell.token.deny, vec![top.clone(), own.clone()]);
+        // "" is no token for this project: nothing passed, the others still denied.
+        s.projects[0].claude_token_file = Some(String::new());
+        let none = w.decide(&s, &session()).unwrap();
+        assert_eq!(
+            none.token,
+            TokenDecision {
+                path: None,
+                pass: false,
+                deny: vec![top.clone()],
+            }
+        );
+        assert!(!none.argv.iter().any(|a| a == "--strict-mcp-config"));
+        // Another project's bad value refuses every sandboxed launch, naming its key:
+        // no sandbox could be sure to hide that file.
+        s.projects[0].claude_token_file = None;
+        let mut other = s.projects[0].clone();
+        other.id = "p2".into();
+        other.claude_token_file = Some("work/token".into());
+        s.projects.push(other);
+        let r = w.decide(&s, &session()).expect_err("refused");
+        assert_eq!(r.error.code, Code::SandboxUnavailable);
+        let msg = &r.error.message;
+        assert!(msg.contains("projects[1].claude_token_file"), "{msg}");
+        assert!(w.decide(&s, &terminal("open")).is_ok());
     }
 
     #[test]

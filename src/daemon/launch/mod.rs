@@ -374,6 +374,7 @@ fn read_token(at: &mut Attempt, decision: &Decision) -> Result<Tokens, ApiError>
     // token watcher; never the token.
     let fingerprint = pass.as_ref().map(|t| crate::token::fingerprint(t.expose()));
     at.row.token_fingerprint = fingerprint.clone();
+    at.row.account = decision.project.account.clone();
     tracing::debug!(token = ?pass, fingerprint = ?fingerprint, "launch: token read");
     Ok(Tokens {
         pass,
@@ -517,7 +518,7 @@ fn sandbox_step(
         directory: &decision.directory,
         directory_asked: &decision.directory_asked,
         temp_dir,
-        token_path: decision.token.path.as_deref(),
+        token_deny: &decision.token.deny,
         token_launch,
         token_home,
         claude_path_env: &decision.claude_path_env,
@@ -655,10 +656,16 @@ fn entry_for(
         permission_mode: decision.permission_mode.clone(),
         claude: decision.claude.clone(),
         token_fingerprint: tokens.fingerprint.clone(),
+        token_file: tokens
+            .pass
+            .as_ref()
+            .and_then(|_| decision.token.path.clone()),
+        account: decision.project.account.clone(),
         stale: false,
         ended_ms: None,
         reach: boxed.map(|b| b.reach.clone()).unwrap_or_default(),
         stop_reason: None,
+        stop_token_projects: None,
         early_exit: None,
         explained: boxed.map(|b| b.explained.clone()),
         probe: decision.relay_probe,

@@ -26,7 +26,8 @@ pub(in crate::daemon) struct SandboxPlan<'a> {
     pub directory: &'a Path,
     pub directory_asked: &'a Path,
     pub temp_dir: &'a Path,
-    pub token_path: Option<&'a Path>,
+    /// Every configured token file: each denied.
+    pub token_deny: &'a [PathBuf],
     /// The launch carries the token: the program pins must hold.
     pub token_launch: bool,
     /// A token launch's home of relay's (`claude_home`), read-only inside.
@@ -213,7 +214,7 @@ pub(in crate::daemon) fn plan_sandbox(
             .map(|pin| (pin.canonical.clone(), guard::identity(&pin.canonical)))
             .collect();
     }
-    if let Some(tp) = p.token_path {
+    for tp in p.token_deny {
         deny_token(d, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
     }
     let mut notes = exec.notes;
@@ -421,8 +422,8 @@ fn reach_of(spec: &sandbox::Spec) -> Reach {
     }
 }
 
-/// The token path, denied on every sandboxed launch: its own folder masked whole where
-/// it can be (a token saved there later by rename stays hidden).
+/// A configured token path, denied on every sandboxed launch: its own folder masked
+/// whole where it can be (a token saved there later by rename stays hidden).
 fn deny_token(
     d: &Daemon,
     backend: Backend,
@@ -443,9 +444,12 @@ fn deny_token(
             .map_err(|e| e.to_string())?;
         spec.deny.push(r);
     }
-    reach.token_path = Some(tp.to_path_buf());
+    reach.token_paths.push(tp.to_path_buf());
     if backend == Backend::Bwrap {
-        reach.token_folder = td.exposed_folder.map(|f| (f.clone(), guard::identity(&f)));
+        if let Some(f) = td.exposed_folder {
+            let id = guard::identity(&f);
+            reach.token_folders.push((f, id));
+        }
     }
     Ok(())
 }
@@ -589,6 +593,7 @@ mod tests {
             permission_mode: None,
             token_fingerprint: None,
             token_passed: false,
+            account: None,
             claude: None,
             state: EntryState::Exited,
             exit_status: Some(0),

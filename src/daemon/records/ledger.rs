@@ -68,6 +68,9 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_fingerprint: Option<String>,
     pub token_passed: bool,
+    /// Its project's `account` label at launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claude: Option<ClaudeInit>,
     /// `running`, `dormant` or `exited`.
@@ -99,7 +102,11 @@ pub struct ReachRecord {
     pub read_write: Vec<PathBuf>,
     #[serde(default)]
     pub pins: Vec<PathBuf>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Every token path its profile denied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_paths: Vec<PathBuf>,
+    /// Records written before a project could name its own token: the one path.
+    #[serde(default, skip_serializing)]
     pub token_path: Option<PathBuf>,
 }
 
@@ -117,6 +124,7 @@ impl Record {
             permission_mode: e.permission_mode.clone(),
             token_fingerprint: e.token_fingerprint.clone(),
             token_passed: e.token_passed,
+            account: e.account.clone(),
             claude: e.claude.clone(),
             state: e.state,
             exit_status: e.exit_status,
@@ -130,7 +138,8 @@ impl Record {
                 grants: e.reach.grants.clone(),
                 read_write: e.reach.read_write.clone(),
                 pins: e.reach.pins.clone(),
-                token_path: e.reach.token_path.clone(),
+                token_paths: e.reach.token_paths.clone(),
+                token_path: None,
             },
         }
     }
@@ -171,6 +180,9 @@ impl Record {
             permission_mode: self.permission_mode,
             claude: self.claude,
             token_fingerprint: self.token_fingerprint,
+            // Nothing of it runs: no token watcher groups it by its file.
+            token_file: None,
+            account: self.account,
             stale: false,
             ended_ms: if was_running {
                 Some(now_ms)
@@ -181,12 +193,17 @@ impl Record {
                 grants: self.reach.grants,
                 read_write: self.reach.read_write,
                 pins: self.reach.pins,
-                token_path: self.reach.token_path,
-                token_folder: None,
+                token_paths: {
+                    let mut all = self.reach.token_paths;
+                    all.extend(self.reach.token_path.filter(|p| !all.contains(p)));
+                    all
+                },
+                token_folders: vec![],
                 // A session read back is not running: nothing to watch.
                 held: vec![],
             },
             stop_reason: None,
+            stop_token_projects: None,
             early_exit: None,
             // Not kept on disk: the page says so for an entry read back.
             explained: None,
@@ -611,6 +628,7 @@ mod tests {
             permission_mode: Some("bypassPermissions".into()),
             token_fingerprint: Some("3f2a9c0d11be".into()),
             token_passed: true,
+            account: Some("work".into()),
             claude: Some(ClaudeInit {
                 session_id: Some("0b7c3e2a-1111-4222-8333-944455556666".into()),
                 ..Default::default()

@@ -50,26 +50,26 @@ pub enum Observed {
     Unknown,
 }
 
-/// The watcher's memory: the path, the key and what was found there last time.
+/// The watcher's memory: for each configured token file, its key and what was found
+/// there last time.
 #[derive(Default)]
 pub struct Watch {
-    last: Option<(PathBuf, Option<FileKey>, Observed)>,
+    last: std::collections::HashMap<PathBuf, (Option<FileKey>, Observed)>,
 }
 
 impl Watch {
-    /// Looks at the token file; reads it (with `read_token_file`, which refuses links,
+    /// Looks at one token file; reads it (with `read_token_file`, which refuses links,
     /// FIFOs and second names) only when its key changed since the last look.
     pub fn observe(&mut self, path: Option<&Path>) -> Observed {
         let Some(path) = path else {
-            self.last = None;
             return Observed::Removed;
         };
         let key = match file_key(path) {
             Ok(k) => k,
             Err(_) => return Observed::Unknown,
         };
-        if let Some((p, k, seen)) = &self.last {
-            if p == path && *k == key {
+        if let Some((k, seen)) = self.last.get(path) {
+            if *k == key {
                 return seen.clone();
             }
         }
@@ -80,8 +80,13 @@ impl Watch {
                 Err(_) => Observed::Unknown,
             },
         };
-        self.last = Some((path.to_path_buf(), key, seen.clone()));
+        self.last.insert(path.to_path_buf(), (key, seen.clone()));
         seen
+    }
+
+    /// Forgets the files no longer configured.
+    pub fn keep_only(&mut self, paths: &[&Path]) {
+        self.last.retain(|p, _| paths.contains(&p.as_path()));
     }
 }
 
@@ -111,79 +116,121 @@ pub fn decide(session: Option<&str>, now: &Observed, on_change: OnTokenChange) -
     }
 }
 
+/// A session to stop: its id, the reason, the projects whose token file it was.
+type Stop = (String, &'static str, Vec<String>);
+
 impl Daemon {
-    /// One look at the token (the token watcher calls this every second). First
-    /// exposure: stops, with reason `claude_token_changed`, every running sandboxed
-    /// session that could now see a token it was not protected from — a session started
-    /// before the setting named this path (and whose grants reach the token's folder),
-    /// or one whose grants reach the token's folder when that folder was replaced since
-    /// it started (a replaced folder is no longer under the session's mask). Then
-    /// rotation: every running session that got the token and runs on another one than
-    /// the file holds now is handled as `claude_token_on_change` says (`stop`: reason
-    /// `claude_token_replaced`, or `claude_token_removed`; `keep`: marked `stale`).
-    /// Exposure wins: a session it stops keeps `claude_token_changed`. Returns the ids
-    /// it stopped.
+    /// One look at every configured token file (the token watcher calls this every
+    /// second). First exposure: stops, with reason `claude_token_changed`, every running
+    /// sandboxed session that could now see a token it was not protected from — a
+    /// session started before the settings named this path (and whose grants reach the
+    /// token's folder), or one whose grants reach a token's folder when that folder was
+    /// replaced since it started (a replaced folder is no longer under the session's
+    /// mask). Then rotation: every running session that got a token and runs on another
+    /// one than its project's file holds now is handled as `claude_token_on_change` says
+    /// (`stop`: reason `claude_token_replaced`, or `claude_token_removed`; `keep`: marked
+    /// `stale`). Every stop names the projects whose token file it was. Exposure wins: a
+    /// session it stops keeps `claude_token_changed`. Returns the ids it stopped.
     pub async fn check_token(&self) -> Vec<String> {
         let mut stopped = self.check_held().await;
         let Ok(settings) = settings::load(&self.paths.settings()) else {
             return stopped;
         };
         let settings = settings.settings;
-        let Ok(token) = settings::token_file_path(&settings.claude_token_file, &self.home) else {
-            return vec![];
+        let Ok(tokens) = settings::configured_tokens(&settings, &self.home) else {
+            return stopped;
         };
-        let mut stop: Vec<(String, &'static str)> = Vec::new();
-        if let Some(token) = &token {
-            // The deepest part of the token's path that exists now: what a grant must
-            // reach for the session to see the token or make its folder.
-            let mut near = token.clone();
-            while !near.exists() && near.pop() {}
-            let near = std::fs::canonicalize(&near).unwrap_or(near);
-            for e in self.live_sandboxed("") {
-                let unprotected = e.reach.token_path.as_ref() != Some(token)
-                    && e.reach.grants.iter().any(|g| near.starts_with(g));
-                let unmasked = e
-                    .reach
-                    .token_folder
-                    .as_ref()
-                    .is_some_and(|(folder, id)| launch::guard::identity(folder) != *id);
-                if (unprotected || unmasked) && e.state == EntryState::Running {
-                    stop.push((e.id.clone(), "claude_token_changed"));
-                }
-            }
-        }
-        // Rotation: the file is read only when its key changed.
-        let now = self
-            .token_watch
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .observe(token.as_deref());
+        let mut stop = self.exposed(&tokens);
+        // Rotation: each file is read only when its key changed.
         {
+            let mut watch = self.token_watch.lock().unwrap_or_else(|p| p.into_inner());
+            watch.keep_only(&tokens.iter().map(|t| t.path.as_path()).collect::<Vec<_>>());
             let mut l = self.ledger();
             for e in l.values_mut() {
                 if e.state != EntryState::Running
                     || !e.token_passed
                     || e.stop_reason.is_some()
-                    || stop.iter().any(|(id, _)| *id == e.id)
+                    || stop.iter().any(|(id, ..)| *id == e.id)
                 {
                     continue;
                 }
-                match decide(
-                    e.token_fingerprint.as_deref(),
-                    &now,
-                    settings.claude_token_on_change,
-                ) {
-                    Action::Stop(reason) => stop.push((e.id.clone(), reason)),
+                let Ok(path) = settings::project_token_path(&settings, &e.project_id, &self.home)
+                else {
+                    continue;
+                };
+                let now = watch.observe(path.as_deref());
+                let on_change = settings.claude_token_on_change;
+                match decide(e.token_fingerprint.as_deref(), &now, on_change) {
+                    Action::Stop(reason) => {
+                        let file = path.as_ref().or(e.token_file.as_ref());
+                        let projects = file
+                            .and_then(|f| tokens.iter().find(|t| &t.path == f))
+                            .map(|t| t.projects.clone())
+                            .unwrap_or_else(|| vec![e.project_id.clone()]);
+                        stop.push((e.id.clone(), reason, projects));
+                    }
                     Action::Stale(stale) => e.stale = stale,
                     Action::Nothing => {}
                 }
             }
         }
-        for (id, reason) in &stop {
-            self.stop_for(id, reason).await;
+        for (id, reason, projects) in &stop {
+            self.stop_for_token(id, reason, projects.clone()).await;
         }
-        stopped.extend(stop.into_iter().map(|(id, _)| id));
+        stopped.extend(stop.into_iter().map(|(id, ..)| id));
         stopped
+    }
+
+    /// The running sandboxed sessions one of `tokens` is exposed to, each with the
+    /// projects whose token it is (`claude_token_changed`).
+    fn exposed(&self, tokens: &[settings::ConfiguredToken]) -> Vec<Stop> {
+        let mut stop: Vec<Stop> = Vec::new();
+        let live: Vec<_> = self
+            .live_sandboxed("")
+            .into_iter()
+            .filter(|e| e.state == EntryState::Running)
+            .collect();
+        for t in tokens {
+            // The deepest part of the token's path that exists now: what a grant must
+            // reach for the session to see the token or make its folder.
+            let mut near = t.path.clone();
+            while !near.exists() && near.pop() {}
+            let near = std::fs::canonicalize(&near).unwrap_or(near);
+            for e in &live {
+                let unprotected = !e.reach.token_paths.contains(&t.path)
+                    && e.reach.grants.iter().any(|g| near.starts_with(g));
+                if unprotected && !stop.iter().any(|(id, ..)| *id == e.id) {
+                    stop.push((e.id.clone(), "claude_token_changed", t.projects.clone()));
+                }
+            }
+        }
+        // A token's folder that only a mount hid, replaced since the launch: the new one
+        // is not under the mask.
+        for e in &live {
+            let Some((folder, _)) = e
+                .reach
+                .token_folders
+                .iter()
+                .find(|(f, id)| launch::guard::identity(f) != *id)
+            else {
+                continue;
+            };
+            if stop.iter().any(|(id, ..)| *id == e.id) {
+                continue;
+            }
+            let projects = tokens
+                .iter()
+                .filter(|t| {
+                    t.path
+                        .parent()
+                        .and_then(|p| std::fs::canonicalize(p).ok())
+                        .is_some_and(|p| &p == folder)
+                })
+                .flat_map(|t| t.projects.clone())
+                .collect();
+            stop.push((e.id.clone(), "claude_token_changed", projects));
+        }
+        stop
     }
 
     /// Stops, with reason `pinned_path_replaced`, every running bwrap session one of
@@ -260,6 +307,23 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(w.observe(Some(&path)), Observed::Removed);
         assert_eq!(w.observe(None), Observed::Removed);
+    }
+
+    #[test]
+    fn each_file_has_its_own_memory() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        save(&a, "token-of-work-0123456789\n");
+        save(&b, "token-of-home-0123456789\n");
+        let mut w = Watch::default();
+        let fa = Observed::Token(crate::token::fingerprint("token-of-work-0123456789"));
+        let fb = Observed::Token(crate::token::fingerprint("token-of-home-0123456789"));
+        assert_eq!(w.observe(Some(&a)), fa);
+        assert_eq!(w.observe(Some(&b)), fb);
+        assert_eq!(w.observe(Some(&a)), fa, "b's look did not replace a's");
+        w.keep_only(&[b.as_path()]);
+        assert_eq!(w.last.len(), 1);
+        assert!(w.last.contains_key(&b));
     }
 
     #[test]

@@ -4,5 +4,6 @@
 mod contract;
 mod hygiene;
 mod logs;
+mod per_project;
 mod redaction;
 mod rotation_and_purge;

@@ -87,22 +87,12 @@ fn odd_token() -> String {
     format!("{}+/=z", fake_token())
 }
 
-fn rot13(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
-            'A'..='Z' => (((c as u8 - b'A') + 13) % 26 + b'A') as char,
-            _ => c,
-        })
-        .collect()
-}
-
 /// Shell that sets `T` to the token and prints it in every form, one line each, to
 /// `sink` (a redirection, or empty for stdout). Seven forms: seven redactions.
 fn print_forms(token: &str, sink: &str) -> String {
     format!(
         r#"T=$(printf %s '{rot}' | tr 'A-Za-z' 'N-ZA-Mn-za-m'); {{ printf 'whole:%s:\n' "$T"; printf 'split:%s' "$(printf %s "$T" | cut -c1-20)"; sleep 0.5; printf '%s:\n' "$(printf %s "$T" | cut -c21-)"; for lead in '' x xy; do printf 'b64:%s:\n' "$(printf '%s%s' "$lead" "$T" | base64 -w0)"; done; printf 'url:%s:\n' "$(printf %s "$T" | sed 's/+/%2B/g; s|/|%2F|g; s/=/%3D/g')"; printf 'json:{{"token":"%s"}}\n' "$(printf %s "$T" | sed 's|/|\\/|g')"; }} {sink}"#,
-        rot = rot13(token)
+        rot = relay_e2e::rot13(token)
     )
 }
 
