@@ -44,12 +44,13 @@ pub fn write_policy(
     ports: &[u16],
     macos: &Value,
 ) {
-    // Every instance that writes a policy shares the network (none sets network_off), so
-    // the fake also asks DNS's socket and TCP out to be open.
+    // Every instance that writes a policy has the default network, proxied: the fake
+    // asks the launch's own proxy port to be open and every other way out (DNS, other
+    // ports, hosts out there, listening) closed.
     // The person's home is `<root>/home` in every instance (`Relay::prepare`); a session's
     // own HOME may be a folder relay made for Claude, so the fake is told.
     let policy = json!({"deny": deny, "pinned": pinned, "sockets": sockets, "ports": ports,
-                        "network": "shared", "home": root.join("home"), "macos": macos});
+                        "network": "proxied", "home": root.join("home"), "macos": macos});
     let path = root.join(POLICY_FILE);
     let partial = root.join(format!("{POLICY_FILE}.partial"));
     std::fs::write(&partial, policy.to_string()).expect("policy file");

@@ -139,7 +139,7 @@ fn adopt_target() {
     let Ok(target) = relay_shim::target::Target::from_process() else {
         return;
     };
-    for name in ["TMPDIR", "HOME", sbpl_questions::POLICY_ENV] {
+    for name in ["TMPDIR", "HOME", "HTTPS_PROXY", sbpl_questions::POLICY_ENV] {
         if let Some(v) = target.var(name) {
             // Single-threaded: nothing else reads the environment meanwhile.
             std::env::set_var(name, v);
@@ -164,6 +164,14 @@ fn record_answers(profile: &Profile, sha256: &str, tty: Option<&[u8]>) -> Result
         }
         None => Policy::default(),
     };
+    let mut policy = policy;
+    if policy.network_proxied {
+        // The port the launch was told; a proxied launch told none is a wrong answer
+        // (asked as port 0, which nothing allows).
+        policy.proxy_port = std::env::var("HTTPS_PROXY")
+            .ok()
+            .and_then(|u| u.rsplit(':').next().and_then(|p| p.parse().ok()));
+    }
     let cwd = std::env::current_dir().map_err(|e| format!("working directory: {e}"))?;
     let tmp = std::env::var_os("TMPDIR")
         .filter(|t| !t.is_empty())

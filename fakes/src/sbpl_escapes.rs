@@ -35,6 +35,9 @@ pub const ESCAPE_MACH: &[(&str, &str)] = &[
     ("com.apple.metadata.mds", "Spotlight"),
 ];
 
+/// DNS's Mach service: open only on a shared network.
+pub const DNS_MACH: &str = "com.apple.dnssd.service";
+
 /// Mach services a session needs.
 pub const NEEDED_MACH: &[&str] = &[
     "com.apple.system.opendirectoryd.libinfo",
@@ -128,7 +131,9 @@ pub fn questions(
         .map(String::as_str)
         .filter(|n| !escape(n));
     for name in NEEDED_MACH.iter().copied().chain(extra) {
-        ask("needed", "mach-lookup", Target::Mach(s(name)), true);
+        // DNS only with the host's network: a lookup is a way out of any other.
+        let open = network_shared || name != DNS_MACH;
+        ask("needed", "mach-lookup", Target::Mach(s(name)), open);
     }
     ask(
         "escape",

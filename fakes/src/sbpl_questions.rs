@@ -84,6 +84,11 @@ pub struct Policy {
     /// `"network": "shared"`: the launch shares the host's network, so DNS's socket and
     /// TCP out must work. Absent or `"off"`: not asked.
     pub network_shared: bool,
+    /// `"network": "proxied"`: the launch reaches relay's egress proxy alone, at the port
+    /// its `HTTPS_PROXY` names (taken from the launch: [`Policy::proxy_port`]).
+    pub network_proxied: bool,
+    /// The port of the launch's `HTTPS_PROXY` (`http://127.0.0.1:PORT`), when proxied.
+    pub proxy_port: Option<u16>,
     /// `"macos": {…}`: what the launch's template opted into.
     pub macos: MacOptIns,
     /// `"home"`: the person's home folder, where Docker's and the agents' sockets are
@@ -202,11 +207,13 @@ impl Policy {
             grants,
             sockets: paths("sockets")?,
             ports,
-            network_shared: match v.get("network").and_then(Value::as_str) {
-                None | Some("off") => false,
-                Some("shared") => true,
-                Some(_) => return Err("network: shared or off".into()),
+            network_shared: v.get("network").and_then(Value::as_str) == Some("shared"),
+            network_proxied: match v.get("network").and_then(Value::as_str) {
+                None | Some("off") | Some("shared") => false,
+                Some("proxied") => true,
+                Some(_) => return Err("network: shared, proxied or off".into()),
             },
+            proxy_port: None,
             macos: MacOptIns::from_json(v.get("macos"))?,
             home: v.get("home").and_then(Value::as_str).map(PathBuf::from),
         })
@@ -304,7 +311,7 @@ pub fn questions(policy: &Policy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<Ques
             for op in ["file-read-data", "file-read-metadata"] {
                 ask("grant", op, path(&spelling), true);
             }
-            if *access == Access::ReadWrite && policy.network_shared {
+            if *access == Access::ReadWrite && (policy.network_shared || policy.network_proxied) {
                 let socket = bytes(&spelling.join("fake-sandbox-exec-probe.sock"));
                 ask(
                     "grant",
@@ -349,6 +356,20 @@ pub fn questions(policy: &Policy, cwd: &Path, tmpdir: Option<&Path>) -> Vec<Ques
     }
     for port in &policy.ports {
         ask("port", "network-outbound", Target::Localhost(*port), false);
+    }
+    if policy.network_proxied {
+        // Its own proxy's port, and nothing else: no other loopback port, no host out
+        // there, no listening.
+        let own = policy.proxy_port.unwrap_or(0);
+        ask("proxy", "network-outbound", Target::Localhost(own), true);
+        ask(
+            "proxy",
+            "network-outbound",
+            Target::Localhost(own.wrapping_add(1).max(1)),
+            false,
+        );
+        ask("proxy", "network-outbound", Target::Internet(443), false);
+        ask("proxy", "network-bind", Target::Localhost(3000), false);
     }
 
     let probe = bytes(&cwd.join(PROBE_NAME));

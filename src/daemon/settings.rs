@@ -361,12 +361,26 @@ pub struct Project {
     pub allow_home_directory: bool,
     /// This project's own setup token file, over the top-level `claude_token_file`
     /// (absent: the top-level one; `""`: none for this project) (docs/settings.md#claude_token_file).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present_string",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub claude_token_file: Option<String>,
     /// A label for the account this project's token belongs to (`"work"`), shown
     /// beside the token's fingerprint in every list; never checked against the token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present_string",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub account: Option<String>,
+}
+
+/// A key that is there holds a string: `null` is refused, never read as "absent" (for
+/// a token file that would mean the top-level one, another account).
+fn present_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 impl Project {
@@ -1132,7 +1146,18 @@ pub struct ConfiguredToken {
 /// error names the first value that is not a path: no sandbox can be built that would
 /// be sure to hide it.
 pub fn configured_tokens(s: &Settings, home: &Path) -> Result<Vec<ConfiguredToken>, String> {
+    match every_token(s, home) {
+        (all, None) => Ok(all),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// [`configured_tokens`] without giving up at a bad value: every file that is a path,
+/// and the first error. The token watcher keeps watching those while the person fixes
+/// the other (a launch is refused meanwhile).
+pub fn every_token(s: &Settings, home: &Path) -> (Vec<ConfiguredToken>, Option<String>) {
     let mut out: Vec<ConfiguredToken> = Vec::new();
+    let mut first_error = None;
     let mut add = |path: PathBuf, key: String, project: Option<&str>| {
         let i = match out.iter().position(|t| t.path == path) {
             Some(i) => i,
@@ -1153,16 +1178,24 @@ pub fn configured_tokens(s: &Settings, home: &Path) -> Result<Vec<ConfiguredToke
             t.projects.push(p.to_string());
         }
     };
-    if let Some(p) = token_file_path(&s.claude_token_file, home)? {
-        add(p, "claude_token_file".into(), None);
+    match token_file_path(&s.claude_token_file, home) {
+        Ok(Some(p)) => add(p, "claude_token_file".into(), None),
+        Ok(None) => {}
+        Err(e) => first_error = Some(e),
     }
     for p in &s.projects {
-        if let Some(path) = project_token_path(s, &p.id, home)? {
-            let (_, key) = project_token_value(s, &p.id);
-            add(path, key, Some(&p.id));
+        match project_token_path(s, &p.id, home) {
+            Ok(Some(path)) => {
+                let (_, key) = project_token_value(s, &p.id);
+                add(path, key, Some(&p.id));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
     }
-    Ok(out)
+    (out, first_error)
 }
 
 /// `claude_token_file "x" must …` said of the key it came from.
@@ -1426,7 +1459,12 @@ mod tests {
         let all = configured_tokens(&only, home).unwrap();
         assert_eq!(all[0].path, PathBuf::from("/home/ada/.config/relay/token"));
         assert!(all[0].projects.is_empty());
-        // A bad project value is named by its key, and fails the whole list.
+        // `null` is no value: refused, never read as "the top-level one".
+        let null = br#"{"projects": [{"id": "w", "path": "~/w", "claude_token_file": null}]}"#;
+        let e = parse(Path::new("/cfg/settings.json"), null).err().unwrap();
+        assert!(e.to_string().contains("claude_token_file"), "{e}");
+        // A bad project value is named by its key, and fails the whole list; the watcher
+        // still gets every other file.
         let mut bad = s.clone();
         bad.projects[1].claude_token_file = Some("relative".into());
         let e = configured_tokens(&bad, home).unwrap_err();
@@ -1435,6 +1473,9 @@ mod tests {
             "{e}"
         );
         assert_eq!(project_token_path(&bad, "home", home).unwrap_err(), e);
+        let (watched, first) = every_token(&bad, home);
+        assert_eq!(first, Some(e.clone()));
+        assert_eq!(watched.len(), 2, "{watched:?}");
         assert!(project_token_path(&bad, "work", home).is_ok());
     }
 

@@ -104,10 +104,18 @@ fn replace(data: &[u8], from: u8, to: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The token past its public credential prefix ([`CREDENTIAL_PREFIXES`]), when it has
+/// The token past its public credential prefix (those of [`CREDENTIAL_PREFIXES`], with
+/// a session id's `sid01-` whole), when it has
 /// one and what follows is long enough to be looked for on its own.
 pub fn secret_part(token: &str) -> Option<&str> {
-    CREDENTIAL_PREFIXES
+    const PUBLIC: [&[u8]; 5] = [
+        b"sk-ant-oat01-",
+        b"sk-ant-ort01-",
+        b"sk-ant-api03-",
+        b"sk-ant-sid01-",
+        b"sk-ant-sid",
+    ];
+    PUBLIC
         .iter()
         .find_map(|p| token.as_bytes().starts_with(p).then(|| &token[p.len()..]))
         .filter(|body| body.len() >= LITERAL_MIN)
@@ -456,9 +464,10 @@ mod tests {
         assert!(got.contains(M) && n == 1, "base64 of the body: {got}");
         // Every prefix counts, and a body too short to look for alone is left to the
         // whole token's forms (it would mask common words).
+        assert_eq!(secret_part("sk-ant-sid01-abcdefgh12"), Some("abcdefgh12"));
         assert_eq!(
-            secret_part("sk-ant-sid01-abcdefgh12"),
-            Some("01-abcdefgh12")
+            secret_part("sk-ant-sid02-abcdefgh12"),
+            Some("02-abcdefgh12")
         );
         assert_eq!(secret_part("sk-ant-oat01-short"), None);
         assert_eq!(secret_part(PLAIN), None);

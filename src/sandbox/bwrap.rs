@@ -67,7 +67,11 @@ fn isolation(args: &mut Args, spec: &Spec) {
         // session either way.
         args.push(["--new-session"]);
     }
-    if matches!(spec.network, Network::Off | Network::Proxied { .. }) {
+    // (`ProxiedPort` is Seatbelt's; here it gets no way out at all.)
+    if matches!(
+        spec.network,
+        Network::Off | Network::Proxied { .. } | Network::ProxiedPort { .. }
+    ) {
         // A namespace of its own: loopback alone (bwrap brings it up).
         args.push(["--unshare-net"]);
     }

@@ -48,6 +48,10 @@ pub struct NetworkView {
     pub egress: Vec<String>,
     /// How this backend enforces it.
     pub how: String,
+    /// Seatbelt's `proxied`: where the session's egress proxy listens (`127.0.0.1:PORT`;
+    /// `<port>` before a launch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
 }
 
 /// What one sandbox allows. `GET /api/{sessions,terminals}/{id}/sandbox` and
@@ -150,6 +154,7 @@ pub fn unsandboxed(workdir: &Path) -> Explanation {
         denied: vec![],
         denied_sockets: vec![],
         network: NetworkView {
+            proxy: None,
             mode: "shared".into(),
             denied_ports: vec![],
             egress: vec![],
@@ -242,48 +247,7 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
             },
         })
         .collect();
-    let network = match &spec.network {
-        Network::Proxied { egress, .. } => NetworkView {
-            mode: "proxied".into(),
-            denied_ports: vec![],
-            egress: egress.clone(),
-            how: if egress.is_empty() {
-                "a network namespace of its own, loopback only; relay's egress proxy allows                  nothing (the list is empty)"
-                    .into()
-            } else {
-                "a network namespace of its own, loopback only; out through relay's egress                  proxy to the listed hosts alone (HTTPS_PROXY), each connection recorded;                  listed loopback addresses bridged in at the same address"
-                    .into()
-            },
-        },
-        Network::Off => NetworkView {
-            mode: "off".into(),
-            denied_ports: vec![],
-            egress: vec![],
-            how: if bwrap {
-                "a network namespace of its own with no interfaces (--unshare-net)".into()
-            } else {
-                "every network operation refused (deny network*)".into()
-            },
-        },
-        Network::Shared {
-            denied_loopback_ports,
-        } => NetworkView {
-            mode: "shared".into(),
-            denied_ports: denied_loopback_ports.clone(),
-            egress: vec![],
-            how: match (bwrap, denied_loopback_ports.is_empty()) {
-                (_, true) => "the host's network, every port".into(),
-                (true, false) => "the host's network; Landlock refuses TCP connects to the \
-                                  denied ports on every address, MPTCP and TCP Fast Open are \
-                                  refused on every port"
-                    .into(),
-                (false, false) => {
-                    "the host's network; connections to localhost on the denied ports refused"
-                        .into()
-                }
-            },
-        },
-    };
+    let network = network_view(&spec.network, bwrap);
     Explanation {
         backend: backend.as_str().into(),
         sandboxed: true,
@@ -510,6 +474,76 @@ pub fn to_text(e: &Explanation) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// The network in words, as `backend` (bwrap or not) enforces it.
+fn network_view(network: &Network, bwrap: bool) -> NetworkView {
+    match network {
+        Network::Proxied { egress, .. } => NetworkView {
+            mode: "proxied".into(),
+            denied_ports: vec![],
+            egress: egress.clone(),
+            proxy: None,
+            how: if egress.is_empty() {
+                "a network namespace of its own, loopback only; relay's egress proxy allows \
+                 nothing (the list is empty)"
+                    .into()
+            } else {
+                "a network namespace of its own, loopback only; out through relay's egress \
+                 proxy to the listed hosts alone (HTTPS_PROXY), each connection recorded; \
+                 listed loopback addresses bridged in at the same address"
+                    .into()
+            },
+        },
+        Network::ProxiedPort { port, egress, .. } => {
+            let at = match port {
+                0 => "127.0.0.1:<port>".to_string(),
+                p => format!("127.0.0.1:{p}"),
+            };
+            NetworkView {
+                mode: "proxied".into(),
+                denied_ports: vec![],
+                egress: egress.clone(),
+                how: format!(
+                    "outbound TCP only to relay's egress proxy for this session at {at} \
+                     (HTTPS_PROXY), which lets through the listed hosts alone and records each \
+                     connection, and to the listed loopback addresses; no other connection, \
+                     no listening, no DNS"
+                ),
+                proxy: Some(at),
+            }
+        }
+        Network::Off => NetworkView {
+            proxy: None,
+            mode: "off".into(),
+            denied_ports: vec![],
+            egress: vec![],
+            how: if bwrap {
+                "a network namespace of its own with no interfaces (--unshare-net)".into()
+            } else {
+                "every network operation refused (deny network*)".into()
+            },
+        },
+        Network::Shared {
+            denied_loopback_ports,
+        } => NetworkView {
+            proxy: None,
+            mode: "shared".into(),
+            denied_ports: denied_loopback_ports.clone(),
+            egress: vec![],
+            how: match (bwrap, denied_loopback_ports.is_empty()) {
+                (_, true) => "the host's network, every port".into(),
+                (true, false) => "the host's network; Landlock refuses TCP connects to the \
+                                  denied ports on every address, MPTCP and TCP Fast Open are \
+                                  refused on every port"
+                    .into(),
+                (false, false) => {
+                    "the host's network; connections to localhost on the denied ports refused"
+                        .into()
+                }
+            },
+        },
+    }
 }
 
 #[cfg(test)]

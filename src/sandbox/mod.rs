@@ -197,6 +197,28 @@ mod golden {
         spec
     }
 
+    /// The default network: bwrap's namespace with the session's proxy socket bound in,
+    /// Seatbelt's one proxy port and a routing gateway's loopback port.
+    fn network_proxied(os: Os) -> Spec {
+        let mut spec = network_off(os);
+        let egress = vec![
+            "api.anthropic.com".to_string(),
+            "127.0.0.1:4000".to_string(),
+        ];
+        spec.network = match os {
+            Os::Mac => Network::ProxiedPort {
+                port: 49152,
+                bridges: vec![4000],
+                egress,
+            },
+            _ => Network::Proxied {
+                socket: "/home/ada/.config/relay/egress/s-0123456789ab.sock".into(),
+                egress,
+            },
+        };
+        spec
+    }
+
     fn network_shared_ports(os: Os) -> Spec {
         let mut spec = base(
             os,
@@ -262,6 +284,7 @@ mod golden {
         ("deny_missing", deny_missing),
         ("escaping", escaping),
         ("network_off", network_off),
+        ("network_proxied", network_proxied),
         ("network_shared_ports", network_shared_ports),
         ("tmp_spellings", tmp_spellings),
         ("read_write_file", read_write_file),

@@ -79,6 +79,15 @@ pub enum Network {
         socket: PathBuf,
         egress: Vec<String>,
     },
+    /// Seatbelt's form of [`Network::Proxied`] (no network namespace there): outbound
+    /// TCP to relay's egress proxy for this session on loopback `port` alone, and to the
+    /// listed loopback addresses' `bridges` ports; nothing else, no bind, no inbound.
+    /// `port` is 0 until the launch's proxy listens (an explanation says `<port>`).
+    ProxiedPort {
+        port: u16,
+        bridges: Vec<u16>,
+        egress: Vec<String>,
+    },
 }
 
 /// Where a proxied sandbox finds its egress socket.

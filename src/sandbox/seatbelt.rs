@@ -702,10 +702,22 @@ fn denies(p: &mut Profile, spec: &Spec) {
 /// read-write grants) or off. Issue 23 narrows `shared` to relay's proxy.
 fn network(p: &mut Profile, spec: &Spec) {
     match &spec.network {
-        // No proxy under Seatbelt yet: a proxied spec that reached here gets none.
+        // The namespace form is bwrap's: a spec that reached here gets no way out.
         Network::Off | Network::Proxied { .. } => {
             p.section("network: off");
             p.rule("(deny network*)");
+            no_dns(p);
+        }
+        Network::ProxiedPort { port, bridges, .. } => {
+            p.section("network: proxied, out through relay's egress proxy for this session alone");
+            p.rule("(deny network*)");
+            for port in std::iter::once(port).chain(bridges) {
+                p.rule(format!(
+                    "(allow network-outbound (remote ip \"localhost:{port}\"))"
+                ));
+            }
+            grant_sockets(p, spec);
+            no_dns(p);
         }
         Network::Shared {
             denied_loopback_ports,
@@ -718,27 +730,42 @@ fn network(p: &mut Profile, spec: &Spec) {
                 "(allow network-outbound (remote unix-socket (path-literal {})))",
                 sbpl_string("/private/var/run/mDNSResponder")
             ));
-            p.section("unix sockets inside the read-write grants only");
-            for grant in spec.grants.iter().filter(|g| g.access == Access::ReadWrite) {
-                for spelling in grant.path.spellings() {
-                    let filter = match grant.path.kind {
-                        PathKind::File => format!("(path-literal {})", sbpl_string(spelling)),
-                        PathKind::Dir | PathKind::Missing => match regex_escape(spelling) {
-                            Some(escaped) => format!("(path-regex #\"^{escaped}/\")"),
-                            // A path a regex cannot hold gets no sockets: refused.
-                            None => continue,
-                        },
-                    };
-                    p.rule(format!(
-                        "(allow network-outbound (remote unix-socket {filter}))"
-                    ));
-                }
-            }
+            grant_sockets(p, spec);
             for port in denied_loopback_ports {
                 p.rule(format!(
                     "(deny network-outbound (remote ip \"localhost:{port}\"))"
                 ));
             }
+        }
+    }
+}
+
+/// No DNS: mDNSResponder resolves a name for whoever asks over Mach, so a lookup is a
+/// way out of a sandbox with no network (names are relay's proxy's to resolve).
+fn no_dns(p: &mut Profile) {
+    p.rule(format!(
+        "(deny mach-lookup (global-name {})) ; DNS: a lookup is a way out",
+        sbpl_string("com.apple.dnssd.service")
+    ));
+}
+
+/// Connecting to unix sockets inside the read-write grants: the session's own (the
+/// escape section closes Docker's, ssh-agent's and gpg-agent's wherever they are).
+fn grant_sockets(p: &mut Profile, spec: &Spec) {
+    p.section("unix sockets inside the read-write grants only");
+    for grant in spec.grants.iter().filter(|g| g.access == Access::ReadWrite) {
+        for spelling in grant.path.spellings() {
+            let filter = match grant.path.kind {
+                PathKind::File => format!("(path-literal {})", sbpl_string(spelling)),
+                PathKind::Dir | PathKind::Missing => match regex_escape(spelling) {
+                    Some(escaped) => format!("(path-regex #\"^{escaped}/\")"),
+                    // A path a regex cannot hold gets no sockets: refused.
+                    None => continue,
+                },
+            };
+            p.rule(format!(
+                "(allow network-outbound (remote unix-socket {filter}))"
+            ));
         }
     }
 }
@@ -1218,6 +1245,64 @@ pub(crate) mod tests {
             let private = format!("/private{p}");
             assert!(strings.contains(private.as_bytes()), "{private:?}");
         }
+    }
+
+    #[test]
+    fn a_proxied_profile_reaches_its_proxy_port_and_listed_loopback_ports_alone() {
+        let mut s = spec(vec![grant(dir("/Users/ada/p"), Access::ReadWrite)], vec![]);
+        s.network = Network::ProxiedPort {
+            port: 49152,
+            bridges: vec![4000],
+            egress: vec!["api.anthropic.com".into()],
+        };
+        let profile = render_sbpl(&s);
+        let network: Vec<&str> = profile
+            .lines()
+            .filter(|l| l.contains("network"))
+            .filter(|l| !l.starts_with(';'))
+            .collect();
+        // Everything off, then the two ports, then the grant's own sockets; the escape
+        // section's denies come after and only deny.
+        let off = network
+            .iter()
+            .position(|l| *l == "(deny network*)")
+            .expect("network off first");
+        let allows: Vec<&&str> = network
+            .iter()
+            .filter(|l| l.starts_with("(allow network"))
+            .collect();
+        assert_eq!(
+            allows,
+            vec![
+                &"(allow network-outbound (remote ip \"localhost:49152\"))",
+                &"(allow network-outbound (remote ip \"localhost:4000\"))",
+                &"(allow network-outbound (remote unix-socket (path-regex #\"^/Users/ada/p/\")))",
+            ],
+            "{profile}"
+        );
+        assert!(
+            network.iter().position(|l| l.starts_with("(allow network")) > Some(off),
+            "{profile}"
+        );
+        // No bind, no inbound, no DNS, no other host.
+        for absent in [
+            "network-bind",
+            "network-inbound",
+            "/private/var/run/mDNSResponder",
+            "\"*:",
+        ] {
+            assert!(!profile.contains(absent), "{absent} in {profile}");
+        }
+        let dns = |head: &str| {
+            let lines: Vec<&str> = profile.lines().collect();
+            lines
+                .iter()
+                .rposition(|l| l.starts_with(head) && l.contains("com.apple.dnssd.service"))
+        };
+        assert!(
+            dns("(deny mach-lookup") > dns("(allow mach-lookup"),
+            "{profile}"
+        );
     }
 
     #[test]

@@ -97,6 +97,34 @@ impl Registry {
         Ok(socket)
     }
 
+    /// Seatbelt: listens on a loopback port of its own (chosen by the kernel, bound
+    /// before the sandbox starts, so no session can hold it first) and serves it for
+    /// `id` with `rules` until [`Registry::stop`]; the port.
+    pub fn start_port(&self, id: &str, rules: Rules, sink: Sink) -> std::io::Result<u16> {
+        self.stop(id);
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        std_listener.set_nonblocking(true)?;
+        let port = std_listener.local_addr()?.port();
+        let listener = tokio::net::TcpListener::from_std(std_listener)?;
+        let session = Arc::new(Session {
+            id: id.to_string(),
+            rules,
+            permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        });
+        let task = tokio::spawn(proxy::serve_tcp(listener, session, sink));
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id.to_string(),
+                Running {
+                    socket: PathBuf::new(),
+                    task,
+                },
+            );
+        Ok(port)
+    }
+
     /// Stops `id`'s proxy: its listener and every connection through it.
     pub fn stop(&self, id: &str) {
         let old = self
@@ -106,7 +134,9 @@ impl Registry {
             .remove(id);
         if let Some(r) = old {
             r.task.abort();
-            let _ = std::fs::remove_file(&r.socket);
+            if !r.socket.as_os_str().is_empty() {
+                let _ = std::fs::remove_file(&r.socket);
+            }
         }
     }
 }
@@ -141,6 +171,32 @@ pub fn sink(d: &Arc<crate::daemon::Daemon>) -> Sink {
     })
 }
 
+/// The proxy variables of a Seatbelt launch, whose tools reach its proxy on `port`
+/// directly (and each listed loopback address directly: the profile allows those ports).
+pub fn launch_env_port(port: u16) -> Vec<(String, String)> {
+    proxy_vars(&format!("http://127.0.0.1:{port}"))
+}
+
+fn proxy_vars(url: &str) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for name in [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+    ] {
+        env.push((name.to_string(), url.to_string()));
+    }
+    // Loopback goes straight to the bridges (nothing else listens there); everything
+    // else through the proxy.
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
+    }
+    env
+}
+
 /// What a proxied launch's forwarder is told, and the proxy variables its target gets.
 pub fn launch_env(rules: &Rules) -> Vec<(String, String)> {
     let bridges = rules.bridges();
@@ -152,23 +208,8 @@ pub fn launch_env(rules: &Rules) -> Vec<(String, String)> {
         forward.push(' ');
         forward.push_str(&b.to_string());
     }
-    let url = format!("http://127.0.0.1:{port}");
     let mut env = vec![(FORWARD_VAR.to_string(), forward)];
-    for name in [
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "ALL_PROXY",
-        "https_proxy",
-        "http_proxy",
-        "all_proxy",
-    ] {
-        env.push((name.to_string(), url.clone()));
-    }
-    // Loopback goes straight to the bridges (nothing else listens there); everything
-    // else through the proxy.
-    for name in ["NO_PROXY", "no_proxy"] {
-        env.push((name.to_string(), "localhost,127.0.0.1,::1".to_string()));
-    }
+    env.extend(proxy_vars(&format!("http://127.0.0.1:{port}")));
     env
 }
 

@@ -22,7 +22,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use super::rules::Verdict;
 use super::{Session, Sink};
@@ -37,6 +37,32 @@ const COPY_BUF: usize = 64 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Seatbelt: accepts the session's connections on its own loopback port until the task
+/// is aborted. No network namespace and no forwarder there: the tools speak HTTP to the
+/// proxy directly, and the session's profile lets it connect to this port alone
+/// (docs/session-host.md#the-egress-proxy).
+pub async fn serve_tcp(listener: TcpListener, session: Arc<Session>, sink: Sink) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::debug!("egress {}: accept: {e}", session.id);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = session.permits.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let (session, sink) = (session.clone(), sink.clone());
+        tokio::spawn(async move {
+            serve_http(stream, &session, &sink).await;
+            drop(permit);
+        });
+    }
+}
 
 /// Accepts the session's connections until the task is aborted.
 pub async fn serve(listener: UnixListener, session: Arc<Session>, sink: Sink) {
@@ -179,7 +205,10 @@ async fn open(
     ))
 }
 
-async fn serve_http(stream: UnixStream, session: &Arc<Session>, sink: &Sink) {
+async fn serve_http<S>(stream: S, session: &Arc<Session>, sink: &Sink)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let (s, k) = (session.clone(), sink.clone());
     let svc = hyper::service::service_fn(move |req| {
         let (s, k) = (s.clone(), k.clone());

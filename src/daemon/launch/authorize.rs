@@ -423,7 +423,10 @@ fn find_project<'s>(
                 let dir = input.directory.clone().unwrap_or_default();
                 return Err(c.refuse(
                     Code::UnknownProject,
-                    format!("no project in settings holds {dir}"),
+                    format!(
+                        "no project in settings holds {dir}, or two hold it from one folder \
+                         (each may run on its own token): name one with --project"
+                    ),
                 ));
             }
         }
@@ -687,9 +690,12 @@ pub fn which(program: &str, home: &Path, path_env: &OsStr) -> Option<PathBuf> {
 }
 
 /// The id of the project whose folder holds `dir`, the deepest when several do.
+/// Two projects on one folder hold it both: neither is chosen (each may run on its own
+/// token, and a guess would pick an account).
 pub(in crate::daemon) fn project_holding(s: &Settings, dir: &Path, home: &Path) -> Option<String> {
     let dir = std::fs::canonicalize(dir).ok()?;
-    s.projects
+    let holding: Vec<(&Project, PathBuf)> = s
+        .projects
         .iter()
         .filter_map(|p| {
             std::fs::canonicalize(expand_home(&p.path, home))
@@ -697,8 +703,15 @@ pub(in crate::daemon) fn project_holding(s: &Settings, dir: &Path, home: &Path) 
                 .map(|real| (p, real))
         })
         .filter(|(_, real)| dir.starts_with(real))
-        .max_by_key(|(_, real)| real.components().count())
-        .map(|(p, _)| p.id.clone())
+        .collect();
+    let deepest = holding.iter().map(|(_, r)| r.components().count()).max()?;
+    let mut at_deepest = holding
+        .iter()
+        .filter(|(_, r)| r.components().count() == deepest);
+    match (at_deepest.next(), at_deepest.next()) {
+        (Some((p, _)), None) => Some(p.id.clone()),
+        _ => None,
+    }
 }
 
 /// What to do about a program name relay did not find on the launch's `PATH`

@@ -324,6 +324,17 @@ fn decide(
         prior,
     };
     match authorize(&settings, input, &env) {
+        Ok(decision) if decision.sandboxed && token_typo(&unknown).is_some() => {
+            let k = token_typo(&unknown)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            Err(at.refuse(ApiError::sandbox(format!(
+                "{} has {k}, which relay does not know: a token setting spelled wrong would \
+                 run this launch on another account's token or none; correct it to \
+                 claude_token_file",
+                settings::FILE_NAME
+            ))))
+        }
         Ok(decision) => {
             at.row.project = Some(decision.project.id.clone());
             at.row.directory = Some(decision.directory.to_string_lossy().into_owned());
@@ -345,6 +356,15 @@ fn decide(
             Err(at.refuse(r.error))
         }
     }
+}
+
+/// An unknown key that looks like a token setting (`claude_token_fle`): which token
+/// file a project runs on must never be a guess.
+fn token_typo(unknown: &[settings::UnknownKey]) -> Option<&settings::UnknownKey> {
+    unknown.iter().find(|k| {
+        let last = k.key.rsplit('.').next().unwrap_or(&k.key);
+        k.closest == Some("claude_token_file") || last.to_ascii_lowercase().contains("token")
+    })
 }
 
 /// The token a launch passes on fd 5, the one its output is masked for, and the
@@ -532,7 +552,7 @@ fn sandbox_step(
         },
     };
     let Planned {
-        spec,
+        mut spec,
         reach,
         writable,
         ports,
@@ -541,22 +561,36 @@ fn sandbox_step(
         egress,
     } = plan_sandbox(d, settings, &plan).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
     if let Some(rules) = egress {
-        // Its own proxy, listening before the sandbox starts; the forwarder inside and the
-        // proxy variables point the tools at it (docs/session-host.md#the-egress-proxy).
-        env.extend(crate::daemon::egress::launch_env(&rules));
+        // Its own proxy, listening before the sandbox starts; the forwarder inside (bwrap)
+        // or the profile's one allowed port (Seatbelt), and the proxy variables, point
+        // the tools at it (docs/session-host.md#the-egress-proxy).
+        let sink = crate::daemon::egress::sink(d);
+        if let sandbox::Network::ProxiedPort { port, .. } = &mut spec.network {
+            match d.egress.start_port(id, rules, sink) {
+                Ok(p) => *port = p,
+                Err(e) => {
+                    return Err(
+                        at.refuse(ApiError::sandbox(format!("egress proxy on 127.0.0.1: {e}")))
+                    )
+                }
+            }
+            at.egress = Some(id.to_string());
+            env.extend(crate::daemon::egress::launch_env_port(*port));
+        } else {
+            env.extend(crate::daemon::egress::launch_env(&rules));
+            if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink) {
+                return Err(at.refuse(ApiError::sandbox(format!(
+                    "egress proxy {}: {e}",
+                    d.paths.egress().display()
+                ))));
+            }
+            at.egress = Some(id.to_string());
+        }
         if decision.claude_launch {
             // Claude Code's telemetry and update checks would only be refused.
             env.entry("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into())
                 .or_insert_with(|| "1".into());
         }
-        let sink = crate::daemon::egress::sink(d);
-        if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink) {
-            return Err(at.refuse(ApiError::sandbox(format!(
-                "egress proxy {}: {e}",
-                d.paths.egress().display()
-            ))));
-        }
-        at.egress = Some(id.to_string());
     }
     let mut shield_note = None;
     if token_launch {

@@ -81,11 +81,6 @@ fn network_of(
         }
         NetworkMode::Proxied => {}
     }
-    if p.backend == Backend::Seatbelt {
-        let note = "network \"proxied\" is not built for Seatbelt yet: this sandbox has the \
-                    host's network, minus the denied ports (docs/macos.md)";
-        return Ok((shared(), None, Some(note.into())));
-    }
     let mut list = settings.session_sandbox.egress.clone();
     list.extend(p.template.egress.iter().cloned());
     if p.kind == SessionKind::Claude || p.template.id == crate::protocol::CLAUDE_CODE_TEMPLATE {
@@ -114,9 +109,18 @@ fn network_of(
     });
     let rules = Rules::parse(&list)?;
     let id = if p.id.is_empty() { "<id>" } else { p.id };
-    let network = Network::Proxied {
-        socket: d.paths.egress().join(format!("{id}.sock")),
-        egress: list,
+    let network = match p.backend {
+        // No network namespace: the profile lets it reach its own proxy's port (bound
+        // by the launch) and the listed loopback addresses, nothing else.
+        Backend::Seatbelt => Network::ProxiedPort {
+            port: 0,
+            bridges: rules.bridges().iter().map(|b| b.port()).collect(),
+            egress: list,
+        },
+        Backend::Bwrap => Network::Proxied {
+            socket: d.paths.egress().join(format!("{id}.sock")),
+            egress: list,
+        },
     };
     Ok((network, Some(rules), None))
 }

@@ -137,9 +137,9 @@ impl Daemon {
             return stopped;
         };
         let settings = settings.settings;
-        let Ok(tokens) = settings::configured_tokens(&settings, &self.home) else {
-            return stopped;
-        };
+        // A bad value elsewhere refuses launches; every file that is a path is still
+        // watched, and a session whose own project's value went bad is stopped below.
+        let (tokens, _) = settings::every_token(&settings, &self.home);
         let mut stop = self.exposed(&tokens);
         // Rotation: each file is read only when its key changed.
         {
@@ -154,10 +154,9 @@ impl Daemon {
                 {
                     continue;
                 }
-                let Ok(path) = settings::project_token_path(&settings, &e.project_id, &self.home)
-                else {
-                    continue;
-                };
+                // A value that is no path names no token: as removed.
+                let path = settings::project_token_path(&settings, &e.project_id, &self.home)
+                    .unwrap_or(None);
                 let now = watch.observe(path.as_deref());
                 let on_change = settings.claude_token_on_change;
                 match decide(e.token_fingerprint.as_deref(), &now, on_change) {

@@ -80,12 +80,13 @@ fn seatbelt_session_cannot_connect_to_the_docker_socket_or_the_ssh_agent() {
     .into_iter()
     .map(|s| Check::denied("network-outbound", Target::Socket(s)))
     .collect();
-    // A socket the session makes in its own project still connects, and DNS's.
+    // A socket the session makes in its own project still connects; DNS's does not (the
+    // network is proxied: names are the proxy's to resolve).
     checks.push(Check::allowed(
         "network-outbound",
         Target::Socket(l.r.project.join("fake-sandbox-exec-probe.sock")),
     ));
-    checks.push(Check::allowed(
+    checks.push(Check::denied(
         "network-outbound",
         Target::Socket("/private/var/run/mDNSResponder".into()),
     ));
@@ -154,7 +155,6 @@ fn seatbelt_session_keeps_what_claude_code_shells_git_node_and_python_need() {
         "com.apple.system.opendirectoryd.libinfo",
         "com.apple.system.notification_center",
         "com.apple.bsd.dirhelper",
-        "com.apple.dnssd.service",
         "com.apple.SystemConfiguration.DNSConfiguration",
         "com.apple.trustd.agent",
         "com.apple.ocspd",
@@ -163,6 +163,12 @@ fn seatbelt_session_keeps_what_claude_code_shells_git_node_and_python_need() {
     .iter()
     .map(|n| Check::allowed("mach-lookup", mach(n)))
     .collect();
+    // DNS is not among them: on the default network, proxied, names are resolved by
+    // relay's proxy (seatbelt/network.rs).
+    checks.push(Check::denied(
+        "mach-lookup",
+        mach("com.apple.dnssd.service"),
+    ));
     for name in ["hw.ncpu", "hw.memsize", "kern.osproductversion"] {
         checks.push(Check::allowed("sysctl-read", Target::Sysctl(name.into())));
     }

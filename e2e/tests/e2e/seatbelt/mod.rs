@@ -6,3 +6,4 @@ mod escapes;
 mod launches;
 #[cfg(target_os = "macos")]
 mod mac_probe;
+mod network;

@@ -372,3 +372,63 @@ fn the_secret_part_printed_alone_is_masked_in_the_log_the_disk_logs_and_a_reply(
     }
     assert_nowhere(&r, &[&body], &[&p_path, &w_path]);
 }
+
+#[test]
+fn a_malformed_project_value_keeps_the_watcher_on_every_other_file() {
+    let (r, [personal, work], [p_path, w_path]) = with_both_tokens();
+    let next = fake_token();
+    let s2 = session(&r, "p2");
+    assert_eq!(r.turn(&s2, "hi"), "echo: hi");
+    // A third project with a value that is no path: launches are refused...
+    let mut s = two_accounts();
+    s["projects"].as_array_mut().unwrap().push(json!({
+        "id": "p3", "path": "~/project2", "allowed_templates": ["*"],
+        "claude_token_file": "relative/token",
+    }));
+    r.write_settings(&s);
+    let (status, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("projects[2].claude_token_file"),
+        "{v}"
+    );
+    // ...and the watcher still watches p2's file: its rotation stops p2's session.
+    write_work_token(&r, &next);
+    let ev = r.wait_exited(&s2);
+    assert_eq!(ev["reason"], "claude_token_replaced", "{ev}");
+    assert_eq!(ev["token_projects"], json!(["p2"]), "{ev}");
+    assert_nowhere(&r, &[&personal, &work, &next], &[&p_path, &w_path]);
+}
+
+#[test]
+fn a_null_or_misspelt_project_token_setting_never_falls_back_to_another_account() {
+    let (r, [personal, work], [p_path, w_path]) = with_both_tokens();
+    // `null`: the file is invalid, every launch refused, naming the key.
+    let mut s = two_accounts();
+    s["projects"][1]["claude_token_file"] = Value::Null;
+    r.write_settings(&s);
+    let (status, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p2"})));
+    assert_eq!(status, 500, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("claude_token_file"),
+        "{v}"
+    );
+    // A misspelt key meant as "no token" refuses sandboxed launches, naming it.
+    let mut s = two_accounts();
+    let p2 = s["projects"][1].as_object_mut().unwrap();
+    p2.remove("claude_token_file");
+    p2.insert("claude_token_fle".into(), json!(""));
+    r.write_settings(&s);
+    let (status, v, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p2"})));
+    assert_eq!(status, 400, "{v}");
+    let msg = v["error"].as_str().unwrap();
+    assert!(msg.contains("claude_token_fle"), "{msg}");
+    assert!(!r
+        .start_lines()
+        .iter()
+        .any(|l| l.get("token_sha256").is_some()));
+    assert_nowhere(&r, &[&personal, &work], &[&p_path, &w_path]);
+}
