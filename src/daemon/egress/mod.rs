@@ -78,23 +78,16 @@ impl Registry {
             .create(dir)?;
         let socket = dir.join(format!("{id}.sock"));
         let listener = crate::http::bind_private(&socket)?;
-        let session = Arc::new(Session {
-            id: id.to_string(),
-            rules,
-            permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-        });
-        let task = tokio::spawn(proxy::serve(listener, session, sink));
+        let task = tokio::spawn(proxy::serve(listener, session(id, rules), sink));
+        self.keep(id, socket.clone(), task);
+        Ok(socket)
+    }
+
+    fn keep(&self, id: &str, socket: PathBuf, task: tokio::task::JoinHandle<()>) {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                id.to_string(),
-                Running {
-                    socket: socket.clone(),
-                    task,
-                },
-            );
-        Ok(socket)
+            .insert(id.to_string(), Running { socket, task });
     }
 
     /// Seatbelt: listens on a loopback port of its own (chosen by the kernel, bound
@@ -106,22 +99,8 @@ impl Registry {
         std_listener.set_nonblocking(true)?;
         let port = std_listener.local_addr()?.port();
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
-        let session = Arc::new(Session {
-            id: id.to_string(),
-            rules,
-            permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-        });
-        let task = tokio::spawn(proxy::serve_tcp(listener, session, sink));
-        self.running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                id.to_string(),
-                Running {
-                    socket: PathBuf::new(),
-                    task,
-                },
-            );
+        let task = tokio::spawn(proxy::serve_tcp(listener, session(id, rules), sink));
+        self.keep(id, PathBuf::new(), task);
         Ok(port)
     }
 
@@ -139,6 +118,14 @@ impl Registry {
             }
         }
     }
+}
+
+fn session(id: &str, rules: Rules) -> Arc<Session> {
+    Arc::new(Session {
+        id: id.to_string(),
+        rules,
+        permits: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+    })
 }
 
 /// Where the daemon's proxies record each connection: an `egress` event and audit row.

@@ -44,49 +44,48 @@ type Body = BoxBody<Bytes, hyper::Error>;
 /// (docs/session-host.md#the-egress-proxy).
 pub async fn serve_tcp(listener: TcpListener, session: Arc<Session>, sink: Sink) {
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                tracing::debug!("egress {}: accept: {e}", session.id);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = session.permits.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let (session, sink) = (session.clone(), sink.clone());
-        tokio::spawn(async move {
-            serve_http(stream, &session, &sink).await;
-            drop(permit);
-        });
+        let accepted = listener.accept().await.map(|(s, _)| s);
+        if let Some((stream, permit)) = admit(accepted, &session).await {
+            let (session, sink) = (session.clone(), sink.clone());
+            tokio::spawn(async move {
+                serve_http(stream, &session, &sink).await;
+                drop(permit);
+            });
+        }
     }
 }
 
 /// Accepts the session's connections until the task is aborted.
 pub async fn serve(listener: UnixListener, session: Arc<Session>, sink: Sink) {
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                tracing::debug!("egress {}: accept: {e}", session.id);
-                // EMFILE and the like: wait a little rather than spin.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        // Over the cap: closed at once, so a flood holds no descriptor of relay's.
-        let Ok(permit) = session.permits.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let (session, sink) = (session.clone(), sink.clone());
-        tokio::spawn(async move {
-            connection(stream, &session, &sink).await;
-            drop(permit);
-        });
+        let accepted = listener.accept().await.map(|(s, _)| s);
+        if let Some((stream, permit)) = admit(accepted, &session).await {
+            let (session, sink) = (session.clone(), sink.clone());
+            tokio::spawn(async move {
+                connection(stream, &session, &sink).await;
+                drop(permit);
+            });
+        }
     }
+}
+
+/// One accepted connection and its permit; `None` after a failed accept (EMFILE and the
+/// like: after a short wait rather than a spin) or over the cap (closed at once, so a
+/// flood holds no descriptor of relay's).
+async fn admit<S>(
+    accepted: std::io::Result<S>,
+    session: &Session,
+) -> Option<(S, tokio::sync::OwnedSemaphorePermit)> {
+    let stream = match accepted {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("egress {}: accept: {e}", session.id);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return None;
+        }
+    };
+    let permit = session.permits.clone().try_acquire_owned().ok()?;
+    Some((stream, permit))
 }
 
 async fn connection(mut stream: UnixStream, session: &Arc<Session>, sink: &Sink) {
