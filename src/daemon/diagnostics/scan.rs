@@ -207,13 +207,13 @@ pub const MAX_SKIPPED: usize = 1000;
 const SHOWN_MAX: usize = 4096;
 
 /// Scans the folder `root` (never through a link) with the bounded walk of
-/// `crate::tree`, skipping the file with `skip`'s `(dev, ino)` (the token file itself,
+/// `crate::tree`, skipping the files with `skip`'s `(dev, ino)` (the token files themselves,
 /// should it live there). What it could not read — a folder too deep, one past the
 /// walk's entry count, an unreadable folder or file — is in `report.skipped`.
 pub fn scan_tree(
     root: &Path,
     needles: &[(&'static str, Vec<u8>)],
-    skip: Option<(u64, u64)>,
+    skip: &[(u64, u64)],
     report: &mut Report,
 ) {
     scan_tree_within(root, needles, skip, report, ByteLimits::SCAN);
@@ -223,7 +223,7 @@ pub fn scan_tree(
 fn scan_tree_within(
     root: &Path,
     needles: &[(&'static str, Vec<u8>)],
-    skip: Option<(u64, u64)>,
+    skip: &[(u64, u64)],
     report: &mut Report,
     bytes: ByteLimits,
 ) {
@@ -252,7 +252,7 @@ struct Walker<'a> {
     root: &'a [u8],
     needles: &'a [(&'static str, Vec<u8>)],
     longest: usize,
-    skip: Option<(u64, u64)>,
+    skip: &'a [(u64, u64)],
     report: &'a mut Report,
     bytes: ByteLimits,
 }
@@ -349,7 +349,7 @@ impl Visitor for Walker<'_> {
             (Ok(f), Some(m)) if m.is_file() => (f, m),
             _ => return self.skipped(at.rel, bytes, at.depth + 1, "unreadable file"),
         };
-        if self.skip == Some((meta.dev(), meta.ino())) {
+        if self.skip.contains(&(meta.dev(), meta.ino())) {
             return;
         }
         if self.report.bytes >= self.bytes.scan {
@@ -425,33 +425,53 @@ pub fn roots(config: &Path, tmp: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// `POST /api/audit/scan`: the current token (read as a launch reads it) looked for in
-/// every root. Refused with `409 no_token` when there is no token to look for.
+/// `POST /api/audit/scan`: every configured token (each read as a launch reads it,
+/// and its secret part alone) looked for in every root. Refused with `409 no_token`
+/// when there is no token to look for; the fingerprints of those looked for, joined
+/// with `, `.
 pub fn run(d: &crate::daemon::Daemon) -> Result<(Report, String), crate::daemon::error::ApiError> {
     use crate::daemon::error::ApiError;
     use crate::wire::Code;
     let settings = d
         .load_settings()
         .map_err(|e| ApiError::new(Code::SettingsInvalid, e.to_string()))?;
-    let path = crate::daemon::settings::token_file_path(&settings.claude_token_file, &d.home)
-        .map_err(|e| ApiError::new(Code::NoToken, e))?
-        .ok_or_else(|| {
-            ApiError::new(
-                Code::NoToken,
-                "claude_token_file is not set: there is no token to look for",
-            )
-        })?;
-    let token = crate::token::read_token_file(&path)
-        .map_err(|e| ApiError::new(Code::NoToken, e.to_string()))?;
-    let needles = needles(token.token.expose().as_bytes());
-    let fingerprint = crate::token::fingerprint(token.token.expose());
-    let skip = Some((token.dev, token.ino));
-    drop(token);
+    let configured = crate::daemon::settings::configured_tokens(&settings, &d.home)
+        .map_err(|e| ApiError::new(Code::NoToken, e))?;
+    if configured.is_empty() {
+        return Err(ApiError::new(
+            Code::NoToken,
+            "claude_token_file is not set: there is no token to look for",
+        ));
+    }
+    let (mut all, mut fingerprints, mut skip, mut unread) = (vec![], vec![], vec![], None);
+    for t in &configured {
+        match crate::token::read_token_file(&t.path) {
+            Ok(token) => {
+                let text = token.token.expose();
+                all.extend(needles(text.as_bytes()));
+                if let Some(body) = crate::host::redact::secret_part(text) {
+                    all.extend(needles(body.as_bytes()));
+                }
+                fingerprints.push(crate::token::fingerprint(text));
+                skip.push((token.dev, token.ino));
+            }
+            Err(e) => unread = Some(e.to_string()),
+        }
+    }
+    if fingerprints.is_empty() {
+        return Err(ApiError::new(Code::NoToken, unread.unwrap_or_default()));
+    }
+    let mut needles: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    for n in all {
+        if !needles.iter().any(|(_, m)| *m == n.1) {
+            needles.push(n);
+        }
+    }
     let mut report = Report::default();
     for root in roots(&d.paths.config, &d.tmp_real) {
-        scan_tree(&root, &needles, skip, &mut report);
+        scan_tree(&root, &needles, &skip, &mut report);
     }
-    Ok((report, fingerprint))
+    Ok((report, fingerprints.join(", ")))
 }
 
 #[cfg(test)]
@@ -547,7 +567,7 @@ mod tests {
         .unwrap();
         std::fs::write(root.join("acme-fake-token-0123456789abcdef.txt"), "x").unwrap();
         let mut r = Report::default();
-        scan_tree(&root, &n, None, &mut r);
+        scan_tree(&root, &n, &[], &mut r);
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
         assert!(
             r.findings[0].file.ends_with("[token].txt"),
@@ -586,7 +606,7 @@ mod tests {
             file: 4096,
             scan: 1 << 20,
         };
-        scan_tree_within(&root, &n, None, &mut r, limits);
+        scan_tree_within(&root, &n, &[], &mut r, limits);
         assert_eq!(r.bytes, 4096);
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
         let why: Vec<&str> = r.skipped.iter().map(|s| s.why).collect();
@@ -603,7 +623,7 @@ mod tests {
             file: 4096,
             scan: token.len() as u64,
         };
-        scan_tree_within(&root, &n, None, &mut r, limits);
+        scan_tree_within(&root, &n, &[], &mut r, limits);
         assert_eq!(r.bytes, token.len() as u64);
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
         let why: Vec<&str> = r.skipped.iter().map(|s| s.why).collect();
@@ -620,7 +640,7 @@ mod tests {
         std::fs::write(root.join("shallow.txt"), "nothing").unwrap();
         crate::tree::nest(&root.join("deep"), crate::tree::MAX_DEPTH + 5);
         let mut r = Report::default();
-        scan_tree(&root, &n, None, &mut r);
+        scan_tree(&root, &n, &[], &mut r);
         assert_eq!(r.files, 1);
         assert!(r.findings.is_empty(), "{:?}", r.findings);
         assert!(!r.complete());
@@ -648,7 +668,7 @@ mod tests {
         std::fs::create_dir_all(&inner).unwrap();
         std::fs::write(inner.join("below"), "nothing").unwrap();
         let mut r = Report::default();
-        scan_tree(&root, &n, None, &mut r);
+        scan_tree(&root, &n, &[], &mut r);
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
         assert_eq!(
             r.findings[0].file,
@@ -669,7 +689,7 @@ mod tests {
             root: b"/r",
             needles: &n,
             longest: 32,
-            skip: None,
+            skip: &[],
             report: &mut r,
             bytes: ByteLimits::SCAN,
         };

@@ -432,3 +432,31 @@ fn a_null_or_misspelt_project_token_setting_never_falls_back_to_another_account(
         .any(|l| l.get("token_sha256").is_some()));
     assert_nowhere(&r, &[&personal, &work], &[&p_path, &w_path]);
 }
+
+#[test]
+fn audit_scan_looks_for_every_projects_token_and_its_secret_part() {
+    let (mut r, [personal, _], _) = with_both_tokens();
+    // It plants p2's token on purpose: its secret part alone, in relay's log folder.
+    r.scan_on_drop = false;
+    let body = random_hex(24);
+    let work = format!("sk-ant-oat01-{body}");
+    write_work_token(&r, &work);
+    let planted = r.config.join("sessions/logs/planted.txt");
+    std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+    std::fs::write(&planted, format!("before {body} after")).unwrap();
+    let out = r.cli(&["audit", "scan", "--json"]);
+    assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        v["token_fingerprint"],
+        format!("{}, {}", fp(&personal), fp(&work)),
+        "{v}"
+    );
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{v}");
+    assert_eq!(findings[0]["file"], planted.to_str().unwrap(), "{v}");
+    assert_eq!(findings[0]["offset"], 7, "{v}");
+    assert_absent(out.stdout.as_bytes(), &body, "the scan's report");
+    std::fs::remove_file(&planted).unwrap();
+    assert_eq!(r.cli(&["audit", "scan"]).status, 0);
+}
