@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
 //! with case one of `launch`, `first-turn`, `terminal-first-output`, `concurrent`, `leak`,
-//! `memory`, `throughput`, `network`, `plot`, and `hold` (no figures: keeps the launch case's instance
+//! `memory`, `throughput`, `network`, `network-hold`, `plot`, and `hold` (no figures: keeps the launch case's instance
 //! up and prints the command line of one `relay sandbox true` against it, for a profiler
 //! such as `perf trace`, until its stdin ends).
 //! Run `cargo build --release --workspace` first: the instance runs the binaries beside
@@ -21,7 +21,7 @@ use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -87,6 +87,7 @@ fn main() -> ExitCode {
         "redact" => redact(o.runs.unwrap_or(200)),
         "hold" => hold(o.no_api),
         "network" => network(o.runs.unwrap_or(200)),
+        "network-hold" => network_hold(o.runs.unwrap_or(64)),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");
             return ExitCode::from(2);
@@ -1086,8 +1087,8 @@ fn plot_svg(series: &[&Series], runs: usize) -> String {
 }
 
 /// Python inside a sandbox: `n` HTTP/1.1 requests, each on a new connection, to
-/// `127.0.0.1:PORT`, then one download of the server's large body; prints the
-/// per-request milliseconds and the download's MB/s as JSON.
+/// `127.0.0.1:PORT`, then ten downloads of the server's large body; prints the
+/// per-request milliseconds and each download's MB/s as JSON.
 const NETWORK_CLIENT: &str = r#"
 import json, socket, sys, time
 port, n = int(sys.argv[1]), int(sys.argv[2])
@@ -1105,9 +1106,120 @@ def get(path):
 samples = []
 for _ in range(n):
     t = time.perf_counter(); get("/small"); samples.append((time.perf_counter() - t) * 1000)
-t = time.perf_counter(); size = get("/large"); secs = time.perf_counter() - t
-print(json.dumps({"rtt_ms": samples, "mb_s": size / secs / 1e6, "bytes": size}))
+mb_s = []
+for _ in range(10):
+    t = time.perf_counter(); size = get("/large"); mb_s.append(size / (time.perf_counter() - t) / 1e6)
+print(json.dumps({"rtt_ms": samples, "mb_s": mb_s, "bytes": size}))
 "#;
+
+/// Python inside a sandbox: 8 connections to `127.0.0.1:PORT` held open, each answered
+/// once (so each went all the way through); prints `held N`, then waits on stdin.
+const HOLD_CLIENT: &str = r#"
+import socket, sys
+port = int(sys.argv[1])
+held = []
+for _ in range(8):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"ping\n")
+    if s.recv(16).startswith(b"pong"):
+        held.append(s)
+print("held %d" % len(held), flush=True)
+sys.stdin.read()
+"#;
+
+/// A host server that answers each connection's first line with `pong` and keeps it
+/// open; the count of connections it holds.
+fn hold_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let held = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = held.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let count = count.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut c = c;
+                let mut buf = [0u8; 64];
+                if c.read(&mut buf).unwrap_or(0) > 0 && c.write_all(b"pong\n").is_ok() {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    while c.read(&mut buf).unwrap_or(0) > 0 {}
+                    count.fetch_sub(1, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    (port, held)
+}
+
+/// The `network-hold` case (issue 23): `n` proxied sessions, each holding 8 connections
+/// through its bridge and relay's proxy to one host server; the daemon's memory and
+/// descriptors before and while they are held, and how many went through.
+fn network_hold(n: usize) -> Report {
+    use std::sync::atomic::Ordering;
+    let (port, held) = hold_server();
+    let mut s = relay_e2e::daemon::base_settings(None);
+    s["terminal_templates"].as_array_mut().unwrap().push(json!({
+        "id": "hold8", "name": "H", "command": "/usr/bin/python3",
+        "egress": [format!("127.0.0.1:{port}")]}));
+    let r = Relay::start(s);
+    std::fs::write(r.project.join("hold.py"), HOLD_CLIENT).unwrap();
+    let daemon = r.ready.pid as u64;
+    let before = rss_fds(daemon);
+    let t0 = Instant::now();
+    let ids: Vec<String> = (0..n)
+        .map(|_| {
+            let body = json!({"project": "p1", "template": "hold8",
+                "extra_args": [r.project.join("hold.py").to_str().unwrap(), port.to_string()]});
+            let (st, v, _) = r.api("POST", "/api/terminals", Some(&body));
+            assert_eq!(st, 201, "{v}");
+            v["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut done = 0;
+    while Instant::now() < deadline {
+        done = ids
+            .iter()
+            .filter(|id| {
+                let (_, _, raw) = r.api("GET", &format!("/api/terminals/{id}/log"), None);
+                raw.windows(6).any(|w| w == b"held 8")
+            })
+            .count();
+        if done == n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let wall = t0.elapsed().as_secs_f64() * 1000.0;
+    let during = rss_fds(daemon);
+    let through = held.load(Ordering::SeqCst);
+    for id in &ids {
+        let _ = r.api("DELETE", &format!("/api/terminals/{id}"), None);
+    }
+    let text = format!(
+        "network-hold: {n} proxied sessions x 8 held connections each\n\
+         {done} of {n} sessions held all 8; the host server holds {through} of {} \
+         (target all: {})\n\
+         daemon RSS {} KiB before, {} KiB while held (+{} KiB, {:.1} KiB a connection); \
+         descriptors {} before, {} while held; {wall:.0} ms to hold them all\n",
+        n * 8,
+        met(through == n * 8),
+        before.0,
+        during.0,
+        during.0.saturating_sub(before.0),
+        during.0.saturating_sub(before.0) as f64 / (n * 8).max(1) as f64,
+        before.1,
+        during.1,
+    );
+    Report {
+        text,
+        json: json!({"case": "network-hold", "n": n, "sessions_done": done,
+            "connections_held": through, "rss_kib": [before.0, during.0],
+            "fds": [before.1, during.1], "wall_ms": wall}),
+    }
+}
 
 /// A host HTTP server on loopback: `/small` is 12 bytes, `/large` 64 MiB.
 fn network_server() -> u16 {
@@ -1205,12 +1317,22 @@ fn network(runs: usize) -> Report {
             .iter()
             .filter_map(Value::as_f64)
             .collect();
+        let mut mb = Series::new(template);
+        mb.samples = v["mb_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
         text.push_str(&format!(
-            "{template}: request median {:.3} ms, p90 {:.3} ms over {} requests; 64 MiB at {:.0} MB/s\n",
+            "{template}: request median {:.3} ms, p90 {:.3} ms over {} requests; 64 MiB median {:.0} MB/s over {} downloads (min {:.0}, max {:.0})\n",
             rtt.median(),
             pct(&rtt.sorted(), 90.0),
             rtt.samples.len(),
-            v["mb_s"].as_f64().unwrap_or(f64::NAN)
+            mb.median(),
+            mb.samples.len(),
+            mb.sorted().first().copied().unwrap_or(f64::NAN),
+            mb.sorted().last().copied().unwrap_or(f64::NAN),
         ));
         json[template] = json!({"rtt": rtt.json(), "mb_s": v["mb_s"]});
     }
