@@ -7,6 +7,8 @@
 "use strict";
 
 const AUDIT_ROWS = 25;
+// How long one poll of /api/events waits for the next event.
+const POLL_MS = 25000;
 let entries = [];
 
 async function getJSON(path) {
@@ -185,15 +187,15 @@ async function doctor() {
       row.dataset.name = c.name;
       cell(row, c.status, "st-" + c.status);
       cell(row, c.name, "mono");
-      cell(row, c.detail);
-      cell(row, c.fix || "");
+      cell(row, c.detail, "wrap");
+      cell(row, c.fix || "", "wrap");
       body.appendChild(row);
     }
     section.dataset.ready = "1";
   } catch (err) {
     body.replaceChildren();
     const row = document.createElement("tr");
-    cell(row, "Could not load: " + err.message);
+    cell(row, "Could not load: " + err.message, "wrap");
     body.appendChild(row);
     section.dataset.ready = "error";
   }
@@ -213,7 +215,7 @@ async function audit() {
     cell(row, r.template || "");
     cell(row, r.token_fingerprint || "", "mono");
     cell(row, r.code || "", "mono");
-    cell(row, r.error || "");
+    cell(row, r.error || "", "wrap");
     body.appendChild(row);
   }
   section.dataset.ready = "1";
@@ -225,13 +227,17 @@ async function refresh() {
 }
 
 // Follows /api/events with a long poll: every event (a launch, an exit, a purge) reloads
-// the lists and the audit rows. A failed poll is tried again after a pause.
+// the lists and the audit rows. A failed poll is tried again after a pause, without
+// waiting for events, so the header says "live" again as soon as relay answers rather
+// than a whole long poll later.
 async function follow(after) {
   const state = document.getElementById("live-state");
+  let wait = POLL_MS;
   for (;;) {
     try {
-      const r = await getJSON("/api/events?after=" + after + "&wait_ms=25000");
+      const r = await getJSON("/api/events?after=" + after + "&wait_ms=" + wait);
       state.textContent = "live";
+      wait = POLL_MS;
       if (r.events.length) {
         after = r.events[r.events.length - 1].seq;
         await refresh();
@@ -239,6 +245,7 @@ async function follow(after) {
       }
     } catch (err) {
       state.textContent = "reconnecting… (" + err.message + ")";
+      wait = 0;
       await new Promise((res) => setTimeout(res, 2000));
     }
   }
@@ -251,7 +258,11 @@ async function load() {
     const after = first.events.length ? first.events[first.events.length - 1].seq : 0;
     await refresh();
     section.dataset.ready = "1";
-    document.getElementById("live-state").dataset.seq = String(after);
+    // The page shows relay as it is now and follows it from here: live at once, not
+    // when the first long poll comes back (up to POLL_MS later).
+    const state = document.getElementById("live-state");
+    state.dataset.seq = String(after);
+    state.textContent = "live";
     window.addEventListener("hashchange", sandbox);
     setInterval(tickAges, 1000);
     doctor();

@@ -4,7 +4,11 @@
 //
 // A conversation with the test on stdin/stdout, one JSON line each way, so every wait
 // is on something the page shows (no sleeps):
-//   page → {"phase":"ready"}           the page is up with SESSION_ID listed running
+//   page → {"phase":"ready", …}        the page is up with SESSION_ID listed running:
+//          when its header said "live" and when the page had loaded (ms since the
+//          navigation began, or null when it never did within LIVE_WAIT), the
+//          header's text, and the layout at 1280 px (every identifier cell: its text,
+//          its lines and whether it fits its cell; the page's width)
 //   test → {"id":"t-…","state":"running"}  wait until that row shows that state
 //   page → {"phase":"seen","id":…}     (repeated as the test asks)
 //   test → {"done":true}
@@ -19,6 +23,9 @@ import { join } from "node:path";
 const [url, sessionId, shotDir] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const WAIT = 20000;
+// Longer than the second the test allows, shorter than a long poll of /api/events
+// (25 s), so a page that says "live" only when the first poll returns fails quickly.
+const LIVE_WAIT = 5000;
 const say = (v) => process.stdout.write(JSON.stringify(v) + "\n");
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
@@ -42,6 +49,21 @@ try {
     })());
   });
   await page.goto(url, { waitUntil: "load" });
+  // The header says "live", waited for on the DOM and timed by the page's own clock.
+  let liveMs = null;
+  try {
+    const at = await page.waitForFunction(
+      () => document.getElementById("live-state").textContent === "live" && performance.now(),
+      null,
+      { polling: "raf", timeout: LIVE_WAIT },
+    );
+    liveMs = await at.jsonValue();
+  } catch (_) { /* reported as null, with the header's text */ }
+  const liveState = await page.textContent("#live-state");
+  const loadMs = await page.evaluate(() => {
+    const nav = performance.getEntriesByType("navigation")[0];
+    return nav.loadEventEnd || nav.loadEventStart;
+  });
   await page.waitForSelector('#overview[data-ready="1"]', { timeout: WAIT });
   const row = async (id, state) => {
     try {
@@ -55,7 +77,7 @@ try {
   await page.waitForSelector('#doctor[data-ready="1"]', { timeout: WAIT });
   const shots = [join(shotDir, "settings-live.png"), join(shotDir, "settings-live-sandbox.png")];
   await page.screenshot({ path: shots[0], fullPage: true });
-  say({ phase: "ready" });
+  say({ phase: "ready", live_ms: liveMs, load_ms: loadMs, live_state: liveState, layout: await layout(page) });
   for (;;) {
     const { value, done } = await lines.next();
     if (done) throw new Error("the test closed stdin");
@@ -96,4 +118,31 @@ try {
   say(report);
 } finally {
   await browser.close();
+}
+
+// How the tables lay out: every identifier cell (td.mono: ids, actions, codes, check
+// names, token fingerprints) of the three tables, with the most lines one of its texts
+// takes and whether its content fits the cell; the viewport's and the page's widths.
+async function layout(page) {
+  return page.evaluate(() => {
+    const lines = (td) => {
+      let most = 0;
+      const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+        if (!t.data.trim()) continue;
+        const r = document.createRange();
+        r.selectNodeContents(t);
+        most = Math.max(most, r.getClientRects().length);
+      }
+      return most;
+    };
+    const cells = [];
+    for (const table of ["live", "checks", "audit-rows"]) {
+      for (const td of document.querySelectorAll(`#${table} tbody td.mono`)) {
+        if (!td.textContent) continue;
+        cells.push({ table, text: td.textContent, lines: lines(td), fits: td.scrollWidth <= td.clientWidth });
+      }
+    }
+    return { width: window.innerWidth, page_width: document.documentElement.scrollWidth, cells };
+  });
 }

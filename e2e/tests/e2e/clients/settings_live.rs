@@ -4,7 +4,9 @@
 //! profile it was launched with allows, the token's folder among the denied; relay
 //! doctor's checks and the last audit rows are there. The page reads only (GETs, no
 //! controls), and the token is in no response it fetched and not in its DOM, in any of
-//! the forms `relay audit scan` looks for. Screenshots are kept in e2e/artifacts.
+//! the forms `relay audit scan` looks for. At load, in a 1280 px window, the header says
+//! live within a second and the tables' identifiers are each on one line. Screenshots
+//! are kept in e2e/artifacts, their paths printed.
 
 use relay::wire::Code;
 use std::io::{BufRead, BufReader, Write};
@@ -91,6 +93,8 @@ fn png(path: &Path) {
 struct Page {
     child: std::process::Child,
     out: BufReader<std::process::ChildStdout>,
+    /// The driver's first line: the page up, when it said "live", its layout.
+    ready: Value,
 }
 
 impl Page {
@@ -108,8 +112,13 @@ impl Page {
             .spawn()
             .expect("node");
         let out = BufReader::new(child.stdout.take().unwrap());
-        let mut page = Page { child, out };
-        assert_eq!(page.read()["phase"], "ready");
+        let mut page = Page {
+            child,
+            out,
+            ready: Value::Null,
+        };
+        page.ready = page.read();
+        assert_eq!(page.ready["phase"], "ready", "{}", page.ready);
         page
     }
 
@@ -156,6 +165,11 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     let token = fake_token();
     let mut settings = relay_e2e::daemon::host_network(base_settings(Some(TOKEN_SETTING)));
     settings["session_sandbox"] = json!({"denied_loopback_ports": [5432]});
+    // A tool that is not installed: its refusal is an audit row with a long note.
+    settings["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "missing", "command": "no-such-tool-anywhere"}));
     let r = Relay::start(settings);
     let token_path = r.write_token(&token);
     // relay doctor first: its probes are what the page shows for them.
@@ -165,12 +179,23 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     assert_eq!(st, 201, "{s}");
     let sid = s["id"].as_str().unwrap().to_string();
     assert_eq!(s["token_passed"], true);
+    let (st, refused, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "missing"})),
+    );
+    assert_eq!(
+        (st, refused["code"].as_str()),
+        (500, Some(Code::SpawnFailed.as_str())),
+        "{refused}"
+    );
 
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("artifacts")
         .join(format!("settings-live-{}", std::process::id()));
     std::fs::create_dir_all(&shots).unwrap();
     let mut page = Page::open(&r, &script, &chromium, &sid, &shots);
+    at_load_live_and_readable_at_1280(&page.ready);
     // A terminal starts and stops while the page is open: the list follows, unreloaded.
     let t = r.shell_terminal("sleep 60");
     let tid = t["id"].as_str().unwrap().to_string();
@@ -344,6 +369,47 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     assert_no_token(v["dom"].as_str().unwrap().as_bytes(), &token, "the DOM");
     assert_no_token(v.to_string().as_bytes(), &token, "the driver's report");
     assert_no_token(&r.output(), &token, "the daemon's output");
+}
+
+/// What the page was at load (issue 26, item 8): its header said "live" within a second
+/// of the load event (not when the first long poll of /api/events came back, 25 s
+/// later), and at 1280 px every identifier in its tables (ids, actions, codes, check
+/// names, fingerprints) is on one line and fits its cell, with the page no wider than
+/// the window — the audit table among them, a long note beside its ids.
+fn at_load_live_and_readable_at_1280(ready: &Value) {
+    let (live, load) = (ready["live_ms"].as_f64(), ready["load_ms"].as_f64());
+    let said = ready["live_state"].as_str().unwrap_or_default();
+    let (Some(live), Some(load)) = (live, load) else {
+        panic!("the header never said live (it said {said:?}): {ready}");
+    };
+    assert!(
+        live - load <= 1000.0,
+        "the header said live {:.0} ms after load (at {live:.0} ms, load at {load:.0} ms)",
+        live - load
+    );
+    println!("header live {:.0} ms after load", live - load);
+    let layout = &ready["layout"];
+    assert_eq!(layout["width"], 1280, "{layout}");
+    assert!(
+        layout["page_width"].as_u64().unwrap() <= 1280,
+        "the page is wider than the window: {layout}"
+    );
+    let cells = layout["cells"].as_array().unwrap();
+    let audit_ids = cells
+        .iter()
+        .filter(|c| c["table"] == "audit-rows" && c["text"].as_str().unwrap().starts_with("t-"))
+        .count();
+    assert!(audit_ids >= 2, "no audit row with an id: {layout}");
+    for c in cells {
+        assert!(
+            c["lines"] == 1 && c["fits"] == true,
+            "{} in #{} takes {} lines (fits its cell: {}) at 1280 px",
+            c["text"],
+            c["table"],
+            c["lines"],
+            c["fits"]
+        );
+    }
 }
 
 #[test]
