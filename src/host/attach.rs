@@ -1,6 +1,7 @@
 //! Attaching to a terminal: after `GET /sessions/{id}/attach` is upgraded, the host
-//! streams the scrollback and the live output as frames, takes input and resize frames,
-//! and sends an exit frame when the session has ended.
+//! streams the scrollback and the live output as frames, takes input and resize frames
+//! (the terminal's size follows the windows attached: [`Window`]), and sends an exit
+//! frame when the session has ended.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::mpsc;
 
-use super::terminal::{Follow, Terminal};
+use super::terminal::{Follow, Terminal, Window};
 use super::Session;
 use crate::protocol::attach::{self, frame};
 use crate::protocol::PtySize;
@@ -34,8 +35,12 @@ pub async fn run(session: Arc<Session>, term: Arc<Terminal>, upgraded: Upgraded,
     };
     tokio::pin!(exit_wait);
 
+    // This attach's window, for the terminal's size: dropped when the client's side
+    // ends (or with the task), so the size goes back to the windows that remain.
+    let window = Window::open(term.clone());
     let input_term = term.clone();
     let input = tokio::spawn(async move {
+        let window = window;
         let mut buf = Vec::new();
         let mut chunk = vec![0u8; 16 * 1024];
         loop {
@@ -55,7 +60,7 @@ pub async fn run(session: Arc<Session>, term: Arc<Terminal>, upgraded: Upgraded,
                         let cols = u16::from_be_bytes([payload[0], payload[1]]);
                         let rows = u16::from_be_bytes([payload[2], payload[3]]);
                         if cols > 0 && rows > 0 {
-                            let _ = input_term.resize(PtySize { cols, rows });
+                            window.resize(PtySize { cols, rows });
                         }
                     }
                     _ => {}

@@ -59,6 +59,72 @@ pub const HOLD_MAX: Duration = Duration::from_secs(10);
 /// at most 16 KiB.
 const FOLLOW_QUEUE: usize = 64;
 
+/// The windows attached to a terminal that have said their size, the most recent last.
+/// The terminal has one size: that of the window that said its size last among those
+/// still attached. When that window goes, the terminal takes the size of the one that
+/// said its size before it and is still there; when the last goes, the size stays
+/// (docs/session-host.md#attach). Pure: unit-tested below.
+#[derive(Default)]
+pub struct Windows {
+    opened: u64,
+    said: Vec<(u64, PtySize)>,
+}
+
+impl Windows {
+    /// A new attach: its window's number.
+    pub fn open(&mut self) -> u64 {
+        self.opened += 1;
+        self.opened
+    }
+
+    /// Window `w` says its size (at attach, at each change): the terminal takes it.
+    pub fn said(&mut self, w: u64, size: PtySize) -> PtySize {
+        self.said.retain(|(id, _)| *id != w);
+        self.said.push((w, size));
+        size
+    }
+
+    /// Window `w` has gone: the size the terminal takes now, when it changes.
+    pub fn gone(&mut self, w: u64) -> Option<PtySize> {
+        let before = self.said.last().map(|(_, s)| *s);
+        self.said.retain(|(id, _)| *id != w);
+        let now = self.said.last().map(|(_, s)| *s)?;
+        (before != Some(now)).then_some(now)
+    }
+}
+
+/// One attach's window on a terminal: its size frames go through it, and when it is
+/// dropped (the attach has ended: the client detached or went away) the terminal takes
+/// the size of the windows that remain ([`Windows`]).
+pub struct Window {
+    term: Arc<Terminal>,
+    id: u64,
+}
+
+impl Window {
+    pub fn open(term: Arc<Terminal>) -> Window {
+        let id = term.windows().open();
+        Window { term, id }
+    }
+
+    /// This window's size; an ended terminal has none to set.
+    pub fn resize(&self, size: PtySize) {
+        // The lock is held over the ioctl, so two windows resizing at once leave the
+        // terminal at the size the table says.
+        let mut windows = self.term.windows();
+        let _ = self.term.resize(windows.said(self.id, size));
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        let mut windows = self.term.windows();
+        if let Some(size) = windows.gone(self.id) {
+            let _ = self.term.resize(size);
+        }
+    }
+}
+
 /// What an attach gets after its snapshot.
 pub enum Follow {
     /// Every chunk, the pump waiting while this queue is full; `None` from it once the
@@ -92,6 +158,8 @@ pub struct Terminal {
     /// The pump waits for the first attach (at most [`HOLD_MAX`]) before it reads.
     hold: bool,
     attached: Notify,
+    /// The attached windows' sizes, for the terminal's one size.
+    windows: Mutex<Windows>,
 }
 
 impl Terminal {
@@ -116,7 +184,12 @@ impl Terminal {
             redactor: Mutex::new(redactor),
             hold,
             attached: Notify::new(),
+            windows: Mutex::default(),
         })
+    }
+
+    fn windows(&self) -> std::sync::MutexGuard<'_, Windows> {
+        self.windows.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn feed(&self) -> std::sync::MutexGuard<'_, Feed> {
@@ -291,7 +364,8 @@ impl Terminal {
         Ok(())
     }
 
-    pub fn resize(&self, size: PtySize) -> io::Result<()> {
+    /// Sets the pty's size; attaches go through their [`Window`].
+    fn resize(&self, size: PtySize) -> io::Result<()> {
         let ws = winsize(size);
         let master = self.master()?;
         // Safety: TIOCSWINSZ reads a Winsize we own for the duration of the call.
@@ -301,5 +375,43 @@ impl Terminal {
         } else {
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PtySize, Windows};
+
+    fn size(cols: u16, rows: u16) -> PtySize {
+        PtySize { cols, rows }
+    }
+
+    #[test]
+    fn the_size_follows_the_most_recent_window_still_attached() {
+        let mut w = Windows::default();
+        let (a, b, c) = (w.open(), w.open(), w.open());
+        assert_eq!(w.said(a, size(100, 30)), size(100, 30));
+        assert_eq!(w.said(b, size(120, 40)), size(120, 40));
+        // The window in force goes: the one before it that remains.
+        assert_eq!(w.gone(b), Some(size(100, 30)));
+        // A window that never said its size changes nothing, coming or going.
+        assert_eq!(w.gone(c), None);
+        assert_eq!(w.said(c, size(90, 25)), size(90, 25));
+        // A window resized again is the most recent one.
+        assert_eq!(w.said(a, size(110, 35)), size(110, 35));
+        // One that is not in force goes: nothing changes.
+        assert_eq!(w.gone(c), None);
+        // The last one goes: the size stays as it is.
+        assert_eq!(w.gone(a), None);
+        assert_eq!(w.gone(a), None);
+    }
+
+    #[test]
+    fn a_remaining_window_of_the_same_size_changes_nothing() {
+        let mut w = Windows::default();
+        let (a, b) = (w.open(), w.open());
+        w.said(a, size(80, 24));
+        w.said(b, size(80, 24));
+        assert_eq!(w.gone(b), None);
     }
 }

@@ -3,8 +3,8 @@
 //! the same output, one detaches with Ctrl-\ Ctrl-\ while the other keeps typing, a
 //! client attaching later gets the recent output first, `relay sandbox` detaches and
 //! says how to come back, the keys work split across reads while a single Ctrl-\ still
-//! reaches the session, and a caller inside a session cannot attach
-//! (docs/cli.md#relay-terminal-attach).
+//! reaches the session, the session's size follows the windows still attached, and a
+//! caller inside a session cannot attach (docs/cli.md#relay-terminal-attach).
 
 use std::time::Duration;
 
@@ -117,6 +117,42 @@ fn two_attached_clients_see_the_same_output_one_detaches_the_other_keeps_typing_
     assert_eq!(exit_code(&mut c), 3, "screen:\n{}", c.screen());
     assert_eq!(exit_code(&mut b), 3, "screen:\n{}", b.screen());
     assert_eq!(state(&r, &id), "exited");
+}
+
+/// Issue 26, item 8: the session's size follows the windows still attached. The later
+/// window's size is the session's while both are attached; when it detaches, the
+/// session takes the size of the window that remains (the most recent size among the
+/// windows still attached), and the program in the foreground gets SIGWINCH.
+#[test]
+fn when_one_of_two_windows_detaches_the_session_takes_the_size_of_the_one_that_remains() {
+    let r = Relay::start(base_settings(None));
+    let id = shell(&r);
+    let mut a = attach(&r, &id, 100, 30);
+    run_in(&mut a, "echo \"a-size $(stty size)\"", "a-size 30 100");
+    // B's size frame comes before its keys: the command it types sees B's size.
+    let mut b = attach(&r, &id, 120, 40);
+    run_in(&mut b, "echo \"b-size $(stty size)\"", "b-size 40 120");
+    // In the foreground, a program that waits for the next window change and prints
+    // the size it finds then (the typed line, echoed, holds neither printed text).
+    run_in(
+        &mut b,
+        "python3 -c 'import os, signal; signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGWINCH]); \
+         print(\"winch-\" + \"ready\", flush=True); signal.sigwait([signal.SIGWINCH]); \
+         s = os.get_terminal_size(0); print(\"winched %d %d\" % (s.lines, s.columns), flush=True)'",
+        "winch-ready",
+    );
+    a.wait_for("winch-ready");
+    // B detaches: the session is A's size again, without A doing anything.
+    b.write(DETACH);
+    assert_eq!(exit_code(&mut b), 0, "screen:\n{}", b.screen());
+    a.wait_for("winched 30 100");
+    run_in(
+        &mut a,
+        "echo \"after-$((2*3)) $(stty size)\"",
+        "after-6 30 100",
+    );
+    a.write(b"exit 4\r");
+    assert_eq!(exit_code(&mut a), 4, "screen:\n{}", a.screen());
 }
 
 #[test]
