@@ -15,6 +15,7 @@ use nix::sys::termios::{self, SetArg, Termios};
 use serde_json::{json, Value};
 
 use super::client::Client;
+use super::resume_hint::ResumeHint;
 use super::termout;
 use crate::daemon::settings::{self, DetachKeys};
 use crate::protocol::attach::{self, frame};
@@ -151,7 +152,14 @@ pub struct Attach<'a> {
     /// Once the exit frame is here, ask the daemon to purge the terminal when the
     /// attach is over ([`attach::FORGET`]; `relay sandbox`).
     pub forget: bool,
+    /// Take Claude Code's resume hint out of the output ([`ResumeHint`]; `relay
+    /// sandbox`), and set this when one was.
+    pub resume_hint: Option<&'a std::cell::Cell<bool>>,
 }
+
+/// How long output that could be Claude Code's resume hint is held for the rest of its
+/// line before it goes out as it came.
+const HINT_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What terminal modes a session may have left on, turned off when this terminal leaves
 /// it by detaching (or when relay goes away): attributes, the alternate screen, a
@@ -240,7 +248,19 @@ impl Attach<'_> {
         // One filter for the whole stream, scrollback frame first: a sequence split
         // across frames is judged whole.
         let mut filter = termout::Filter::new();
+        let mut hint = self.resume_hint.map(|_| ResumeHint::default());
         let mut shown = Vec::new();
+        let mut passed = Vec::new();
+        // What is held of a possible hint goes out when the stream ends, or when nothing
+        // more came for HINT_WAIT.
+        let flush = |hint: &mut Option<ResumeHint>, out: &mut dyn Write| {
+            if let Some(h) = hint {
+                let mut rest = Vec::new();
+                h.flush(&mut rest);
+                let _ = out.write_all(&rest);
+                let _ = out.flush();
+            }
+        };
         // The frames already here are taken before each read.
         loop {
             let frames = attach::take_frames(&mut buf).map_err(|e| format!("attach: {e}"))?;
@@ -249,11 +269,23 @@ impl Attach<'_> {
                     attach::OUTPUT => {
                         shown.clear();
                         filter.feed(&payload, &mut shown);
+                        let shown = match &mut hint {
+                            Some(h) => {
+                                passed.clear();
+                                h.feed(&shown, &mut passed);
+                                &passed
+                            }
+                            None => &shown,
+                        };
                         // A closed output is ignored: the session runs on until it ends.
-                        let _ = out.write_all(&shown);
+                        let _ = out.write_all(shown);
                         let _ = out.flush();
                     }
                     attach::EXIT => {
+                        flush(&mut hint, out);
+                        if let (Some(h), Some(cell)) = (&hint, self.resume_hint) {
+                            cell.set(h.dropped);
+                        }
                         let result = serde_json::from_slice(&payload).ok();
                         if self.forget && !link.send(&frame(attach::FORGET, &[])) {
                             // The stream was shut meanwhile (the detach keys or a signal
@@ -265,8 +297,23 @@ impl Attach<'_> {
                     _ => {}
                 }
             }
+            let holding = hint.as_ref().is_some_and(ResumeHint::holding);
+            let _ = stream.set_read_timeout(holding.then_some(HINT_WAIT));
             let n = match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return Ok(None),
+                Err(e)
+                    if holding
+                        && matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                {
+                    flush(&mut hint, out);
+                    continue;
+                }
+                Ok(0) | Err(_) => {
+                    flush(&mut hint, out);
+                    return Ok(None);
+                }
                 Ok(n) => n,
             };
             buf.extend_from_slice(&chunk[..n]);
@@ -483,6 +530,7 @@ pub fn terminal(
         to_stderr: json_out,
         lossless: false,
         forget: false,
+        resume_hint: None,
     }
     .run();
     let (code, line) = match end {

@@ -7,6 +7,7 @@
 mod args;
 mod attach;
 mod client;
+mod resume_hint;
 mod sandbox;
 mod service;
 pub mod termout;

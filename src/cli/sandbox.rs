@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::attach::{self, exit_code, exit_line, Attach, End};
 use super::client::Client;
 use super::{emit, fail};
+use crate::daemon::settings::DetachKeys;
 
 pub struct Options<'a> {
     pub template: &'a str,
@@ -33,6 +34,22 @@ fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
         return emit(format!("{line}\n").as_bytes(), code);
     }
     code
+}
+
+/// What `relay sandbox` says in place of Claude Code's resume hint: why the hint cannot
+/// work, and what does.
+pub fn resume_note(id: &str, keys: &DetachKeys) -> String {
+    let detach = if keys.bytes().is_empty() {
+        "detach (set detach_keys in settings.json)".to_string()
+    } else {
+        format!("detach with {}", keys.describe())
+    };
+    format!(
+        "relay: Claude Code's resume hint is left out: this run's conversation goes with its \
+         sandbox ({id}), and `claude --resume` would start Claude outside the sandbox. To come \
+         back to a conversation, {detach} instead of exiting, then relay terminal attach; a \
+         session (relay session start) keeps its conversation for relay session resume.\n"
+    )
 }
 
 pub fn run(config: &Path, o: Options) -> ExitCode {
@@ -75,6 +92,7 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         Ok(s) => s.id,
         Err(e) => return fail(e),
     };
+    let hint_dropped = std::cell::Cell::new(false);
     let end = Attach {
         client: &client,
         id: &id,
@@ -85,8 +103,14 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         // record, logs and temp folder; docs/cli.md#relay-sandbox). The daemon purges
         // it once this attach is over, so this command does not wait for that.
         forget: true,
+        // Claude Code's `claude --resume` hint cannot work here: it goes, and what
+        // can is said instead.
+        resume_hint: Some(&hint_dropped),
     }
     .run();
+    if hint_dropped.get() {
+        eprint!("{}", resume_note(&id, &keys));
+    }
     match end {
         Err(e) => fail(e),
         Ok(End::Exited(result)) => finished(&id, &result, o.json_out),
@@ -104,5 +128,25 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
             let _ = client.call("DELETE", &format!("/api/terminals/{id}"));
             ExitCode::from((128 + sig).clamp(0, 255) as u8)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resume_note_names_the_run_and_the_detach_keys_in_force() {
+        let note = resume_note("t-1", &DetachKeys::default_keys());
+        assert!(note.starts_with("relay: Claude Code's resume hint is left out"));
+        assert!(note.contains("(t-1)") && note.contains("detach with Ctrl-\\ Ctrl-\\ instead"));
+        assert!(note.ends_with(".\n") && note.lines().count() == 1, "{note}");
+        let off = resume_note("t-1", &DetachKeys::parse("none").unwrap());
+        assert!(
+            off.contains("detach (set detach_keys in settings.json)"),
+            "{off}"
+        );
+        let keys = resume_note("t-1", &DetachKeys::parse("ctrl-a,d").unwrap());
+        assert!(keys.contains("detach with Ctrl-A d instead"), "{keys}");
     }
 }

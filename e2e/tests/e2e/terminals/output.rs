@@ -2,7 +2,8 @@
 //! sandboxed shell prints a clipboard write (OSC 52, in its 7-bit and its UTF-8 C1 form),
 //! title changes, tmux passthrough and a colour; `relay terminal log` and `relay sandbox`
 //! run on a real pty, as a person would, and what reaches that terminal is checked
-//! byte for byte (docs/cli.md, "What a session prints on your terminal").
+//! byte for byte (docs/cli.md, "What a session prints on your terminal"). And Claude
+//! Code's resume hint, which cannot work after `relay sandbox`, does not reach it.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -199,4 +200,52 @@ fn relay_sandbox_never_passes_a_clipboard_write_or_title_to_the_persons_terminal
     r.wait_exited(&id);
     let raw = r.cli(&["terminal", "log", "--id", &id, "--raw"]).stdout;
     assert!(raw.contains("\x1b]52;c;c2VjcmV0\x07"), "{raw:?}");
+}
+
+/// Issue 26, item 8: when Claude Code ends inside `relay sandbox claude-code` it prints
+/// how to resume its conversation with `claude --resume <id>`, a command that cannot
+/// work: relay purged that run's Claude config folder (the transcript with it) as the
+/// run ended, and it would start Claude outside the sandbox. `relay sandbox` drops the
+/// hint and says what the person can do instead.
+#[test]
+fn relay_sandbox_replaces_claude_codes_resume_hint_with_what_works() {
+    use crate::clients::real_claude::claude_code;
+    use crate::clients::real_turns::relay_with_api;
+    use std::time::Duration;
+    let Some(claude) = claude_code() else { return };
+    let reply = format!("hint-pong-{}", relay_e2e::random_hex(4));
+    let (r, _api, _token) = relay_with_api(
+        &claude,
+        serde_json::json!({"turns": [{"stream": true, "text": reply}]}),
+        true,
+    );
+    let mut pty = Pty::spawn(r.cli_command(&["sandbox", "claude-code"]), 120, 35);
+    pty.wait_for_within("shift+tab to cycle", Duration::from_secs(60));
+    // One turn, so the conversation has a transcript Claude Code would offer to resume.
+    pty.write(b"say-the-word");
+    pty.wait_for("say-the-word");
+    pty.write(b"\r");
+    pty.wait_for(&reply);
+    // Ctrl-C twice: Claude Code asks, then ends.
+    pty.write(b"\x03");
+    pty.wait_for("again to exit");
+    pty.write(b"\x03");
+    assert_eq!(ran_to_exit(&mut pty), 0, "screen:\n{}", pty.screen());
+    // What was shown, with the escape sequences taken out (the hint's lines are dim).
+    let screen = pty.screen();
+    let text = relay::cli::termout::visible(screen.as_bytes());
+    let Some((shown, note)) = text.split_once("relay: Claude Code's resume hint is left out")
+    else {
+        panic!("no word from relay:\n{text}");
+    };
+    assert!(
+        !shown.contains("Resume this session with") && !shown.contains("--resume"),
+        "the hint reached the terminal:\n{shown}"
+    );
+    assert!(
+        note.contains("detach with Ctrl-\\ Ctrl-\\ instead of exiting"),
+        "{note}"
+    );
+    // The run's terminal went, as every `relay sandbox` run's does.
+    r.wait_event(|e| e["name"] == "session.purged");
 }
