@@ -251,6 +251,8 @@ impl Attach<'_> {
         let mut hint = self.resume_hint.map(|_| ResumeHint::default());
         let mut shown = Vec::new();
         let mut passed = Vec::new();
+        // The stream's reads wait at most HINT_WAIT while a possible hint is held.
+        let mut timed = false;
         // What is held of a possible hint goes out when the stream ends, or when nothing
         // more came for HINT_WAIT.
         let flush = |hint: &mut Option<ResumeHint>, out: &mut dyn Write| {
@@ -298,7 +300,10 @@ impl Attach<'_> {
                 }
             }
             let holding = hint.as_ref().is_some_and(ResumeHint::holding);
-            let _ = stream.set_read_timeout(holding.then_some(HINT_WAIT));
+            if holding != timed {
+                let _ = stream.set_read_timeout(holding.then_some(HINT_WAIT));
+                timed = holding;
+            }
             let n = match stream.read(&mut chunk) {
                 Err(e)
                     if holding

@@ -202,6 +202,44 @@ fn relay_sandbox_never_passes_a_clipboard_write_or_title_to_the_persons_terminal
     assert!(raw.contains("\x1b]52;c;c2VjcmV0\x07"), "{raw:?}");
 }
 
+/// The same hint printed by a tool of its own (a shell printing Claude Code's last
+/// words), without a terminal: the lines go, relay's line says why, the exit status
+/// and the lines around them are the tool's; a line that only looks like it passes.
+#[test]
+fn relay_sandbox_leaves_out_the_resume_hint_whoever_prints_it_and_keeps_the_rest() {
+    let r = Relay::start(base_settings(None));
+    let out = r
+        .cli_command(&[
+            "sandbox",
+            "shell",
+            "--",
+            "-c",
+            r"printf 'before
+[2mResume this session with:[22m
+[2mclaude --resume 410d6e05[22m
+Resume this session with: soon
+after
+'; exit 3",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("relay sandbox");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
+    assert_eq!(
+        stdout,
+        "before\r\n\x1b[2m\x1b[22m\x1b[2m\x1b[22mResume this session with: soon\r\nafter\r\n"
+    );
+    assert!(
+        stderr.starts_with("relay: Claude Code's resume hint is left out: this run's conversation goes with its sandbox (t-")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}
+
 /// Issue 26, item 8: when Claude Code ends inside `relay sandbox claude-code` it prints
 /// how to resume its conversation with `claude --resume <id>`, a command that cannot
 /// work: relay purged that run's Claude config folder (the transcript with it) as the
