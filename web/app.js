@@ -253,16 +253,17 @@ async function follow(after) {
 
 async function load() {
   const section = document.getElementById("overview");
+  const state = document.getElementById("live-state");
   try {
     const first = await getJSON("/api/events?after=0");
     const after = first.events.length ? first.events[first.events.length - 1].seq : 0;
-    await refresh();
-    section.dataset.ready = "1";
-    // The page shows relay as it is now and follows it from here: live at once, not
-    // when the first long poll comes back (up to POLL_MS later).
-    const state = document.getElementById("live-state");
+    // The page has its place in relay's events and follows them from here: live at
+    // once, not when the first long poll comes back (up to POLL_MS later). The lists
+    // it loads next are as new as that place, or newer.
     state.dataset.seq = String(after);
     state.textContent = "live";
+    await refresh();
+    section.dataset.ready = "1";
     window.addEventListener("hashchange", sandbox);
     setInterval(tickAges, 1000);
     doctor();
@@ -272,6 +273,7 @@ async function load() {
     facts.replaceChildren();
     item(facts, "Could not load: " + err.message, "fact-error");
     section.dataset.ready = "error";
+    state.textContent = "not live (" + err.message + ")";
   }
 }
 
