@@ -73,6 +73,11 @@ async function overview() {
   }
 }
 
+// Which token, by fingerprint, and the project's account label: "3f2a9c0d11be · work".
+function tokenText(x) {
+  return [x.token_fingerprint, x.account].filter(Boolean).join(" · ");
+}
+
 async function sessions() {
   const [s, t] = await Promise.all([getJSON("/api/sessions"), getJSON("/api/terminals")]);
   entries = s.sessions.concat(t.terminals).sort((a, b) => a.created_ms - b.created_ms);
@@ -94,7 +99,7 @@ async function sessions() {
     cell(row, e.state + (e.stale ? " (stale)" : ""), "st-" + e.state);
     cell(row, e.directory, "path");
     cell(row, e.model || (e.claude && e.claude.model) || "");
-    cell(row, e.token_fingerprint || "", "mono");
+    cell(row, tokenText(e), "mono");
     const a = cell(row, age(e.created_ms), "age");
     a.dataset.created = String(e.created_ms);
     body.appendChild(row);
@@ -213,7 +218,7 @@ async function audit() {
     cell(row, r.outcome, "st-" + (r.outcome === "allowed" ? "ok" : "fail"));
     cell(row, r.session_id || "", "mono");
     cell(row, r.template || "");
-    cell(row, r.token_fingerprint || "", "mono");
+    cell(row, tokenText(r), "mono");
     cell(row, r.code || "", "mono");
     cell(row, r.error || "", "wrap");
     body.appendChild(row);

@@ -72,7 +72,9 @@ fn settings_page_overview_shows_the_token_file_path_and_never_the_token() {
         return;
     };
     let token = fake_token();
-    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    let mut settings = base_settings(Some(TOKEN_SETTING));
+    settings["projects"][0]["account"] = json!("personal");
+    let r = Relay::start(settings);
     let path = r.write_token(&token);
     // Something live to list: a session that holds the token on fd 5.
     let (st, s, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
@@ -101,6 +103,13 @@ fn settings_page_overview_shows_the_token_file_path_and_never_the_token() {
     assert!(
         live.iter()
             .any(|row| row[0] == s["id"] && row[4] == "running"),
+        "{live:?}"
+    );
+    // Which account it runs on, beside the token's fingerprint (issue 25).
+    let fingerprint = &relay_e2e::sha256_hex(token.as_bytes())[..12];
+    assert!(
+        live.iter()
+            .any(|row| row[0] == s["id"] && row[7] == format!("{fingerprint} · personal")),
         "{live:?}"
     );
     assert_absent(v["dom"].as_str().unwrap().as_bytes(), &token, "the DOM");
