@@ -173,12 +173,43 @@ async function sandbox() {
         (x.network.denied_ports.length ? x.network.denied_ports.join(", ") : "none") +
         " — " + x.network.how;
     body.appendChild(net);
+    if (x.network.mode === "proxied") await egress(body, kind, id);
     for (const n of x.notes || []) body.appendChild(el("p", "Note: " + n, "hint"));
     section.dataset.ready = "1";
   } catch (err) {
     body.replaceChildren(el("p", "Could not load: " + err.message));
     section.dataset.ready = "error";
   }
+}
+
+// The picked session's connections through its egress proxy, newest first: reloaded
+// with the rest on every event, so each one shows as it closes.
+async function egress(parent, kind, id) {
+  const e = await getJSON("/api/" + kind + "/" + encodeURIComponent(id) + "/egress");
+  parent.appendChild(el("h3", "Connections through its proxy"));
+  if (!e.rows.length) {
+    parent.appendChild(el("p", "None yet.", "hint"));
+    return;
+  }
+  const table = el("table");
+  table.id = "sandbox-egress";
+  const head = el("tr");
+  for (const h of ["Time", "Host", "Verdict", "Out", "In", "ms", "Rule"]) head.appendChild(el("th", h));
+  table.appendChild(el("thead")).appendChild(head);
+  const tbody = table.appendChild(el("tbody"));
+  for (const r of e.rows.slice().reverse()) {
+    const g = r.egress || {};
+    const row = document.createElement("tr");
+    cell(row, when(r.ts));
+    cell(row, g.host + ":" + g.port, "mono");
+    cell(row, g.allowed ? "allowed" : "refused", "st-" + (g.allowed ? "ok" : "fail"));
+    cell(row, String(g.sent || 0));
+    cell(row, String(g.received || 0));
+    cell(row, String(g.ms || 0));
+    cell(row, g.rule || "", "wrap");
+    tbody.appendChild(row);
+  }
+  parent.appendChild(table);
 }
 
 async function doctor() {

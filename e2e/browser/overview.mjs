@@ -1,10 +1,12 @@
 // Opens relay's Settings page in the system Chromium through a one-time login link,
 // waits for the Overview, and prints one JSON line: the Overview lines, the live
 // table, the final DOM, and every response body the page received (base64). Saves a
-// screenshot. Usage: node overview.mjs LOGIN_URL SCREENSHOT_PATH
+// screenshot. Usage: node overview.mjs LOGIN_URL SCREENSHOT_PATH [PICK_ID]; with PICK_ID
+// it then picks that session (#sandbox=PICK_ID) and also prints its sandbox panel's
+// connections table.
 import { chromium } from "playwright-core";
 
-const [url, shot] = process.argv.slice(2);
+const [url, shot, pick] = process.argv.slice(2);
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const browser = await chromium.launch({
   executablePath,
@@ -28,10 +30,16 @@ try {
   const ready = await page.getAttribute("#overview", "data-ready");
   const lines = await page.$$eval("#facts li", (els) => els.map((e) => e.textContent));
   const live = await page.$$eval("#live tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  let egress = null;
+  if (pick) {
+    await page.evaluate((id) => { location.hash = "#sandbox=" + encodeURIComponent(id); }, pick);
+    await page.waitForSelector('#sandbox[data-ready="1"], #sandbox[data-ready="error"]', { timeout: 20000 });
+    egress = await page.$$eval("#sandbox-egress tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  }
   const dom = await page.content();
   await page.screenshot({ path: shot, fullPage: true });
   const responses = await Promise.all(pending);
-  process.stdout.write(JSON.stringify({ ready, lines, live, dom, final_url: page.url(), responses }) + "\n");
+  process.stdout.write(JSON.stringify({ ready, lines, live, egress, dom, final_url: page.url(), responses }) + "\n");
 } finally {
   await browser.close();
 }

@@ -44,12 +44,24 @@ fn browser_tools() -> Option<(PathBuf, PathBuf)> {
 }
 
 fn open(r: &Relay, script: &PathBuf, chromium: &PathBuf, shot: &PathBuf) -> Value {
+    open_picking(r, script, chromium, shot, None)
+}
+
+/// [`open`], then the session `pick` picked: its sandbox panel's connections too.
+fn open_picking(
+    r: &Relay,
+    script: &PathBuf,
+    chromium: &PathBuf,
+    shot: &PathBuf,
+    pick: Option<&str>,
+) -> Value {
     let link = r.cli_json(&["settings"]);
     let url = link["url"].as_str().unwrap();
     let out = Command::new("node")
         .arg(script)
         .arg(url)
         .arg(shot)
+        .args(pick)
         .env("CHROMIUM", chromium)
         .output()
         .expect("node");
@@ -224,4 +236,40 @@ fn decode_b64(s: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Issue 23 item 6: a picked session's connections through its egress proxy, each with
+/// its verdict and rule, on the page.
+#[test]
+fn settings_page_shows_a_picked_sessions_connections_through_its_proxy() {
+    let Some((script, chromium)) = browser_tools() else {
+        return;
+    };
+    let r = Relay::start(base_settings(None));
+    // A proxied shell asks its proxy for a host off its list, and waits.
+    let ask = "import socket; s = socket.create_connection(('127.0.0.1', 3128)); \
+               s.sendall(b'CONNECT off-the-list.example:443 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'); \
+               print(s.recv(64).split(b' ')[1].decode(), flush=True)";
+    let script_text = format!("python3 -c \"{ask}\"; exec sleep 600");
+    let t = r.shell_terminal(&script_text);
+    let id = t["id"].as_str().unwrap().to_string();
+    r.wait_event(|e| {
+        e["name"] == "egress"
+            && e["session_id"] == id.as_str()
+            && e["egress"]["host"] == "off-the-list.example"
+    });
+    let shot = std::env::temp_dir().join(format!("relay-egress-{}.png", std::process::id()));
+    let v = open_picking(&r, &script, &chromium, &shot, Some(&id));
+    let _ = std::fs::remove_file(&shot);
+    let rows = v["egress"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][1], "off-the-list.example:443", "{rows:?}");
+    assert_eq!(rows[0][2], "refused", "{rows:?}");
+    assert!(
+        rows[0][6]
+            .as_str()
+            .unwrap()
+            .contains("off-the-list.example"),
+        "{rows:?}"
+    );
 }
