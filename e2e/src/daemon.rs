@@ -364,6 +364,22 @@ impl Relay {
             .find(|t| t["id"] == "claude-code")
             .and_then(|t| t.get("macos").cloned())
             .unwrap_or_else(|| json!({}));
+        // The claude-code template's network, as relay would give it.
+        let template_network = settings["terminal_templates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["id"] == "claude-code")
+            .and_then(|t| t["network"].as_str())
+            .unwrap_or("proxied");
+        let network = match (
+            settings["session_sandbox"]["network_off"] == true,
+            template_network,
+        ) {
+            (true, _) | (_, "none") => "off",
+            (_, "host") => "shared",
+            _ => "proxied",
+        };
         seatbelt::write_policy(
             &self.root,
             &deny,
@@ -371,6 +387,7 @@ impl Relay {
             &sockets,
             &ports,
             &macos,
+            network,
         );
     }
 

@@ -428,6 +428,8 @@ impl Instance {
             &[self.socket(), self.bridge.path.clone()],
             ports,
             &serde_json::json!({}),
+            // The host's own tests launch specs on the host's network.
+            "shared",
         );
     }
 

@@ -43,14 +43,15 @@ pub fn write_policy(
     sockets: &[PathBuf],
     ports: &[u16],
     macos: &Value,
+    network: &str,
 ) {
-    // Every instance that writes a policy has the default network, proxied: the fake
-    // asks the launch's own proxy port to be open and every other way out (DNS, other
-    // ports, hosts out there, listening) closed.
+    // `network`: `proxied` (the default: the fake asks the launch's own proxy port to be
+    // open and every other way out — DNS, other ports, hosts out there, listening —
+    // closed), `shared` (DNS and TCP out open) or `off`.
     // The person's home is `<root>/home` in every instance (`Relay::prepare`); a session's
     // own HOME may be a folder relay made for Claude, so the fake is told.
     let policy = json!({"deny": deny, "pinned": pinned, "sockets": sockets, "ports": ports,
-                        "network": "proxied", "home": root.join("home"), "macos": macos});
+                        "network": network, "home": root.join("home"), "macos": macos});
     let path = root.join(POLICY_FILE);
     let partial = root.join(format!("{POLICY_FILE}.partial"));
     std::fs::write(&partial, policy.to_string()).expect("policy file");

@@ -35,8 +35,14 @@ pub const ESCAPE_MACH: &[(&str, &str)] = &[
     ("com.apple.metadata.mds", "Spotlight"),
 ];
 
-/// DNS's Mach service: open only on a shared network.
-pub const DNS_MACH: &str = "com.apple.dnssd.service";
+/// The Mach services that reach the network for their caller: open only on a shared
+/// network.
+pub const NETWORK_MACH: &[&str] = &[
+    "com.apple.dnssd.service",
+    "com.apple.trustd",
+    "com.apple.trustd.agent",
+    "com.apple.ocspd",
+];
 
 /// Mach services a session needs.
 pub const NEEDED_MACH: &[&str] = &[
@@ -130,10 +136,15 @@ pub fn questions(
         .iter()
         .map(String::as_str)
         .filter(|n| !escape(n));
-    for name in NEEDED_MACH.iter().copied().chain(extra) {
-        // DNS only with the host's network: a lookup is a way out of any other.
-        let open = network_shared || name != DNS_MACH;
+    let named: Vec<&str> = extra.collect();
+    for name in NEEDED_MACH.iter().copied() {
+        // DNS and the certificate fetchers only with the host's network (each goes out
+        // for whoever asks, a way out of any other), or when the template names one.
+        let open = network_shared || !NETWORK_MACH.contains(&name) || named.contains(&name);
         ask("needed", "mach-lookup", Target::Mach(s(name)), open);
+    }
+    for name in named {
+        ask("needed", "mach-lookup", Target::Mach(s(name)), true);
     }
     ask(
         "escape",

@@ -41,6 +41,7 @@
 //!   the socket's path for `network-outbound` to a unix socket (old Apple profiles allow
 //!   sockets with `(literal …)`). `(remote unix-socket (path-literal P))` and
 //!   `(… (path-regex R))` match only a unix-socket connect; `(remote ip "HOST:PORT")`
+//!   (and `(remote tcp "HOST:PORT")`, which on a Mac also leaves UDP out)
 //!   only a TCP connect, `HOST` being `localhost` or `*`, `PORT` a number or `*`.
 //! - **`(file-mode #oNNNN)`** matches a file whose mode has every one of those bits set
 //!   (`#o4000`: setuid).
@@ -619,7 +620,11 @@ fn filter(expr: Expr, params: &[(String, Vec<u8>)]) -> Result<Filter, EvalError>
 fn remote(line: usize, args: Vec<Expr>) -> Result<Filter, EvalError> {
     let mut args = args.into_iter();
     match (args.next(), args.next(), args.next()) {
-        (Some(Expr::Atom(kind, _)), Some(Expr::Str(addr, _)), None) if kind == "ip" => {
+        // `tcp` is `ip` for TCP alone; the model asks TCP connects only, so both match
+        // them the same way.
+        (Some(Expr::Atom(kind, _)), Some(Expr::Str(addr, _)), None)
+            if kind == "ip" || kind == "tcp" =>
+        {
             let addr = String::from_utf8(addr)
                 .map_err(|_| err(line, "(remote ip …) address is not text"))?;
             let (host, port) = addr

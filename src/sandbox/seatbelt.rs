@@ -706,18 +706,19 @@ fn network(p: &mut Profile, spec: &Spec) {
         Network::Off | Network::Proxied { .. } => {
             p.section("network: off");
             p.rule("(deny network*)");
-            no_dns(p);
+            no_network_daemons(p);
         }
         Network::ProxiedPort { port, bridges, .. } => {
             p.section("network: proxied, out through relay's egress proxy for this session alone");
             p.rule("(deny network*)");
+            // TCP alone: `ip` would also let UDP to that port out.
             for port in std::iter::once(port).chain(bridges) {
                 p.rule(format!(
-                    "(allow network-outbound (remote ip \"localhost:{port}\"))"
+                    "(allow network-outbound (remote tcp \"localhost:{port}\"))"
                 ));
             }
             grant_sockets(p, spec);
-            no_dns(p);
+            no_network_daemons(p);
         }
         Network::Shared {
             denied_loopback_ports,
@@ -740,13 +741,34 @@ fn network(p: &mut Profile, spec: &Spec) {
     }
 }
 
-/// No DNS: mDNSResponder resolves a name for whoever asks over Mach, so a lookup is a
-/// way out of a sandbox with no network (names are relay's proxy's to resolve).
-fn no_dns(p: &mut Profile) {
-    p.rule(format!(
-        "(deny mach-lookup (global-name {})) ; DNS: a lookup is a way out",
-        sbpl_string("com.apple.dnssd.service")
-    ));
+/// The system daemons that go out to the network for whoever asks over Mach, each a way
+/// out of a sandbox whose network is not the host's: mDNSResponder resolves any name;
+/// trustd and ocspd fetch a certificate chain's intermediates and revocation from the
+/// URLs the chain names. Refused (names are relay's proxy's to resolve); a template's
+/// `macos.mach` reopens one by name, as its opt-in.
+pub const NETWORK_MACH: &[(&str, &str)] = &[
+    ("com.apple.dnssd.service", "DNS: a lookup is a way out"),
+    (
+        "com.apple.trustd",
+        "certificate fetches from URLs a chain names",
+    ),
+    (
+        "com.apple.trustd.agent",
+        "certificate fetches from URLs a chain names",
+    ),
+    (
+        "com.apple.ocspd",
+        "revocation fetches from URLs a chain names",
+    ),
+];
+
+fn no_network_daemons(p: &mut Profile) {
+    for (name, why) in NETWORK_MACH {
+        p.rule(format!(
+            "(deny mach-lookup (global-name {})) ; {why}",
+            sbpl_string(name)
+        ));
+    }
 }
 
 /// Connecting to unix sockets inside the read-write grants: the session's own (the
@@ -1274,8 +1296,8 @@ pub(crate) mod tests {
         assert_eq!(
             allows,
             vec![
-                &"(allow network-outbound (remote ip \"localhost:49152\"))",
-                &"(allow network-outbound (remote ip \"localhost:4000\"))",
+                &"(allow network-outbound (remote tcp \"localhost:49152\"))",
+                &"(allow network-outbound (remote tcp \"localhost:4000\"))",
                 &"(allow network-outbound (remote unix-socket (path-regex #\"^/Users/ada/p/\")))",
             ],
             "{profile}"

@@ -62,7 +62,7 @@ pub struct Registry {
 
 impl Registry {
     /// Binds `<dir>/<id>.sock` (0600, a stale one replaced) and serves it for `id` with
-    /// `rules` until [`Registry::stop`]. Replaces a proxy the id had (a resume).
+    /// `rules` until [`Registry::stop`]. Refused while the id has a proxy still.
     pub fn start(
         &self,
         dir: &Path,
@@ -70,7 +70,7 @@ impl Registry {
         rules: Rules,
         sink: Sink,
     ) -> std::io::Result<PathBuf> {
-        self.stop(id);
+        self.refuse_running(id)?;
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -81,6 +81,19 @@ impl Registry {
         let task = tokio::spawn(proxy::serve(listener, session(id, rules), sink));
         self.keep(id, socket.clone(), task);
         Ok(socket)
+    }
+
+    /// A proxy `id` still has belongs to a launch of it under way or running (every end
+    /// and refusal stops its own): a second launch of the id must not take it over.
+    fn refuse_running(&self, id: &str) -> std::io::Result<()> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.get(id) {
+            Some(r) if !r.task.is_finished() => Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{id} already has a proxy: a launch of it is under way or running"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn keep(&self, id: &str, socket: PathBuf, task: tokio::task::JoinHandle<()>) {
@@ -94,7 +107,7 @@ impl Registry {
     /// before the sandbox starts, so no session can hold it first) and serves it for
     /// `id` with `rules` until [`Registry::stop`]; the port.
     pub fn start_port(&self, id: &str, rules: Rules, sink: Sink) -> std::io::Result<u16> {
-        self.stop(id);
+        self.refuse_running(id)?;
         let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
         std_listener.set_nonblocking(true)?;
         let port = std_listener.local_addr()?.port();

@@ -112,11 +112,25 @@ fn network_of(
     let network = match p.backend {
         // No network namespace: the profile lets it reach its own proxy's port (bound
         // by the launch) and the listed loopback addresses, nothing else.
-        Backend::Seatbelt => Network::ProxiedPort {
-            port: 0,
-            bridges: rules.bridges().iter().map(|b| b.port()).collect(),
-            egress: list,
-        },
+        Backend::Seatbelt => {
+            // A profile names a port on loopback, not an address: `127.0.0.2:5432`
+            // would open the person's `127.0.0.1:5432` instead.
+            let bridges = rules.bridges();
+            if let Some(b) = bridges
+                .iter()
+                .find(|b| !matches!(b.ip().to_string().as_str(), "127.0.0.1" | "::1"))
+            {
+                return Err(format!(
+                    "egress entry {b}: under Seatbelt a loopback entry must be 127.0.0.1 or \
+                     [::1] (a profile allows a loopback port, not an address)"
+                ));
+            }
+            Network::ProxiedPort {
+                port: 0,
+                bridges: bridges.iter().map(|b| b.port()).collect(),
+                egress: list,
+            }
+        }
         Backend::Bwrap => Network::Proxied {
             socket: d.paths.egress().join(format!("{id}.sock")),
             egress: list,

@@ -156,19 +156,20 @@ fn seatbelt_session_keeps_what_claude_code_shells_git_node_and_python_need() {
         "com.apple.system.notification_center",
         "com.apple.bsd.dirhelper",
         "com.apple.SystemConfiguration.DNSConfiguration",
-        "com.apple.trustd.agent",
-        "com.apple.ocspd",
         "com.apple.PowerManagement.control",
     ]
     .iter()
     .map(|n| Check::allowed("mach-lookup", mach(n)))
     .collect();
-    // DNS is not among them: on the default network, proxied, names are resolved by
-    // relay's proxy (seatbelt/network.rs).
-    checks.push(Check::denied(
-        "mach-lookup",
-        mach("com.apple.dnssd.service"),
-    ));
+    // DNS and the certificate fetchers are not among them: on the default network,
+    // proxied, each would go out for the session (seatbelt/network.rs).
+    for name in [
+        "com.apple.dnssd.service",
+        "com.apple.trustd.agent",
+        "com.apple.ocspd",
+    ] {
+        checks.push(Check::denied("mach-lookup", mach(name)));
+    }
     for name in ["hw.ncpu", "hw.memsize", "kern.osproductversion"] {
         checks.push(Check::allowed("sysctl-read", Target::Sysctl(name.into())));
     }

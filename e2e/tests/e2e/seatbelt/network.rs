@@ -43,6 +43,7 @@ fn seatbelt_proxied_session_reaches_its_own_proxy_port_alone() {
             "mach-lookup",
             Target::Mach("com.apple.dnssd.service".into()),
         ),
+        Check::denied("mach-lookup", Target::Mach("com.apple.trustd".into())),
     ];
     assert_checks_hold(&l, &checks);
 
