@@ -380,6 +380,9 @@ impl Daemon {
                 ..
             } => (session_id, exit_status, signal, reason, redactions),
         };
+        // Its proxy goes before it reads as ended: a resume that finds it dormant never
+        // finds its proxy still there (a second proxy for a running id is refused).
+        self.egress.stop(&session_id);
         let entry = {
             let mut l = self.ledger();
             let Some(e) = l.get_mut(&session_id) else {
@@ -492,6 +495,7 @@ impl Daemon {
             l.values_mut()
                 .filter(|e| e.state == EntryState::Running)
                 .map(|e| {
+                    self.egress.stop(&e.id);
                     e.state = if e.kind == SessionKind::Claude {
                         EntryState::Dormant
                     } else {
