@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
 //! with case one of `launch`, `first-turn`, `terminal-first-output`, `concurrent`, `leak`,
-//! `memory`, `throughput`, `network`, `network-hold`, `plot`, and `hold` (no figures: keeps the launch case's instance
+//! `memory`, `throughput`, `network`, `network-hold`, `stream-turn` (needs
+//! `RELAY_E2E_CLAUDE_CODE`, the pinned Claude Code), `plot`, and `hold` (no figures: keeps the launch case's instance
 //! up and prints the command line of one `relay sandbox true` against it, for a profiler
 //! such as `perf trace`, until its stdin ends).
 //! Run `cargo build --release --workspace` first: the instance runs the binaries beside
@@ -21,7 +22,7 @@ use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold|stream-turn> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -88,6 +89,7 @@ fn main() -> ExitCode {
         "hold" => hold(o.no_api),
         "network" => network(o.runs.unwrap_or(200)),
         "network-hold" => network_hold(o.runs.unwrap_or(64)),
+        "stream-turn" => stream_turn(o.runs.unwrap_or(30)),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");
             return ExitCode::from(2);
@@ -1337,4 +1339,78 @@ fn network(runs: usize) -> Report {
         json[template] = json!({"rtt": rtt.json(), "mb_s": v["mb_s"]});
     }
     Report { text, json }
+}
+
+/// The `stream-turn` case (issue 23): the real Claude Code's streamed turns against the
+/// `fakeapi` stand-in on loopback, one session on the private network (its API reached
+/// over the bridge and relay's proxy) and one on the host's, alternated turn by turn;
+/// each timed from `relay session message --stream` to its exit.
+fn stream_turn(runs: usize) -> Report {
+    use relay_e2e::daemon::TOKEN_SETTING;
+    let claude = std::env::var("RELAY_E2E_CLAUDE_CODE")
+        .expect("RELAY_E2E_CLAUDE_CODE: the pinned Claude Code binary");
+    let mut r = Relay::prepare(None, false);
+    let api = relay_e2e::fakeapi::FakeApi::start(&r.root, &json!({"turns": [{"text": "pong"}]}));
+    r.write_token(&format!("sk-ant-oat01-{}", relay_e2e::random_hex(40)));
+    let settings = |network: &str| {
+        let mut s = base_settings(Some(TOKEN_SETTING));
+        s["claude_path"] = json!(claude);
+        let t = &mut s["terminal_templates"][0];
+        t["command"] = json!(claude);
+        t["env"] = json!({"ANTHROPIC_BASE_URL": api.url(), "CLAUDE_CODE_MAX_RETRIES": "0"});
+        t["network"] = json!(network);
+        s
+    };
+    r.write_settings(&settings("proxied"));
+    r.launch_daemon();
+    let start = |r: &Relay| {
+        r.cli_json(&["session", "start", "--project", "p1"])["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let proxied_id = start(&r);
+    r.write_settings(&settings("host"));
+    let host_id = start(&r);
+    let turn = |id: &str| -> (f64, bool) {
+        let t = Instant::now();
+        let out = r
+            .cli_command(&["session", "message", "--id", id, "--stream", "ping"])
+            .stdin(Stdio::null())
+            .output();
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        (
+            ms,
+            out.is_ok_and(|o| {
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains("pong")
+            }),
+        )
+    };
+    for id in [&proxied_id, &host_id] {
+        let _ = turn(id);
+    }
+    let mut proxied = Series::new("proxied");
+    let mut host = Series::new("host");
+    for _ in 0..runs {
+        for (series, id) in [(&mut proxied, &proxied_id), (&mut host, &host_id)] {
+            let (ms, ok) = turn(id);
+            if ok {
+                series.samples.push(ms);
+            } else {
+                series.failures += 1;
+            }
+        }
+    }
+    let more = proxied.median() - host.median();
+    let mut text = format!(
+        "stream-turn: {runs} streamed turns each, alternated; the real Claude Code against fakeapi on loopback\n{HEADER}"
+    );
+    text += &proxied.row();
+    text += &host.row();
+    text += &format!("proxied - host median: {more:.1} ms a turn\n");
+    Report {
+        text,
+        json: json!({"case": "stream-turn", "runs": runs, "series": [proxied.json(), host.json()],
+            "proxied_minus_host_ms": more}),
+    }
 }
