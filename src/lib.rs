@@ -37,4 +37,6 @@ pub mod tree;
 pub mod wire;
 
 #[cfg(test)]
+mod alone;
+#[cfg(test)]
 mod layout;

@@ -317,6 +317,64 @@ mod tests {
         close(a);
     }
 
+    /// Set in the child copy of this test binary that runs one of these tests alone.
+    const ALONE_VAR: &str = "RELAY_SHIM_TEST_FDS_ALONE";
+
+    /// The sweep marks every descriptor of the whole process, which would race the
+    /// tests beside it that clear the flag and read it back: such a test runs in a child
+    /// copy of the test binary that runs that one test only.
+    fn alone(name: &str, body: fn()) {
+        if std::env::var_os(ALONE_VAR).is_some() {
+            body();
+            return;
+        }
+        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([&format!("{module}::{name}"), "--exact", "--test-threads=1"])
+            .env(ALONE_VAR, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{name} alone: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn cloexec(fd: RawFd) -> bool {
+        fd_flags(fd).unwrap() & libc::FD_CLOEXEC != 0
+    }
+
+    #[test]
+    fn the_sweep_marks_every_inherited_descriptor_and_keeps_only_the_token() {
+        alone(
+            "the_sweep_marks_every_inherited_descriptor_and_keeps_only_the_token",
+            || {
+                let token = open_at(TOKEN_FD);
+                let stray = open_at(930);
+                let std_flags: Vec<_> = (0..3).map(|fd| fd_flags(fd).ok()).collect();
+                mark_inherited_cloexec(true).unwrap();
+                assert!(cloexec(stray), "a stray descriptor reaches the target");
+                assert!(!cloexec(token), "the token pipe is lost at exec");
+                mark_inherited_cloexec(false).unwrap();
+                assert!(cloexec(token), "fd 5 reaches a launch without the token");
+                let after: Vec<_> = (0..3).map(|fd| fd_flags(fd).ok()).collect();
+                assert_eq!(std_flags, after);
+                close(stray);
+                close(token);
+            },
+        );
+    }
+
+    #[test]
+    fn the_status_pipe_follows_the_identity_pipe() {
+        assert_eq!((IDENTITY_FD, TOKEN_FD), (3, 5));
+        assert_eq!(default_status_fd(true), 4);
+        assert_eq!(default_status_fd(false), 3);
+    }
+
     #[test]
     fn the_bounded_loop_marks_every_open_number_below_its_limit() {
         let a = open_at(920);

@@ -116,7 +116,8 @@ pub(crate) fn check_inherited(port: u16) -> io::Result<()> {
         other => Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "--landlock-inherited but a connect to the denied port {port} was not refused                  by Landlock ({}): not started from a confined thread",
+                "--landlock-inherited but a connect to the denied port {port} was not refused \
+                 by Landlock ({}): not started from a confined thread",
                 match other {
                     Ok(()) => "it went through".to_string(),
                     Err(e) => e.to_string(),
@@ -357,6 +358,87 @@ mod sys {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    /// Whether the kernel can run the tests that need `abi` (they skip below it).
+    fn landlock_at_least(abi: u32) -> bool {
+        match abi_version() {
+            Ok(v) if v >= abi => true,
+            other => {
+                eprintln!("skip: landlock ABI {other:?}, the test needs {abi}");
+                false
+            }
+        }
+    }
+
+    /// The calling thread's no-new-privs bit, as the kernel reports it.
+    fn thread_no_new_privs() -> bool {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        status.lines().any(|l| l == "NoNewPrivs:\t1")
+    }
+
+    fn errno(r: io::Result<()>) -> Option<i32> {
+        r.err().and_then(|e| e.raw_os_error())
+    }
+
+    /// Landlock domains and no-new-privs are per thread: each test confines a thread of
+    /// its own, so the other tests of this process run unconfined.
+    #[test]
+    fn a_confined_thread_is_refused_the_denied_ports_only() {
+        if !landlock_at_least(MIN_NET_ABI) {
+            return;
+        }
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open_port = open.local_addr().unwrap().port();
+        let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let denied_port = denied.local_addr().unwrap().port();
+        let ruleset = build_tcp_connect_ruleset(&[denied_port]).unwrap();
+        // Outside the domain the denied port answers (a non-blocking connect: done or in
+        // progress), and the check refuses.
+        assert_ne!(errno(sys::probe_connect(denied_port)), Some(libc::EACCES));
+        assert!(!sys::no_new_privs().unwrap() && !thread_no_new_privs());
+        let outside = check_inherited(denied_port).unwrap_err();
+        assert!(outside.to_string().contains("no_new_privs"), "{outside}");
+        let fd = ruleset.as_raw_fd();
+        std::thread::spawn(move || {
+            restrict_self(fd).unwrap();
+            assert!(sys::no_new_privs().unwrap() && thread_no_new_privs());
+            assert_eq!(errno(sys::probe_connect(denied_port)), Some(libc::EACCES));
+            assert_ne!(errno(sys::probe_connect(open_port)), Some(libc::EACCES));
+            check_inherited(denied_port).unwrap();
+            let not_denied = check_inherited(open_port).unwrap_err();
+            assert!(
+                not_denied
+                    .to_string()
+                    .contains("was not refused by Landlock"),
+                "{not_denied}"
+            );
+        })
+        .join()
+        .unwrap();
+        drop((open, denied, ruleset));
+    }
+
+    #[test]
+    fn a_shielded_thread_cannot_reach_an_abstract_socket_bound_outside() {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+        if !landlock_at_least(MIN_SHIELD_ABI) {
+            return;
+        }
+        let name = format!("relay-shim-test-shield-{}", std::process::id());
+        let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let listener = UnixListener::bind_addr(&addr).unwrap();
+        UnixStream::connect_addr(&addr).unwrap();
+        std::thread::spawn(move || {
+            shield().unwrap();
+            assert!(thread_no_new_privs());
+            let err = UnixStream::connect_addr(&addr).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+        })
+        .join()
+        .unwrap();
+        drop(listener);
+    }
 
     #[test]
     fn ruleset_is_close_on_exec() {

@@ -341,6 +341,48 @@ mod tests {
     const SOCK_STREAM: u64 = 1;
 
     #[test]
+    fn the_architecture_values_are_the_kernels() {
+        // linux/audit.h: the ELF machine (EM_X86_64 62, EM_AARCH64 183) with the
+        // 64-bit and little-endian bits.
+        assert_eq!(Arch::X86_64.audit_arch(), 0xC000_003E);
+        assert_eq!(Arch::Aarch64.audit_arch(), 0xC000_00B7);
+        // asm/unistd.h of each architecture.
+        let table = [
+            (Call::Socket, 41, 198),
+            (Call::Sendto, 44, 206),
+            (Call::Sendmsg, 46, 211),
+            (Call::Sendmmsg, 307, 269),
+            (Call::Setsockopt, 54, 208),
+            (Call::IoUringSetup, 425, 425),
+            (Call::IoUringEnter, 426, 426),
+            (Call::IoUringRegister, 427, 427),
+        ];
+        for (c, x86_64, aarch64) in table {
+            assert_eq!(Arch::X86_64.nr(c), x86_64, "{c:?}");
+            assert_eq!(Arch::Aarch64.nr(c), aarch64, "{c:?}");
+        }
+    }
+
+    /// The architecture the filter is built for is the one these tests run on: its
+    /// numbers are the C library's.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_native_architecture_is_the_one_running() {
+        let arch = Arch::native().expect("relay builds for x86_64 and aarch64");
+        let libc_nr = |n: libc::c_long| u32::try_from(n).unwrap();
+        for (c, n) in [
+            (Call::Socket, libc::SYS_socket),
+            (Call::Sendto, libc::SYS_sendto),
+            (Call::Sendmsg, libc::SYS_sendmsg),
+            (Call::Sendmmsg, libc::SYS_sendmmsg),
+            (Call::Setsockopt, libc::SYS_setsockopt),
+            (Call::IoUringSetup, libc::SYS_io_uring_setup),
+        ] {
+            assert_eq!(arch.nr(c), libc_nr(n), "{c:?}");
+        }
+    }
+
+    #[test]
     fn every_jump_lands_inside_the_program_and_it_ends_in_returns() {
         for arch in [Arch::X86_64, Arch::Aarch64] {
             let p = program(arch);

@@ -99,3 +99,121 @@ pub fn restore_placeholders(g: &ForkGuard) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// These tests move descriptors 3..=5 of the whole process, which would pull files
+    /// from under the tests running beside them: each runs alone.
+    fn alone(name: &str, body: fn()) {
+        crate::alone::alone(&format!("{}::{name}", module_path!()), body);
+    }
+
+    /// The (device, inode) of what `fd` holds, or None when it is closed.
+    fn file_of(fd: RawFd) -> Option<(u64, u64)> {
+        let m = std::fs::metadata(format!("/dev/fd/{fd}")).ok()?;
+        Some((m.dev(), m.ino()))
+    }
+
+    fn null_id() -> (u64, u64) {
+        let m = std::fs::metadata("/dev/null").unwrap();
+        (m.dev(), m.ino())
+    }
+
+    /// A table number, the (device, inode) it holds, and whether it is close-on-exec.
+    type Slot = (RawFd, Option<(u64, u64)>, bool);
+
+    /// What each table number holds.
+    fn table() -> Vec<Slot> {
+        TABLE_FDS
+            .iter()
+            .map(|&fd| (fd, file_of(fd), cloexec::is_cloexec(&fd)))
+            .collect()
+    }
+
+    fn all_placeholders() -> Vec<Slot> {
+        TABLE_FDS
+            .iter()
+            .map(|&fd| (fd, Some(null_id()), true))
+            .collect()
+    }
+
+    fn close_table() {
+        for fd in TABLE_FDS {
+            // Safety: only this test's own process holds these numbers (`alone`).
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    #[test]
+    fn the_table_is_identity_status_token_on_three_four_five() {
+        assert_eq!(TABLE_FDS, [3, 4, 5]);
+        assert_eq!(TOKEN_FD, 5);
+    }
+
+    #[test]
+    fn staging_keeps_each_number_it_was_given_in_order() {
+        let mut s = Staging::default();
+        let (r, w) = cloexec::lock().pipe().unwrap();
+        s.put(TOKEN_FD, r);
+        s.put(IDENTITY_FD, w);
+        assert_eq!(s.numbers(), vec![TOKEN_FD, IDENTITY_FD]);
+    }
+
+    #[test]
+    fn placeholders_fill_three_to_five_when_dev_null_opens_on_three() {
+        alone(
+            "placeholders_fill_three_to_five_when_dev_null_opens_on_three",
+            || {
+                // With 3..=5 free, the first /dev/null opened takes 3 itself.
+                close_table();
+                reserve_placeholders().unwrap();
+                assert_eq!(table(), all_placeholders());
+            },
+        );
+    }
+
+    #[test]
+    fn placeholders_replace_whatever_held_three_to_five() {
+        alone("placeholders_replace_whatever_held_three_to_five", || {
+            close_table();
+            let g = cloexec::lock();
+            let (r, w) = g.pipe().unwrap();
+            for fd in TABLE_FDS {
+                g.dup_onto(r.as_raw_fd(), fd).unwrap();
+            }
+            drop(g);
+            reserve_placeholders().unwrap();
+            assert_eq!(table(), all_placeholders());
+            drop((r, w));
+        });
+    }
+
+    #[test]
+    fn staged_descriptors_sit_on_their_numbers_until_the_placeholders_return() {
+        alone(
+            "staged_descriptors_sit_on_their_numbers_until_the_placeholders_return",
+            || {
+                close_table();
+                reserve_placeholders().unwrap();
+                let g = cloexec::lock();
+                let (r, w) = g.pipe().unwrap();
+                let pipe = file_of(r.as_raw_fd());
+                let mut s = Staging::default();
+                s.put(TOKEN_FD, r);
+                s.stage(&g).unwrap();
+                let null = Some(null_id());
+                assert_eq!(
+                    table(),
+                    vec![(3, null, true), (4, null, true), (5, pipe, true)]
+                );
+                restore_placeholders(&g).unwrap();
+                assert_eq!(table(), all_placeholders());
+                drop((s, w));
+                assert_eq!(table(), all_placeholders());
+            },
+        );
+    }
+}

@@ -884,6 +884,126 @@ mod tests {
         );
     }
 
+    /// A folder writable through a supplementary group is user-writable: a deny through
+    /// a link planted there is refused. The group list is the whole process's, so this
+    /// runs alone, as root (CI), with a group list it sets itself.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_deny_through_a_link_in_a_folder_of_a_supplementary_group_is_refused() {
+        crate::alone::alone(
+            concat!(
+                module_path!(),
+                "::a_deny_through_a_link_in_a_folder_of_a_supplementary_group_is_refused"
+            ),
+            || {
+                use nix::unistd::{chown, geteuid, setgroups, Gid, Uid};
+                if !geteuid().is_root() {
+                    eprintln!("skip: setting the group list needs root");
+                    return;
+                }
+                const GROUP: u32 = 4242;
+                setgroups(&[Gid::from_raw(GROUP)]).unwrap();
+                assert_eq!(supplementary_groups().unwrap(), vec![GROUP]);
+                let current = Ids::current().unwrap();
+                assert!(current.groups.contains(&GROUP), "{current:?}");
+                assert!(current.groups.contains(&nix::unistd::getegid().as_raw()));
+
+                let (_guard, root) = tempdir();
+                std::fs::create_dir(root.join("real")).unwrap();
+                let shared = root.join("shared");
+                std::fs::create_dir(&shared).unwrap();
+                symlink(root.join("real"), shared.join("link")).unwrap();
+                // Another owner, and only the group may write.
+                let other = Some(Uid::from_raw(4343));
+                chown(&shared, other, Some(Gid::from_raw(GROUP))).unwrap();
+                std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o770)).unwrap();
+                let entry = s(&shared.join("link/token"));
+                assert_eq!(
+                    resolve(&entry, &root, Role::Deny),
+                    Err(PathError::DenyThroughWritableLink {
+                        path: shared.join("link/token"),
+                        link: shared.join("link"),
+                    })
+                );
+                // Out of that group, the same folder is not writable and the deny stands.
+                setgroups(&[Gid::from_raw(GROUP + 1)]).unwrap();
+                let resolved = resolve(&entry, &root, Role::Deny).unwrap();
+                assert_eq!(resolved.canonical, root.join("real/token"));
+            },
+        );
+    }
+
+    /// Folds letter case only: a name is never the same as a different name.
+    #[test]
+    fn names_match_in_any_letter_case_and_only_then() {
+        let m = |a: &str, b: &str| names_match_ignoring_case(OsStr::new(a), OsStr::new(b));
+        assert!(m(".Config", ".config"));
+        assert!(m("ACME-LTT", "acme-ltt"));
+        assert!(!m(".config", ".config2"));
+        assert!(!m("token", "tokem"));
+        // Names that are not UTF-8 compare byte for byte.
+        use std::os::unix::ffi::OsStrExt;
+        let raw = OsStr::from_bytes(b"\xffA");
+        assert!(names_match_ignoring_case(raw, raw));
+        assert!(!names_match_ignoring_case(raw, OsStr::from_bytes(b"\xffa")));
+    }
+
+    #[test]
+    fn a_name_no_entry_matches_has_no_stored_name() {
+        let (_guard, root) = tempdir();
+        std::fs::create_dir(root.join("Data")).unwrap();
+        std::fs::create_dir(root.join("data")).unwrap();
+        std::fs::write(root.join("notes"), b"").unwrap();
+        let stored = |name: &str| stored_name(&root, OsStr::new(name), names_match_ignoring_case);
+        assert_eq!(stored("missing"), None);
+        assert_eq!(stored("NOTES"), Some(OsString::from("notes")));
+        // The exact name wins over an entry that only folds to it, whatever the order.
+        assert_eq!(stored("data"), Some(OsString::from("data")));
+        assert_eq!(stored("Data"), Some(OsString::from("Data")));
+        assert_eq!(
+            stored_name(&root.join("nowhere"), OsStr::new("x"), |_, _| true),
+            None
+        );
+    }
+
+    /// A volume that cannot answer for `name` (permission denied, an I/O error).
+    struct Refusing(&'static str, i32);
+
+    impl Lookup for Refusing {
+        fn lookup(&self, dir: &Path, name: &OsStr) -> io::Result<(OsString, std::fs::Metadata)> {
+            if name == self.0 {
+                return Err(io::Error::from_raw_os_error(self.1));
+            }
+            SystemLookup.lookup(dir, name)
+        }
+    }
+
+    /// Only a name that is not there makes the rest of the path missing; a component
+    /// the walk cannot inspect refuses the entry, whatever its role.
+    #[test]
+    fn a_component_that_cannot_be_inspected_refuses_the_entry() {
+        let (_guard, root) = tempdir();
+        std::fs::create_dir(root.join("locked")).unwrap();
+        let entry = s(&root.join("locked/token"));
+        for role in [Role::Read, Role::ReadWrite, Role::Deny] {
+            let err = resolve_with(&Refusing("locked", libc::EACCES), &entry, &root, role, &[])
+                .map(|(r, _)| r)
+                .unwrap_err();
+            let PathError::Io { path, reason } = &err else {
+                panic!("{role:?}: {err:?}");
+            };
+            assert_eq!(path, &root.join("locked/token"));
+            assert!(reason.contains("cannot inspect"), "{reason}");
+        }
+        for errno in [libc::ENOENT, libc::ENOTDIR] {
+            let missing = resolve_with(&Refusing("locked", errno), &entry, &root, Role::Deny, &[])
+                .map(|(r, _)| r)
+                .unwrap();
+            assert_eq!(missing.kind, PathKind::Missing, "errno {errno}");
+            assert_eq!(missing.canonical, root.join("locked/token"));
+        }
+    }
+
     #[test]
     fn writable_decision_from_mode_bits() {
         let me = ids(1000, &[1000, 20]);
