@@ -252,6 +252,37 @@ mod tests {
         set_cloexec(fd, true).unwrap();
         assert_ne!(fd_flags(fd).unwrap() & libc::FD_CLOEXEC, 0);
         assert!(is_open(fd));
+        // Asking again for what is already there changes nothing, both ways.
+        set_cloexec(fd, true).unwrap();
+        assert_eq!(fd_flags(fd).unwrap(), libc::FD_CLOEXEC);
+        set_cloexec(fd, false).unwrap();
+        assert_eq!(fd_flags(fd).unwrap(), 0);
+        set_cloexec(fd, false).unwrap();
+        assert_eq!(fd_flags(fd).unwrap(), 0);
+        drop(r);
+        assert!(!is_open(fd));
+        assert_eq!(
+            set_cloexec(fd, true).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
+    }
+
+    /// The soft limit the fallback loop goes to, as the kernel reports it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_soft_descriptor_limit_is_the_kernels() {
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap();
+        let soft = line.split_whitespace().nth(3).unwrap();
+        let expected = if soft == "unlimited" {
+            None
+        } else {
+            Some(soft.parse::<u64>().unwrap())
+        };
+        assert_eq!(soft_nofile().unwrap(), expected, "{line}");
     }
 
     /// A listing of `open` descriptors the way the kernel answers: as many entries as
@@ -288,10 +319,14 @@ mod tests {
         use std::os::fd::IntoRawFd;
         let (r, _w) = nix::unistd::pipe().unwrap();
         let r = r.into_raw_fd();
-        // Safety: dup2 onto a number this test owns; the source is closed right after.
-        assert_eq!(unsafe { libc::dup2(r, number) }, number);
-        // Safety: `r` was just taken out of its OwnedFd and is closed once.
-        unsafe { libc::close(r) };
+        // The pipe may have landed on `number` itself (a low one, in a process started
+        // with 3 and 4 taken, as cargo's jobserver leaves them).
+        if r != number {
+            // Safety: dup2 onto a number this test owns; the source is closed right after.
+            assert_eq!(unsafe { libc::dup2(r, number) }, number);
+            // Safety: `r` was just taken out of its OwnedFd and is closed once.
+            unsafe { libc::close(r) };
+        }
         set_cloexec(number, false).unwrap();
         number
     }
