@@ -40,18 +40,9 @@ pub fn abi_version() -> io::Result<u32> {
 /// fd table on purpose. Fails with [`io::ErrorKind::Unsupported`] when the kernel's
 /// Landlock ABI is older than [`MIN_NET_ABI`] (or Landlock is unavailable).
 pub fn build_tcp_connect_ruleset(denied_ports: &[u16]) -> io::Result<OwnedFd> {
-    let abi = abi_version().map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("landlock unavailable: {e}"),
-        )
+    at_least(abi_version(), MIN_NET_ABI, |abi| {
+        format!("landlock ABI {abi} cannot restrict TCP connect (needs {MIN_NET_ABI})")
     })?;
-    if abi < MIN_NET_ABI {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("landlock ABI {abi} cannot restrict TCP connect (needs {MIN_NET_ABI})"),
-        ));
-    }
     let ruleset = sys::create_net_ruleset()?;
     let mut denied = [false; 65536];
     for &port in denied_ports {
@@ -63,6 +54,21 @@ pub fn build_tcp_connect_ruleset(denied_ports: &[u16]) -> io::Result<OwnedFd> {
         }
     }
     Ok(ruleset)
+}
+
+/// Refuses, as [`io::ErrorKind::Unsupported`], a kernel without Landlock or whose ABI
+/// (`abi`, as [`abi_version`] answered) is below `min`; `too_old` words the latter.
+fn at_least(abi: io::Result<u32>, min: u32, too_old: impl FnOnce(u32) -> String) -> io::Result<()> {
+    let abi = abi.map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("landlock unavailable: {e}"),
+        )
+    })?;
+    if abi < min {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, too_old(abi)));
+    }
+    Ok(())
 }
 
 /// Sets no-new-privs and confines the calling thread (and every process it forks
@@ -82,18 +88,9 @@ pub fn restrict_self(fd: RawFd) -> io::Result<()> {
 /// a job an earlier one started). Sets `no_new_privs`. Fails with
 /// [`io::ErrorKind::Unsupported`] below [`MIN_SHIELD_ABI`].
 pub fn shield() -> io::Result<()> {
-    let abi = abi_version().map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("landlock unavailable: {e}"),
-        )
+    at_least(abi_version(), MIN_SHIELD_ABI, |abi| {
+        format!("landlock ABI {abi} has no scopes (the shield needs {MIN_SHIELD_ABI})")
     })?;
-    if abi < MIN_SHIELD_ABI {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("landlock ABI {abi} has no scopes (the shield needs {MIN_SHIELD_ABI})"),
-        ));
-    }
     let ruleset = sys::create_scoped_ruleset()?;
     sys::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&ruleset))
 }
@@ -354,19 +351,59 @@ mod sys {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
+    /// The kernel's Landlock ABI, asked here and not through the code under test.
+    fn kernel_abi() -> Option<u32> {
+        // Safety: a NULL attr, size 0 and the VERSION flag (1): the kernel reads nothing.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                1u32,
+            )
+        };
+        u32::try_from(ret).ok()
+    }
+
     /// Whether the kernel can run the tests that need `abi` (they skip below it).
     fn landlock_at_least(abi: u32) -> bool {
-        match abi_version() {
-            Ok(v) if v >= abi => true,
+        match kernel_abi() {
+            Some(v) if v >= abi => true,
             other => {
                 eprintln!("skip: landlock ABI {other:?}, the test needs {abi}");
                 false
             }
+        }
+    }
+
+    #[test]
+    fn a_kernel_below_the_abi_or_without_landlock_is_unsupported() {
+        let old = |abi| format!("ABI {abi} is too old");
+        assert!(at_least(Ok(MIN_NET_ABI), MIN_NET_ABI, old).is_ok());
+        assert!(at_least(Ok(MIN_NET_ABI + 3), MIN_NET_ABI, old).is_ok());
+        let below = at_least(Ok(MIN_SHIELD_ABI - 1), MIN_SHIELD_ABI, old).unwrap_err();
+        assert_eq!(below.kind(), io::ErrorKind::Unsupported);
+        assert_eq!(below.to_string(), "ABI 5 is too old");
+        let absent = io::Error::from_raw_os_error(libc::EOPNOTSUPP);
+        let none = at_least(Err(absent), MIN_NET_ABI, old).unwrap_err();
+        assert_eq!(none.kind(), io::ErrorKind::Unsupported);
+        assert!(
+            none.to_string().starts_with("landlock unavailable: "),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn the_abi_is_the_kernels() {
+        match kernel_abi() {
+            Some(v) => assert_eq!(abi_version().unwrap(), v),
+            None => assert!(abi_version().is_err()),
         }
     }
 

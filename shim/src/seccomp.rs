@@ -363,6 +363,61 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_answers_and_opcodes_are_the_kernels() {
+        // linux/seccomp.h: SECCOMP_RET_ERRNO with the errno in the low 16 bits.
+        assert_eq!(RET_EACCES, 0x0005_000D);
+        assert_eq!(RET_EPERM, 0x0005_0001);
+        assert_eq!((RET_ALLOW, RET_KILL_PROCESS), (0x7fff_0000, 0x8000_0000));
+        // linux/bpf_common.h: BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_{JEQ,JGE,JSET}|BPF_K, BPF_RET|BPF_K.
+        assert_eq!(BPF_LD_W_ABS, 0x20);
+        assert_eq!(
+            (BPF_JMP_JEQ_K, BPF_JMP_JGE_K, BPF_JMP_JSET_K, BPF_RET_K),
+            (0x15, 0x35, 0x45, 0x06)
+        );
+    }
+
+    /// A seccomp filter binds the thread that installs it (and what it starts), not the
+    /// rest of the process: installed on a thread of its own, the real kernel answers.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_installed_filter_refuses_mptcp_and_io_uring_on_its_thread_only() {
+        fn socket(protocol: libc::c_int) -> Option<i32> {
+            // Safety: socket(2) with integer arguments; a descriptor it returns is closed.
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, protocol) };
+            if fd >= 0 {
+                // Safety: the descriptor was just made here and nothing else owns it.
+                unsafe { libc::close(fd) };
+                return None;
+            }
+            io::Error::last_os_error().raw_os_error()
+        }
+        fn io_uring_setup() -> Option<i32> {
+            let mut params = [0u8; 120];
+            // Safety: io_uring_setup reads and writes `params`, a buffer of the size of
+            // struct io_uring_params; a descriptor it returns is closed.
+            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+            if fd >= 0 {
+                // Safety: as above.
+                unsafe { libc::close(fd as libc::c_int) };
+                return None;
+            }
+            io::Error::last_os_error().raw_os_error()
+        }
+        let mptcp = IPPROTO_MPTCP as libc::c_int;
+        let before = socket(mptcp);
+        assert_ne!(before, Some(libc::EACCES), "refused before any filter");
+        std::thread::spawn(move || {
+            install().unwrap();
+            assert_eq!(socket(mptcp), Some(libc::EACCES));
+            assert_eq!(socket(libc::IPPROTO_TCP), None);
+            assert_eq!(io_uring_setup(), Some(libc::EPERM));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(socket(mptcp), before, "the filter reached another thread");
+    }
+
     /// The architecture the filter is built for is the one these tests run on: its
     /// numbers are the C library's.
     #[cfg(target_os = "linux")]
