@@ -455,6 +455,19 @@ mod tests {
         drop((open, denied, ruleset));
     }
 
+    /// A rule the kernel refuses is an error, never a ruleset with a port left out.
+    #[test]
+    fn a_rule_the_kernel_refuses_fails_the_build() {
+        if !landlock_at_least(MIN_NET_ABI) {
+            return;
+        }
+        let (not_a_ruleset, _w) = nix::unistd::pipe().unwrap();
+        let err = sys::allow_connect(&not_a_ruleset, 80).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADFD), "{err}");
+        let ruleset = sys::create_net_ruleset().unwrap();
+        sys::allow_connect(&ruleset, 80).unwrap();
+    }
+
     #[test]
     fn a_shielded_thread_cannot_reach_an_abstract_socket_bound_outside() {
         use std::os::linux::net::SocketAddrExt;
