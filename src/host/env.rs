@@ -603,5 +603,8 @@ mod tests {
         assert_eq!(url_host("https://a@b.example/x#y"), "b.example");
         assert_eq!(url_host("b.example"), "(not a URL)");
         assert_eq!(url_host("http:///x"), "(not a URL)");
+        // A space or a control character in the host is no host of a URL (either alone).
+        assert_eq!(url_host("http://gw corp/x"), "(not a URL)");
+        assert_eq!(url_host("http://gw\u{7f}corp/x"), "(not a URL)");
     }
 }

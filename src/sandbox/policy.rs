@@ -215,6 +215,49 @@ mod tests {
         assert!(proper_ancestors(Path::new("/")).is_empty());
     }
 
+    /// A pin matters only under a read-write grant that exists: elsewhere the launch
+    /// cannot write it anyway, and rendering it could only narrow another grant.
+    #[test]
+    fn only_pins_a_read_write_grant_could_reach_are_effective() {
+        let at = |s: &str, kind| ResolvedPath::fixed(s, s, kind);
+        let grant = |s: &str, kind, access| Grant {
+            path: at(s, kind),
+            access,
+        };
+        let spec = Spec {
+            grants: vec![
+                grant("/home/ada", PathKind::Dir, Access::ReadWrite),
+                grant("/opt/tools", PathKind::Dir, Access::Read),
+                grant("/srv/later", PathKind::Missing, Access::ReadWrite),
+            ],
+            deny: vec![],
+            read_only: vec![
+                at("/home/ada/.local/bin/claude", PathKind::File),
+                at("/opt/tools/bin", PathKind::Dir),
+                at("/srv/later/bin", PathKind::Missing),
+                at("/usr/bin", PathKind::Dir),
+                at("/home/ada", PathKind::Dir),
+                at("/home/adam/bin", PathKind::Dir),
+            ],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: PathBuf::from("/home/ada"),
+            interactive: false,
+            file_mask: "/dev/null".into(),
+        };
+        let effective: Vec<&Path> = effective_read_only(&spec)
+            .iter()
+            .map(|p| p.canonical.as_path())
+            .collect();
+        assert_eq!(
+            effective,
+            vec![
+                Path::new("/home/ada/.local/bin/claude"),
+                Path::new("/home/ada")
+            ]
+        );
+    }
+
     #[test]
     fn merged_grants_keep_first_position_and_widest_access() {
         let p = |s: &str| ResolvedPath::fixed(s, s, PathKind::Dir);
