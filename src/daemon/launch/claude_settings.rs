@@ -600,4 +600,37 @@ mod tests {
         std::fs::remove_file(&f).unwrap();
         check(&t).unwrap();
     }
+
+    /// A file of exactly the cap is read whole (its last byte too); one byte more is not.
+    #[test]
+    fn a_settings_file_of_exactly_the_cap_is_read_whole() {
+        assert_eq!(SETTINGS_MAX_BYTES, 1 << 20);
+        let t = tree();
+        let f = t.project.join(".claude/settings.json");
+        let cap = SETTINGS_MAX_BYTES as usize;
+        let body = format!("{{{}}}", " ".repeat(cap - 2));
+        write(&f, &body);
+        assert_eq!(read_settings_file(&f).unwrap().map(|b| b.len()), Some(cap));
+        check(&t).unwrap();
+        write(&f, &format!("{body} "));
+        assert!(refused(&t).contains(&format!("is larger than {cap} bytes")));
+    }
+
+    /// A drop-in folder that cannot be listed refuses the launch; only a missing one
+    /// (or a file where the folder would be) is nothing to read.
+    #[test]
+    fn a_drop_in_folder_that_cannot_be_listed_refuses() {
+        let t = tree();
+        std::fs::create_dir_all(&t.managed).unwrap();
+        let d = t.managed.join("managed-settings.d");
+        std::os::unix::fs::symlink("managed-settings.d", &d).unwrap();
+        let e = refused(&t);
+        assert!(
+            e.contains(&format!("file {} ", d.display())) && e.contains("relay cannot check it"),
+            "{e}"
+        );
+        std::fs::remove_file(&d).unwrap();
+        write(&d, "a file");
+        check(&t).unwrap();
+    }
 }
