@@ -385,6 +385,62 @@ mod tests {
         assert!(!args.iter().any(|a| a == "/dev/null"), "{args:?}");
     }
 
+    /// Every `flag path path` bind under `/home`, in order.
+    fn home_binds(args: &[String]) -> Vec<(&str, &str)> {
+        args.windows(3)
+            .filter(|w| (w[0] == "--bind" || w[0] == "--ro-bind") && w[1] == w[2])
+            .filter(|w| w[1].starts_with("/home"))
+            .map(|w| (w[0].as_str(), w[1].as_str()))
+            .collect()
+    }
+
+    /// Each folder between a read-write grant and a deny becomes a mount point, once,
+    /// so the session cannot rename it away; below a read grant alone nothing is pinned
+    /// (the session cannot rename what it cannot write), whatever is writable elsewhere.
+    #[test]
+    fn folders_a_session_could_rename_above_a_deny_are_pinned_once() {
+        let mut s = Spec {
+            grants: vec![grant("/home/ada", PathKind::Dir, Access::ReadWrite)],
+            deny: vec![
+                res("/home/ada/.config/acme/token", PathKind::File),
+                res("/home/ada/.config/relay", PathKind::Dir),
+            ],
+            read_only: vec![],
+            deny_unix_sockets: vec![],
+            network: Network::Off,
+            workdir: PathBuf::from("/home/ada"),
+            interactive: true,
+            file_mask: "/dev/null".into(),
+        };
+        assert_eq!(
+            home_binds(&render_bwrap(&s)),
+            [
+                ("--bind", "/home/ada"),
+                ("--bind", "/home/ada/.config"),
+                ("--bind", "/home/ada/.config/acme"),
+            ]
+        );
+        // A read-only pin (what a token launch runs) keeps the other pins and is bound
+        // read-only itself, its folder pinned too.
+        s.read_only = vec![res("/home/ada/.local/bin", PathKind::Dir)];
+        assert_eq!(
+            home_binds(&render_bwrap(&s)),
+            [
+                ("--bind", "/home/ada"),
+                ("--bind", "/home/ada/.config"),
+                ("--bind", "/home/ada/.local"),
+                ("--bind", "/home/ada/.config/acme"),
+                ("--ro-bind", "/home/ada/.local/bin"),
+            ]
+        );
+        s.read_only = vec![];
+        s.grants = vec![
+            grant("/home/ada", PathKind::Dir, Access::Read),
+            grant("/srv", PathKind::Dir, Access::ReadWrite),
+        ];
+        assert_eq!(home_binds(&render_bwrap(&s)), [("--ro-bind", "/home/ada")]);
+    }
+
     #[test]
     fn new_session_only_for_pipe_sessions() {
         let mut s = spec();
