@@ -1450,6 +1450,10 @@ pub(crate) mod tests {
         assert_eq!(developer_dir(None, &link), None);
         // The Command Line Tools live under /Library, which the baseline reads.
         assert_eq!(developer_dir(Some("/Library".into()), &link), None);
+        // Only a folder is the developer tools: a file named there is nothing.
+        let file = root.join("Developer");
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(developer_dir(Some(file), &link), None);
     }
 
     #[test]

@@ -601,6 +601,54 @@ mod tests {
         check(&t).unwrap();
     }
 
+    /// The launch's check reads every file it would see: a sign-in key anywhere, a
+    /// routing name in a file a session could write, any `env` or a code key in the
+    /// config folder's own settings. (The platform's managed folder is the real one:
+    /// the test expects nothing there.)
+    #[test]
+    fn a_launch_refuses_each_kind_of_key_in_the_files_it_checks() {
+        if Path::new(MANAGED_DIR).exists() {
+            eprintln!("skip: {MANAGED_DIR} exists on this machine");
+            return;
+        }
+        let t = tree();
+        let launch = |t: &Tree| check_launch(&t.config, &t.directory, &t.project);
+        launch(&t).unwrap();
+        let cases = [
+            (
+                t.directory.join(".claude/settings.local.json"),
+                format!(r#"{{"apiKeyHelper": "{VALUE}"}}"#),
+                "sets apiKeyHelper ",
+            ),
+            (
+                t.project.join(".claude/settings.json"),
+                r#"{"env": {"ANTHROPIC_BASE_URL": "http://elsewhere"}}"#.to_string(),
+                "sets env.ANTHROPIC_BASE_URL, which would route",
+            ),
+            (
+                t.config.join("settings.json"),
+                r#"{"env": {"PATH": "/tmp/x:/usr/bin"}}"#.to_string(),
+                "sets env.PATH, which would route",
+            ),
+            (
+                t.config.join("settings.json"),
+                r#"{"hooks": {}}"#.to_string(),
+                "sets hooks: commands Claude Code would run",
+            ),
+        ];
+        for (file, body, says) in cases {
+            write(&file, &body);
+            let e = launch(&t).unwrap_err();
+            assert!(
+                e.contains(&file.display().to_string()) && e.contains(says),
+                "{e}"
+            );
+            assert!(!e.contains(VALUE), "{e}");
+            std::fs::remove_file(&file).unwrap();
+        }
+        launch(&t).unwrap();
+    }
+
     /// A file of exactly the cap is read whole (its last byte too); one byte more is not.
     #[test]
     fn a_settings_file_of_exactly_the_cap_is_read_whole() {
