@@ -1431,6 +1431,29 @@ pub(crate) mod tests {
         assert!(nested_overrides(&s).is_empty());
     }
 
+    /// An escape's Mach service is reopened only by the opt-in that names it, and only
+    /// when that opt-in is on (for automation: when it lists a bundle id).
+    #[test]
+    fn only_an_opt_in_that_is_on_reopens_its_escape() {
+        let events = AUTOMATION_MACH[0];
+        let pasteboard = CLIPBOARD_MACH[0];
+        let none = MacOptIns::default();
+        assert_eq!(none.reopened_by(events), None);
+        assert_eq!(none.reopened_by(pasteboard), None);
+        let automation = MacOptIns {
+            automation: vec!["com.apple.Terminal".into()],
+            ..MacOptIns::default()
+        };
+        assert_eq!(automation.reopened_by(events), Some("macos.automation"));
+        assert_eq!(automation.reopened_by(pasteboard), None);
+        let clipboard = MacOptIns {
+            clipboard: true,
+            ..MacOptIns::default()
+        };
+        assert_eq!(clipboard.reopened_by(pasteboard), Some("macos.clipboard"));
+        assert_eq!(clipboard.reopened_by(events), None);
+    }
+
     #[test]
     fn developer_dir_follows_the_select_link_or_the_variable() {
         let dir = tempfile::tempdir().unwrap();
