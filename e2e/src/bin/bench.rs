@@ -1179,9 +1179,8 @@ fn network_hold(n: usize) -> Report {
             v["id"].as_str().unwrap().to_string()
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
     let mut done = 0;
-    while Instant::now() < deadline {
+    relay_e2e::wait::until(Duration::from_secs(120), || {
         done = ids
             .iter()
             .filter(|id| {
@@ -1189,11 +1188,8 @@ fn network_hold(n: usize) -> Report {
                 raw.windows(6).any(|w| w == b"held 8")
             })
             .count();
-        if done == n {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        done == n
+    });
     let wall = t0.elapsed().as_secs_f64() * 1000.0;
     let during = rss_fds(daemon);
     let through = held.load(Ordering::SeqCst);
