@@ -221,6 +221,14 @@ mod tests {
     }
 
     #[test]
+    fn a_file_of_exactly_the_cap_is_read_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let full = "t".repeat(TOKEN_MAX_BYTES as usize);
+        let p = write(d.path(), "full", &full);
+        assert_eq!(read_token_file(&p).unwrap().token.expose(), full);
+    }
+
+    #[test]
     fn refusals_name_the_path_never_the_content() {
         let d = tempfile::tempdir().unwrap();
         assert!(reason(read_token_file(&d.path().join("missing"))).contains("does not exist"));
