@@ -454,7 +454,10 @@ impl Daemon {
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
         }
-        self.egress.stop(&e.id);
+        // Its egress proxy is not stopped here: every caller stopped it before the entry
+        // read as ended. Once it reads dormant a resume may already run a new proxy
+        // under the same id, which a stop by id here would take down (its socket gone,
+        // the resume's launch fails to bind it).
         let row = self.audit.record(&AuditRow {
             action: "session_end",
             session_id: Some(e.id.clone()),
