@@ -67,15 +67,24 @@ const REREADS: u32 = 20;
 const REREAD_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 pub fn read_token_file(path: &Path) -> Result<TokenFile, TokenError> {
+    read_until_whole(|| read_once(path), REREAD_PAUSE)
+}
+
+/// Reads with `once` until it gives the whole token: a first read, then at most
+/// [`REREADS`] more, `pause` apart; the last read's reason when none was whole.
+fn read_until_whole(
+    mut once: impl FnMut() -> Result<Once, TokenError>,
+    pause: std::time::Duration,
+) -> Result<TokenFile, TokenError> {
     let mut tries = 0;
     loop {
-        match read_once(path)? {
+        match once()? {
             Once::Whole(token) => return Ok(token),
             Once::Again(e) if tries >= REREADS => return Err(e),
             // Empty, replaced or changed while it was read: someone is saving it now.
             Once::Again(_) => {
                 tries += 1;
-                std::thread::sleep(REREAD_PAUSE);
+                std::thread::sleep(pause);
             }
         }
     }
@@ -88,8 +97,7 @@ enum Once {
     Again(TokenError),
 }
 
-/// The file was left unchanged across the read when its size, modification and change
-/// times are the same before and after, and every byte was read.
+/// One read; the file was left unchanged across it when [`unchanged`] says so.
 fn read_once(path: &Path) -> Result<Once, TokenError> {
     let err = |reason: String| TokenError {
         path: path.to_path_buf(),
@@ -99,14 +107,7 @@ fn read_once(path: &Path) -> Result<Once, TokenError> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| {
-            err(match e.raw_os_error() {
-                Some(libc::ELOOP) => "is a symlink (point the setting at the real file)".into(),
-                Some(libc::ENOENT) => "does not exist".into(),
-                Some(libc::EACCES) => "permission denied".into(),
-                _ => format!("cannot open: {}", plain_io(&e)),
-            })
-        })?;
+        .map_err(|e| err(open_refusal(&e)))?;
     let meta = file
         .metadata()
         .map_err(|e| err(format!("cannot stat: {}", plain_io(&e))))?;
@@ -142,11 +143,7 @@ fn read_once(path: &Path) -> Result<Once, TokenError> {
     let after = file
         .metadata()
         .map_err(|e| err(format!("cannot stat: {}", plain_io(&e))))?;
-    let stable = buf.len() as u64 == meta.len()
-        && after.len() == meta.len()
-        && (after.mtime(), after.mtime_nsec()) == (meta.mtime(), meta.mtime_nsec())
-        && (after.ctime(), after.ctime_nsec()) == (meta.ctime(), meta.ctime_nsec());
-    if !stable {
+    if !unchanged(buf.len() as u64, Stamp::of(&meta), Stamp::of(&after)) {
         return Ok(Once::Again(err("kept changing while it was read".into())));
     }
     if trimmed.starts_with(API_KEY_PREFIX) {
@@ -161,6 +158,40 @@ fn read_once(path: &Path) -> Result<Once, TokenError> {
         dev: meta.dev(),
         ino: meta.ino(),
     }))
+}
+
+/// Why the token file could not be opened, in the person's words.
+fn open_refusal(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => "is a symlink (point the setting at the real file)".into(),
+        Some(libc::ENOENT) => "does not exist".into(),
+        Some(libc::EACCES) => "permission denied".into(),
+        _ => format!("cannot open: {}", plain_io(e)),
+    }
+}
+
+/// What tells a file changed under a read: its size, modification and change times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+}
+
+/// The file was left unchanged across a read of `read` bytes: every byte of it was read
+/// and it has the same stamp before and after.
+fn unchanged(read: u64, before: Stamp, after: Stamp) -> bool {
+    read == before.len && after == before
 }
 
 /// The token's fingerprint: the first 12 hex characters of its SHA-256. It tells which
@@ -203,6 +234,108 @@ mod tests {
         assert!(!text.contains(TOKEN), "error holds the token: {text}");
         assert!(text.starts_with("claude_token_file /"), "{text}");
         e.reason
+    }
+
+    fn whole() -> Once {
+        Once::Whole(TokenFile {
+            token: Secret::new(TOKEN),
+            dev: 1,
+            ino: 2,
+        })
+    }
+
+    fn again(n: u32) -> Once {
+        Once::Again(TokenError {
+            path: PathBuf::from("/t"),
+            reason: format!("again {n}"),
+        })
+    }
+
+    #[test]
+    fn a_file_caught_mid_save_is_read_again_up_to_the_bound_and_then_refused() {
+        // Threat: a launch handed nothing (or half a token) because the person saved the
+        // file at that moment, or a reader that never gives up on a file always changing.
+        for whole_at in [1, 2, REREADS + 1] {
+            let mut reads = 0;
+            let r = read_until_whole(
+                || {
+                    reads += 1;
+                    Ok(if reads == whole_at {
+                        whole()
+                    } else {
+                        again(reads)
+                    })
+                },
+                std::time::Duration::ZERO,
+            );
+            assert_eq!(r.unwrap().token.expose(), TOKEN, "whole at read {whole_at}");
+            assert_eq!(reads, whole_at);
+        }
+        let mut reads = 0;
+        let e = read_until_whole(
+            || {
+                reads += 1;
+                Ok(again(reads))
+            },
+            std::time::Duration::ZERO,
+        )
+        .expect_err("never whole");
+        assert_eq!(reads, REREADS + 1);
+        assert_eq!(e.reason, format!("again {}", REREADS + 1));
+        // A refusal is not read again.
+        let mut reads = 0;
+        let e = read_until_whole(
+            || {
+                reads += 1;
+                Err(TokenError {
+                    path: PathBuf::from("/t"),
+                    reason: "refused".into(),
+                })
+            },
+            std::time::Duration::ZERO,
+        )
+        .expect_err("refused");
+        assert_eq!((reads, e.reason.as_str()), (1, "refused"));
+    }
+
+    #[test]
+    fn each_open_failure_is_said_in_words() {
+        let said = |errno| open_refusal(&std::io::Error::from_raw_os_error(errno));
+        assert_eq!(
+            said(libc::ELOOP),
+            "is a symlink (point the setting at the real file)"
+        );
+        assert_eq!(said(libc::ENOENT), "does not exist");
+        // Root opens a mode-0000 file all the same: the words are checked here.
+        assert_eq!(said(libc::EACCES), "permission denied");
+        assert_eq!(
+            said(libc::EIO),
+            format!(
+                "cannot open: {}",
+                std::io::Error::from_raw_os_error(libc::EIO)
+            )
+        );
+    }
+
+    #[test]
+    fn a_read_counts_as_unchanged_only_when_every_byte_and_every_stamp_agree() {
+        let s = Stamp {
+            len: 10,
+            mtime: (5, 6),
+            ctime: (7, 8),
+        };
+        assert!(unchanged(10, s, s));
+        assert!(!unchanged(9, s, s), "a short read");
+        for after in [
+            Stamp { len: 11, ..s },
+            Stamp { mtime: (5, 7), ..s },
+            Stamp { mtime: (4, 6), ..s },
+            Stamp { ctime: (7, 9), ..s },
+            Stamp { ctime: (6, 8), ..s },
+        ] {
+            assert!(!unchanged(10, s, after), "{after:?}");
+            assert!(!unchanged(11, after, s), "{after:?}");
+        }
     }
 
     #[test]
