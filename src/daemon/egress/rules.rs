@@ -417,4 +417,74 @@ mod tests {
         assert!(allowed(&r.host("registry.npmjs.org", 443)));
         assert!(allowed(&r.host("github.com", 443)));
     }
+
+    #[test]
+    fn each_address_class_is_named_and_its_edges_are_public() {
+        let class = |a: &str| restricted(a.parse().unwrap());
+        for (a, want) in [
+            ("127.0.0.1", "loopback"),
+            ("169.254.169.254", "cloud metadata"),
+            ("100.100.100.200", "cloud metadata"),
+            ("169.254.1.1", "link-local"),
+            ("10.1.2.3", "private"),
+            ("100.64.0.1", "CGNAT"),
+            ("100.127.255.254", "CGNAT"),
+            ("0.0.0.0", "unspecified"),
+            ("0.1.2.3", "unspecified"),
+            ("255.255.255.255", "not unicast"),
+            ("224.0.0.1", "not unicast"),
+            ("240.0.0.1", "not unicast"),
+            ("::1", "loopback"),
+            ("::", "unspecified"),
+            ("fd00:ec2::254", "cloud metadata"),
+            ("fd00:ec2::253", "private (unique local)"),
+            ("fc00::1", "private (unique local)"),
+            ("fe80::1", "link-local"),
+            ("ff02::1", "multicast"),
+            ("::ffff:100.64.0.1", "CGNAT"),
+        ] {
+            assert_eq!(class(a), Some(want), "{a}");
+        }
+        // Beside CGNAT's 100.64.0.0/10: the rest of 100/8, and 64 in another first octet.
+        for a in [
+            "100.0.0.1",
+            "100.63.255.255",
+            "100.128.0.1",
+            "1.64.0.1",
+            "93.184.216.34",
+            "2606:4700::1",
+        ] {
+            assert_eq!(class(a), None, "{a}");
+        }
+    }
+
+    #[test]
+    fn each_spelling_of_an_entry_parses_to_its_host_and_port() {
+        let parsed = |t: &str| {
+            let e = Entry::parse(t).unwrap();
+            (e.host, e.port)
+        };
+        let ip = |a: &str| Host::Addr(a.parse().unwrap());
+        assert_eq!(parsed("[::1]"), (ip("::1"), None));
+        assert_eq!(parsed("[::1]:5000"), (ip("::1"), Some(5000)));
+        assert_eq!(parsed("::1"), (ip("::1"), None), "a bare IPv6 address");
+        assert_eq!(parsed("fe80::1:2"), (ip("fe80::1:2"), None));
+        assert_eq!(parsed("10.0.0.1:22"), (ip("10.0.0.1"), Some(22)));
+        assert_eq!(
+            parsed("Host.Org:8080"),
+            (Host::Name("host.org".into()), Some(8080))
+        );
+        assert_eq!(parsed("*.a.org"), (Host::Below("a.org".into()), None));
+        let e = Entry::parse("[::1]x").unwrap_err();
+        assert!(e.contains("text after ]"), "{e}");
+        // Only an explicit loopback address with its port is bridged.
+        let bridge = |t: &str| Entry::parse(t).unwrap().loopback_bridge();
+        assert_eq!(
+            bridge("127.0.0.1:4000"),
+            Some("127.0.0.1:4000".parse().unwrap())
+        );
+        assert_eq!(bridge("127.0.0.1"), None);
+        assert_eq!(bridge("10.0.0.1:5432"), None);
+        assert_eq!(bridge("localhost:5432"), None);
+    }
 }
