@@ -118,6 +118,13 @@ pub fn token_programs(s: &Settings) -> Vec<String> {
 /// session-writable folder is followed too (its folder is pinned); the pins make it
 /// unchangeable from then on.
 pub fn program_pins(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> ProgramPins {
+    pins_at(program, home, path_env, 0)
+}
+
+/// [`program_pins`] of a program met `depth` interpreters deep: the depth goes on
+/// through every interpreter, so a chain that loops (a script whose interpreter runs
+/// it again) ends at [`MAX_INTERPRETERS`] instead of taking relay down.
+fn pins_at(program: &str, home: &Path, path_env: &std::ffi::OsStr, depth: usize) -> ProgramPins {
     let mut pins = ProgramPins::default();
     let hit = if program.contains('/') || program.starts_with('~') {
         // A relative path would be found against the daemon's folder here and against
@@ -143,7 +150,7 @@ pub fn program_pins(program: &str, home: &Path, path_env: &std::ffi::OsStr) -> P
         return pins;
     };
     pins.program = Some(hit.clone());
-    follow(&hit, home, path_env, &mut pins, 0);
+    follow(&hit, home, path_env, &mut pins, depth);
     pins
 }
 
@@ -183,7 +190,7 @@ fn follow(
         } else {
             interpreter
         };
-        let next = program_pins(&program, home, path_env);
+        let next = pins_at(&program, home, path_env, depth + 1);
         pins.missing_path_dirs.extend(next.missing_path_dirs);
         pins.stray_links.extend(next.stray_links);
         for f in next.folders {
@@ -561,5 +568,158 @@ mod tests {
         assert!(token_deny(&token, &home, &[home.join(".config")], true).is_ok());
         let elsewhere = token_deny(&token, &home, &[home.join("project")], false).unwrap();
         assert_eq!(elsewhere.deny, vec![token]);
+    }
+
+    fn settings_with(
+        projects: &[&str],
+        templates: Vec<crate::daemon::settings::Template>,
+    ) -> Settings {
+        use crate::daemon::settings::Project;
+        Settings {
+            projects: projects
+                .iter()
+                .enumerate()
+                .map(|(i, path)| Project {
+                    id: format!("p{i}"),
+                    name: format!("P{i}"),
+                    path: path.to_string(),
+                    allowed_templates: vec![],
+                    allow_home_directory: false,
+                    claude_token_file: None,
+                    account: None,
+                })
+                .collect(),
+            terminal_templates: templates,
+            ..Default::default()
+        }
+    }
+
+    fn template_rw(id: &str, sandbox: bool, rw: &[&str]) -> crate::daemon::settings::Template {
+        crate::daemon::settings::Template {
+            sandbox,
+            read_write: rw.iter().map(|s| s.to_string()).collect(),
+            ..crate::daemon::settings::Template::new(id, id, "sh")
+        }
+    }
+
+    #[test]
+    fn the_writable_roots_are_every_project_each_sandboxed_templates_read_write_and_the_live_ones_once(
+    ) {
+        // Threat: a folder some session can write left out here is never pinned, so a
+        // program planted there would get the token at a later launch.
+        let (_g, home) = tempdir();
+        std::fs::create_dir_all(home.join("real")).unwrap();
+        symlink(home.join("real"), home.join("link")).unwrap();
+        let s = settings_with(
+            &["~/proj", "~/link", "~/proj"],
+            vec![
+                template_rw("shell", true, &["~/data", "~/proj"]),
+                template_rw("open", false, &["~/free"]),
+            ],
+        );
+        let live = [PathBuf::from("/live/one"), home.join("data")];
+        assert_eq!(
+            session_writable_roots(&s, &home, &live),
+            vec![
+                home.join("proj"),
+                home.join("real"),
+                home.join("data"),
+                PathBuf::from("/live/one"),
+            ]
+        );
+        assert!(session_writable_roots(&settings_with(&[], vec![]), &home, &[]).is_empty());
+    }
+
+    #[test]
+    fn relays_own_programs_are_this_binary_and_the_two_helpers_beside_it() {
+        let me = std::env::current_exe().unwrap();
+        let dir = me.parent().unwrap();
+        assert_eq!(
+            relay_programs(),
+            vec![
+                me.clone(),
+                dir.join("relay-sessions"),
+                dir.join("relay-shim")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_launcher_in_a_writable_folder_is_refused_naming_both() {
+        let (_g, home) = tempdir();
+        exe(&home.join("proj/bin/bwrap"), "\x7fELF");
+        symlink(home.join("proj/bin/bwrap"), home.join("bwrap-link")).unwrap();
+        let writable = [home.join("proj")];
+        for launcher in [home.join("proj/bin/bwrap"), home.join("bwrap-link")] {
+            let e = launcher_outside_sessions(&launcher, &writable).unwrap_err();
+            assert!(
+                e.contains(&launcher.display().to_string())
+                    && e.contains(&format!("lies in {}", home.join("proj").display())),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            launcher_outside_sessions(Path::new("/usr/bin/bwrap"), &writable),
+            Ok(())
+        );
+        assert_eq!(
+            launcher_outside_sessions(&home.join("proj/bin/bwrap"), &[]),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_token_programs_are_the_one_claude_program() {
+        let s = Settings {
+            claude_path: "/opt/claude/bin/claude".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            token_programs(&s),
+            vec!["/opt/claude/bin/claude".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_path_is_not_looked_up_on_path_and_must_be_an_absolute_executable() {
+        let (_g, home) = tempdir();
+        exe(&home.join("opt/claude"), "\x7fELF");
+        std::fs::write(home.join("opt/plain"), "data").unwrap();
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        let path = std::env::join_paths([home.join("bin")]).unwrap();
+        let pins = program_pins(home.join("opt/claude").to_str().unwrap(), &home, &path);
+        assert_eq!(pins.program, Some(home.join("opt/claude")));
+        assert_eq!(
+            pins.folders,
+            vec![home.join("opt")],
+            "no PATH folder pinned"
+        );
+        let plain = program_pins(home.join("opt/plain").to_str().unwrap(), &home, &path);
+        assert_eq!(plain.program, None, "not executable");
+        assert_eq!(
+            program_pins("~/opt/claude", &home, &path).program,
+            Some(home.join("opt/claude"))
+        );
+    }
+
+    #[test]
+    fn an_env_that_runs_itself_is_followed_a_bounded_number_of_times() {
+        // Threat: a program whose interpreter chain loops would hang (or overflow) the
+        // launch that follows it.
+        let (_g, home) = tempdir();
+        let env = home.join("bin/env");
+        exe(&env, &format!("#!{} env\n", env.display()));
+        exe(&home.join("bin/claude"), &format!("#!{}\n", env.display()));
+        let path = std::env::join_paths([home.join("bin")]).unwrap();
+        let pins = program_pins("claude", &home, &path);
+        assert_eq!(pins.program, Some(home.join("bin/claude")));
+        assert_eq!(pins.folders, vec![home.join("bin")]);
+        // Two scripts that name each other as their interpreter.
+        let (a, b) = (home.join("loop/a"), home.join("loop/b"));
+        exe(&a, &format!("#!{}\n", b.display()));
+        exe(&b, &format!("#!{}\n", a.display()));
+        let pins = program_pins(a.to_str().unwrap(), &home, &path);
+        assert_eq!(pins.program, Some(a));
+        assert_eq!(pins.folders, vec![home.join("loop")]);
     }
 }
