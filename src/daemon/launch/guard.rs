@@ -175,7 +175,7 @@ fn follow(
     if let Some(folder) = resolved.canonical.parent() {
         pins.add(folder.to_path_buf());
     }
-    hard_links(&resolved.canonical, pins);
+    hard_links(&resolved.canonical, pins, MAX_LINK_SEARCH);
     if depth >= MAX_INTERPRETERS {
         return;
     }
@@ -199,7 +199,8 @@ fn follow(
     }
 }
 
-/// Most entries [`hard_links`] looks at before it gives up (a large `node_modules`).
+/// Most entries [`hard_links`] looks at before it gives up (a large `node_modules`):
+/// names past it are not found, so the file counts as having a stray link.
 const MAX_LINK_SEARCH: usize = 20_000;
 
 /// A file with several hard links can be written through any of them, and a read-only
@@ -208,7 +209,7 @@ const MAX_LINK_SEARCH: usize = 20_000;
 /// looked for in the real file's folder and in its npm scope (`node_modules/@scope`);
 /// their folders are pinned too. Names found nowhere there leave the file in
 /// `stray_links`, and a token launch refuses.
-fn hard_links(real: &Path, pins: &mut ProgramPins) {
+fn hard_links(real: &Path, pins: &mut ProgramPins, max_entries: usize) {
     let Ok(meta) = std::fs::metadata(real) else {
         return;
     };
@@ -237,7 +238,7 @@ fn hard_links(real: &Path, pins: &mut ProgramPins) {
             };
             for e in rd.flatten() {
                 seen += 1;
-                if seen > MAX_LINK_SEARCH {
+                if seen > max_entries {
                     break;
                 }
                 let Ok(t) = e.file_type() else { continue };
@@ -721,5 +722,52 @@ mod tests {
         let pins = program_pins(a.to_str().unwrap(), &home, &path);
         assert_eq!(pins.program, Some(a));
         assert_eq!(pins.folders, vec![home.join("loop")]);
+    }
+
+    #[test]
+    fn every_name_of_a_hard_linked_program_is_found_in_its_folder_and_scope_or_it_is_stray() {
+        // Threat: a second name of Claude's binary in a folder a session can write lets
+        // it rewrite the file whatever the pins say.
+        let (_g, home) = tempdir();
+        let real = home.join("node_modules/@scope/pkg/bin/claude");
+        exe(&real, "\x7fELF");
+        let twin = home.join("node_modules/@scope/pkg-linux/claude");
+        std::fs::create_dir_all(twin.parent().unwrap()).unwrap();
+        std::fs::hard_link(&real, &twin).unwrap();
+        let mut pins = ProgramPins::default();
+        hard_links(&real, &mut pins, MAX_LINK_SEARCH);
+        assert_eq!(
+            pins.folders,
+            vec![
+                home.join("node_modules/@scope/pkg/bin"),
+                home.join("node_modules/@scope/pkg-linux")
+            ]
+        );
+        assert!(pins.stray_links.is_empty(), "{:?}", pins.stray_links);
+
+        // Outside an npm scope only the file's own folder is searched: a second name in
+        // a sibling package is stray, though its grandparent is a node_modules.
+        let real = home.join("node_modules/pkg/bin/claude");
+        exe(&real, "\x7fELF");
+        std::fs::create_dir_all(home.join("node_modules/pkg/other")).unwrap();
+        std::fs::hard_link(&real, home.join("node_modules/pkg/other/claude")).unwrap();
+        let mut pins = ProgramPins::default();
+        hard_links(&real, &mut pins, MAX_LINK_SEARCH);
+        assert_eq!(pins.folders, vec![home.join("node_modules/pkg/bin")]);
+        assert_eq!(pins.stray_links, vec![(real.clone(), 2)]);
+
+        // The search is bounded: exactly the folder's two entries are looked at; one
+        // fewer and a name is missed, so the file counts as stray.
+        let real = home.join("two/claude");
+        exe(&real, "\x7fELF");
+        std::fs::hard_link(&real, home.join("two/claude2")).unwrap();
+        let mut pins = ProgramPins::default();
+        hard_links(&real, &mut pins, 2);
+        assert!(pins.stray_links.is_empty(), "{:?}", pins.stray_links);
+        for max in [0, 1] {
+            let mut pins = ProgramPins::default();
+            hard_links(&real, &mut pins, max);
+            assert_eq!(pins.stray_links, vec![(real.clone(), 2)], "max {max}");
+        }
     }
 }
