@@ -291,9 +291,6 @@ fn build_daemon(
     tmp_real: PathBuf,
     service: Option<Service>,
 ) -> Result<(Arc<Daemon>, Arc<hostlink::HostLink>), String> {
-    let token = api_token(&paths.api_token())
-        .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
-    let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
     // The helpers come from relay's own folder (docs/architecture.md#binaries): without
     // the host nothing can run, so say which file and how to get it, once.
     // Each is opened once (run nothing yet: `serve` checks the remembered sessions
@@ -305,6 +302,21 @@ fn build_daemon(
         }
         crate::helpers::Helper::open(name, &path)
     };
+    daemon_with(paths, home, tmp, tmp_real, service, helper)
+}
+
+/// [`build_daemon`] with the helpers opened by `helper`.
+fn daemon_with(
+    paths: paths::Paths,
+    home: PathBuf,
+    tmp: PathBuf,
+    tmp_real: PathBuf,
+    service: Option<Service>,
+    helper: impl Fn(&'static str) -> Result<crate::helpers::Helper, String>,
+) -> Result<(Arc<Daemon>, Arc<hostlink::HostLink>), String> {
+    let token = api_token(&paths.api_token())
+        .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
+    let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
     let host = Arc::new(hostlink::HostLink::new(
         paths.host_state(),
         helper("relay-sessions")?,
@@ -530,6 +542,34 @@ pub async fn serve(
     let _ = std::fs::remove_file(daemon.paths.bridge());
     eprintln!("relay: stopped ({why}); every session ended");
     Ok(())
+}
+
+/// A daemon for unit tests, its host not started: the config dir, home and temp dir
+/// are folders of `root` (made here), its helpers two files there.
+#[cfg(test)]
+pub(crate) fn test_daemon(root: &Path) -> Arc<Daemon> {
+    let root = std::fs::canonicalize(root).expect("test root");
+    for dir in ["config", "home", "tmp", "helpers"] {
+        std::fs::create_dir_all(root.join(dir)).expect("test folder");
+    }
+    let helper = |name: &'static str| {
+        let path = root.join("helpers").join(name);
+        std::fs::write(&path, name).map_err(|e| e.to_string())?;
+        crate::helpers::Helper::open(name, &path)
+    };
+    let paths = paths::Paths {
+        config: root.join("config"),
+    };
+    daemon_with(
+        paths,
+        root.join("home"),
+        root.join("tmp"),
+        root.join("tmp"),
+        None,
+        helper,
+    )
+    .expect("test daemon")
+    .0
 }
 
 #[cfg(test)]

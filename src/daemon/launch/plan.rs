@@ -696,4 +696,353 @@ mod tests {
         let root = session("t-000000000005", &["/"], &[]);
         assert!(pins_hold(&pins, &[], &[root], "the Claude program").is_err());
     }
+
+    /// A daemon of its own (host not started) whose home holds `proj`, with one sandboxed
+    /// `shell` template granting nothing more.
+    struct World {
+        _dir: tempfile::TempDir,
+        d: std::sync::Arc<Daemon>,
+        template: Template,
+        temp: PathBuf,
+    }
+
+    impl World {
+        fn new() -> World {
+            let dir = tempfile::tempdir().unwrap();
+            let d = crate::daemon::serve::test_daemon(dir.path());
+            std::fs::create_dir_all(d.home.join("proj")).unwrap();
+            std::fs::create_dir_all(d.tmp.join("relay-s-1")).unwrap();
+            let mut template = Template::new("shell", "shell", "/bin/sh");
+            template.sandbox = true;
+            // Read from the template, not from the test's own environment.
+            template.env.insert(
+                "ANTHROPIC_BASE_URL".into(),
+                "https://api.anthropic.com".into(),
+            );
+            let temp = d.tmp.join("relay-s-1");
+            World {
+                _dir: dir,
+                d,
+                template,
+                temp,
+            }
+        }
+
+        fn settings(&self) -> Settings {
+            let mut s = Settings {
+                projects: vec![crate::daemon::settings::Project {
+                    id: "p".into(),
+                    name: "P".into(),
+                    path: "~/proj".into(),
+                    allowed_templates: vec!["*".into()],
+                    allow_home_directory: false,
+                    claude_token_file: None,
+                    account: None,
+                }],
+                terminal_templates: vec![self.template.clone()],
+                ..Default::default()
+            };
+            s.session_sandbox.denied_loopback_ports = vec![8080, 22, 8080];
+            s
+        }
+
+        fn plan<'a>(
+            &'a self,
+            kind: SessionKind,
+            backend: Backend,
+            dir: &'a Path,
+        ) -> SandboxPlan<'a> {
+            SandboxPlan {
+                id: "s-1",
+                kind,
+                backend,
+                template: &self.template,
+                program: Some("/bin/sh"),
+                project_path: dir,
+                directory: dir,
+                directory_asked: dir,
+                temp_dir: &self.temp,
+                token_deny: &[],
+                token_launch: false,
+                token_home: None,
+                claude_path_env: std::ffi::OsStr::new(""),
+                make_missing: exec_files::Make::Leave,
+            }
+        }
+
+        fn proj(&self) -> PathBuf {
+            self.d.home.join("proj")
+        }
+
+        fn temp(&self) -> PathBuf {
+            self.temp.clone()
+        }
+    }
+
+    fn list(network: &Network) -> Vec<String> {
+        match network {
+            Network::Proxied { egress, .. } | Network::ProxiedPort { egress, .. } => egress.clone(),
+            other => panic!("not proxied: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn claude_code_s_own_host_joins_the_list_of_a_claude_launch_alone_and_each_entry_once() {
+        let mut w = World::new();
+        w.template.egress = vec!["a.org".into(), "b.org:8443".into(), "a.org".into()];
+        let s = w.settings();
+        let proj = w.proj();
+        let net = |w: &World, kind, id: &str| {
+            let mut t = w.template.clone();
+            t.id = id.into();
+            let mut p = w.plan(kind, Backend::Bwrap, &proj);
+            p.template = &t;
+            list(&network_of(&w.d, &s, &p, &[]).unwrap().0)
+        };
+        // The routing variable's host (the same as Claude Code's own) counts once.
+        assert_eq!(
+            net(&w, SessionKind::Pty, "shell"),
+            vec!["a.org", "b.org:8443", "api.anthropic.com:443"]
+        );
+        assert_eq!(
+            net(&w, SessionKind::Claude, "shell"),
+            vec![
+                "a.org",
+                "b.org:8443",
+                "api.anthropic.com",
+                "api.anthropic.com:443"
+            ]
+        );
+        assert_eq!(
+            net(&w, SessionKind::Pty, crate::protocol::CLAUDE_CODE_TEMPLATE),
+            vec![
+                "a.org",
+                "b.org:8443",
+                "api.anthropic.com",
+                "api.anthropic.com:443"
+            ]
+        );
+        let p = w.plan(SessionKind::Pty, Backend::Bwrap, &proj);
+        let Network::Proxied { socket, .. } = network_of(&w.d, &s, &p, &[]).unwrap().0 else {
+            panic!()
+        };
+        assert_eq!(socket, w.d.paths.egress().join("s-1.sock"));
+    }
+
+    #[test]
+    fn under_seatbelt_a_loopback_entry_must_be_127_0_0_1_or_the_v6_loopback() {
+        let mut w = World::new();
+        let proj = w.proj();
+        w.template.egress = vec!["127.0.0.1:5432".into(), "[::1]:6379".into()];
+        let s = w.settings();
+        let p = w.plan(SessionKind::Pty, Backend::Seatbelt, &proj);
+        let Network::ProxiedPort { bridges, .. } = network_of(&w.d, &s, &p, &[]).unwrap().0 else {
+            panic!()
+        };
+        assert_eq!(bridges, vec![5432, 6379]);
+        w.template.egress = vec!["127.0.0.2:5432".into()];
+        let p = w.plan(SessionKind::Pty, Backend::Seatbelt, &proj);
+        let e = network_of(&w.d, &s, &p, &[]).unwrap_err();
+        assert!(
+            e.contains("127.0.0.2:5432") && e.contains("must be 127.0.0.1"),
+            "{e}"
+        );
+        // bwrap bridges any loopback address into the sandbox's own loopback.
+        let p = w.plan(SessionKind::Pty, Backend::Bwrap, &proj);
+        assert!(network_of(&w.d, &s, &p, &[]).is_ok());
+    }
+
+    #[test]
+    fn a_plan_grants_the_directory_and_temp_folder_labels_each_path_and_denies_the_ports_once() {
+        let w = World::new();
+        let (proj, temp) = (w.proj(), w.temp());
+        let s = w.settings();
+        let p = w.plan(SessionKind::Pty, Backend::Bwrap, &proj);
+        let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+        assert!(planned.spec.interactive);
+        assert_eq!(planned.ports, vec![22, 8080]);
+        assert_eq!(planned.reach.read_write, vec![proj.clone(), temp.clone()]);
+        assert_eq!(
+            planned.reach.grants,
+            planned
+                .spec
+                .grants
+                .iter()
+                .map(|g| g.path.canonical.clone())
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            planned.reach.grants.contains(&PathBuf::from("/bin"))
+                || planned.reach.grants.contains(&PathBuf::from("/usr/bin"))
+        );
+        for (path, why) in [
+            (&proj, "the session's directory"),
+            (&temp, "its own temp folder (TMPDIR)"),
+            (
+                &w.d.paths.config,
+                "relay's config dir: settings, api-token, sockets, profiles, logs",
+            ),
+        ] {
+            assert!(
+                planned.labels.iter().any(|(p, w)| p == path && w == why),
+                "{path:?} {why}: {:?}",
+                planned.labels
+            );
+        }
+        let p = w.plan(SessionKind::Claude, Backend::Bwrap, &proj);
+        assert!(!plan_sandbox(&w.d, &s, &p).unwrap().spec.interactive);
+    }
+
+    #[test]
+    fn a_repositorys_hooks_and_config_are_pinned_and_held_under_bwrap_alone() {
+        let w = World::new();
+        let proj = w.proj();
+        std::fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+        std::fs::write(proj.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let s = w.settings();
+        let planned =
+            plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &proj)).unwrap();
+        let read_only: Vec<PathBuf> = planned
+            .spec
+            .read_only
+            .iter()
+            .map(|r| r.canonical.clone())
+            .collect();
+        for pinned in [proj.join(".git/hooks"), proj.join(".git/config")] {
+            assert_eq!(
+                read_only.iter().filter(|r| **r == pinned).count(),
+                1,
+                "{pinned:?} in {read_only:?}"
+            );
+            assert!(
+                planned
+                    .reach
+                    .held
+                    .iter()
+                    .any(|(p, id)| *p == pinned && id.is_some()),
+                "{pinned:?} not held: {:?}",
+                planned.reach.held
+            );
+        }
+        let planned = plan_sandbox(
+            &w.d,
+            &s,
+            &w.plan(SessionKind::Pty, Backend::Seatbelt, &proj),
+        )
+        .unwrap();
+        assert!(planned.reach.held.is_empty(), "{:?}", planned.reach.held);
+    }
+
+    #[test]
+    fn a_program_folder_some_session_can_write_is_pinned_and_one_outside_every_grant_is_not() {
+        let mut w = World::new();
+        let proj = w.proj();
+        let outside = w.d.home.parent().unwrap().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(proj.join("bin")).unwrap();
+        std::fs::write(outside.join("claude"), "\x7fELF").unwrap();
+        std::fs::set_permissions(
+            outside.join("claude"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(outside.join("claude"), proj.join("bin/claude")).unwrap();
+        w.template.command = "/bin/sh".into();
+        let mut s = w.settings();
+        s.claude_path = proj.join("bin/claude").to_string_lossy().into_owned();
+        let work = w.d.home.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let planned =
+            plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &work)).unwrap();
+        assert_eq!(planned.reach.pins, vec![proj.join("bin")]);
+    }
+
+    #[test]
+    fn a_session_in_relays_own_folder_is_refused_and_one_that_wrote_it_unpinned_stops_the_helpers()
+    {
+        let w = World::new();
+        let own = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let s = w.settings();
+        let e = plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &own))
+            .err()
+            .expect("relay's own folder refused");
+        assert!(e.contains("holds relay's own programs"), "{e}");
+
+        assert_eq!(own_pins_hold(&w.d), Ok(()));
+        let wrote = session("s-wrote", &[own.to_str().unwrap()], &[]);
+        w.d.ledger().insert(wrote.id.clone(), wrote);
+        let e = own_pins_hold(&w.d).unwrap_err();
+        assert!(
+            e.contains("relay's own program") && e.contains("s-wrote"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn each_token_file_is_denied_with_its_own_folder_and_a_reached_folder_is_held_under_bwrap() {
+        let w = World::new();
+        let proj = w.proj();
+        let folder = w.d.home.join(".config/claude-ltt");
+        std::fs::create_dir_all(&folder).unwrap();
+        let token = folder.join("token");
+        std::fs::write(&token, "t").unwrap();
+        let s = w.settings();
+        let deny = [token.clone()];
+        for (backend, dir) in [
+            (Backend::Bwrap, w.d.home.clone()),
+            (Backend::Seatbelt, w.d.home.clone()),
+            (Backend::Bwrap, proj.clone()),
+        ] {
+            let mut p = w.plan(SessionKind::Pty, backend, &dir);
+            p.token_deny = &deny;
+            let mut t = w.template.clone();
+            t.allow_home_directory = true;
+            p.template = &t;
+            let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+            let denied: Vec<PathBuf> = planned
+                .spec
+                .deny
+                .iter()
+                .map(|r| r.canonical.clone())
+                .collect();
+            assert!(
+                denied.contains(&token) && denied.contains(&folder),
+                "{denied:?}"
+            );
+            assert_eq!(planned.reach.token_paths, vec![token.clone()]);
+            for (path, why) in [
+                (&token, "claude_token_file: the token is only ever on fd 5"),
+                (
+                    &folder,
+                    "claude_token_file's own folder, masked whole: the token is only ever on fd 5",
+                ),
+            ] {
+                assert!(
+                    planned.labels.iter().any(|(p, w)| p == path && w == why),
+                    "{path:?}: {:?}",
+                    planned.labels
+                );
+            }
+            let reached = dir == w.d.home && backend == Backend::Bwrap;
+            assert_eq!(
+                planned
+                    .reach
+                    .token_folders
+                    .iter()
+                    .map(|(f, _)| f.clone())
+                    .collect::<Vec<_>>(),
+                if reached {
+                    vec![folder.clone()]
+                } else {
+                    vec![]
+                },
+                "{backend:?} {dir:?}"
+            );
+        }
+    }
 }
