@@ -770,4 +770,47 @@ mod tests {
             assert_eq!(pins.stray_links, vec![(real.clone(), 2)], "max {max}");
         }
     }
+
+    #[test]
+    fn a_shebang_gives_its_interpreter_and_first_word_that_is_no_option() {
+        let (_g, home) = tempdir();
+        let cases = [
+            (
+                "#!/usr/bin/env -S node --no-warnings\nx",
+                Some(("/usr/bin/env", Some("node"))),
+            ),
+            ("#!/bin/sh\n", Some(("/bin/sh", None))),
+            ("#! /usr/bin/python3 -u\n", Some(("/usr/bin/python3", None))),
+            ("\x7fELF", None),
+            ("#!\n", None),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let p = home.join(format!("s{i}"));
+            std::fs::write(&p, text).unwrap();
+            let want = want.map(|(i, a)| (i.to_string(), a.map(str::to_string)));
+            assert_eq!(shebang(&p), want, "{text:?}");
+        }
+        assert_eq!(shebang(&home.join("missing")), None);
+    }
+
+    #[test]
+    fn only_a_file_with_an_execute_bit_is_executable() {
+        let (_g, home) = tempdir();
+        for (mode, want) in [
+            (0o755, true),
+            (0o100, true),
+            (0o001, true),
+            (0o644, false),
+            (0o600, false),
+        ] {
+            let p = home.join(format!("f{mode:o}"));
+            std::fs::write(&p, "x").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(is_executable(&p), want, "{mode:o}");
+        }
+        std::fs::create_dir(home.join("dir")).unwrap();
+        std::fs::set_permissions(home.join("dir"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(!is_executable(&home.join("dir")), "a folder");
+        assert!(!is_executable(&home.join("missing")));
+    }
 }
