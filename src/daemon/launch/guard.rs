@@ -813,4 +813,81 @@ mod tests {
         assert!(!is_executable(&home.join("dir")), "a folder");
         assert!(!is_executable(&home.join("missing")));
     }
+
+    #[test]
+    fn a_claude_launch_s_path_is_relay_s_own_unless_the_template_sets_one() {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let want = if path.is_empty() {
+            "/usr/bin:/bin".into()
+        } else {
+            path
+        };
+        assert_eq!(claude_path_env(&Settings::default()), want);
+    }
+
+    #[test]
+    fn the_identity_is_the_link_s_own_device_and_inode() {
+        let (_g, home) = tempdir();
+        std::fs::write(home.join("f"), "x").unwrap();
+        symlink(home.join("f"), home.join("l")).unwrap();
+        for name in ["f", "l"] {
+            let m = std::fs::symlink_metadata(home.join(name)).unwrap();
+            assert_eq!(
+                identity(&home.join(name)),
+                Some((m.dev(), m.ino())),
+                "{name}"
+            );
+        }
+        assert_ne!(identity(&home.join("f")), identity(&home.join("l")));
+        assert_eq!(identity(&home.join("missing")), None);
+    }
+
+    #[test]
+    fn a_missing_token_folder_a_grant_reaches_is_refused_under_bwrap_alone() {
+        // Threat: a folder that does not exist yet cannot be masked; a session that can
+        // create it would see a token saved there later.
+        let (_g, home) = tempdir();
+        let token = home.join("proj/not/yet/token");
+        std::fs::create_dir_all(home.join("proj")).unwrap();
+        let e = token_deny(&token, &home, &[home.join("proj")], false).unwrap_err();
+        assert!(
+            e.contains("does not exist")
+                && e.contains(&format!(
+                    "mkdir -m 700 {}",
+                    home.join("proj/not/yet").display()
+                )),
+            "{e}"
+        );
+        for (grants, path_based) in [
+            (vec![home.join("elsewhere")], false),
+            (vec![home.join("proj")], true),
+        ] {
+            assert_eq!(
+                token_deny(&token, &home, &grants, path_based),
+                Ok(TokenDeny {
+                    deny: vec![token.clone()],
+                    exposed_folder: None
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn a_second_name_deeper_than_four_folders_in_the_scope_is_not_searched() {
+        let (_g, home) = tempdir();
+        let real = home.join("node_modules/@s/pkg/claude");
+        exe(&real, "\x7fELF");
+        let deep = home.join("node_modules/@s/a/b/c/d/e");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::hard_link(&real, deep.join("claude")).unwrap();
+        let mut pins = ProgramPins::default();
+        hard_links(&real, &mut pins, MAX_LINK_SEARCH);
+        assert_eq!(pins.stray_links, vec![(real.clone(), 2)]);
+        // One folder less deep, it is found.
+        std::fs::remove_file(deep.join("claude")).unwrap();
+        std::fs::hard_link(&real, deep.parent().unwrap().join("claude")).unwrap();
+        let mut pins = ProgramPins::default();
+        hard_links(&real, &mut pins, MAX_LINK_SEARCH);
+        assert!(pins.stray_links.is_empty(), "{:?}", pins.stray_links);
+    }
 }
