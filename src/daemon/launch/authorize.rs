@@ -1178,6 +1178,10 @@ mod tests {
             }
         );
         assert!(!shell.argv.iter().any(|a| a == "--strict-mcp-config"));
+        // A terminal of the claude-code template is a Claude launch: it gets the token.
+        let pty = w.decide(&s, &terminal("claude-code")).unwrap();
+        assert!(pty.claude_launch && pty.token.pass);
+        assert_eq!(&pty.argv[1..4], CLAUDE_TOKEN_LAUNCH_ARGS);
         let probe = LaunchInput {
             probe_argv: Some(vec!["/bin/true".into()]),
             ..terminal("claude-code")
