@@ -1279,6 +1279,35 @@ mod tests {
         let d = w.decide(&s, &session()).unwrap();
         assert_eq!(d.argv[0], "no-such-claude");
         assert!(d.unfound.unwrap().contains("claude_path"));
+        // An absolute program, or a probe whatever its template names, needs no hint.
+        s.claude_path = w.path("bin/claude").to_string_lossy().into_owned();
+        assert_eq!(w.decide(&s, &session()).unwrap().unfound, None);
+        s.terminal_templates[0].command = "no-such-shell".into();
+        let probe = LaunchInput {
+            probe_argv: Some(vec!["/bin/true".into()]),
+            ..terminal("shell")
+        };
+        assert_eq!(w.decide(&s, &probe).unwrap().unfound, None);
+        assert!(w.decide(&s, &terminal("shell")).unwrap().unfound.is_some());
+    }
+
+    #[test]
+    fn only_the_claude_code_template_runs_the_claude_program_and_a_file_is_no_directory() {
+        let w = World::new();
+        let mut s = w.settings();
+        s.claude_path = w.path("bin/claude").to_string_lossy().into_owned();
+        s.terminal_templates[0].command = "/bin/sh".into();
+        assert_eq!(w.decide(&s, &terminal("shell")).unwrap().argv[0], "/bin/sh");
+        assert_eq!(
+            w.decide(&s, &terminal("claude-code")).unwrap().argv[0],
+            w.path("bin/claude").to_string_lossy()
+        );
+        std::fs::write(w.path("home/proj/file"), "x").unwrap();
+        let file = LaunchInput {
+            directory: Some("file".into()),
+            ..terminal("shell")
+        };
+        assert_eq!(code(w.decide(&s, &file)).0, Code::InvalidDirectory);
     }
 
     #[test]
