@@ -168,3 +168,88 @@ fn conversation(d: &Daemon, e: &crate::daemon::Entry) -> (Option<String>, Option
     };
     (newest, Some(notice))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::records::ledger::{Record, VERSION};
+
+    /// A dormant sandboxed session `s-1` whose ledger recorded Claude Code's `recorded`.
+    fn dormant(recorded: Option<&str>) -> crate::daemon::Entry {
+        let record = Record {
+            v: VERSION,
+            id: "s-1".into(),
+            kind: SessionKind::Claude,
+            name: None,
+            project_id: "p".into(),
+            template_id: "claude-code".into(),
+            directory: "/p".into(),
+            model: None,
+            permission_mode: None,
+            token_fingerprint: None,
+            token_passed: true,
+            account: None,
+            claude: recorded.map(|sid| crate::protocol::ClaudeInit {
+                session_id: Some(sid.into()),
+                ..Default::default()
+            }),
+            state: EntryState::Dormant,
+            exit_status: Some(0),
+            exit_signal: None,
+            exit_reason: None,
+            created_ms: 1,
+            ended_ms: Some(2),
+            sandboxed: true,
+            pty: None,
+            reach: Default::default(),
+        };
+        record.into_entry(3).0
+    }
+
+    #[test]
+    fn a_resume_continues_the_recorded_conversation_else_the_newest_and_says_so_else_says_there_is_none(
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = crate::daemon::serve::test_daemon(dir.path());
+        let projects = d.tmp.join("relay-s-1/claude-config/projects");
+
+        // Nothing on disk, nothing recorded.
+        let (sid, notice) = conversation(&d, &dormant(None));
+        assert_eq!(sid, None);
+        let notice = notice.unwrap();
+        assert!(
+            notice.starts_with("no conversation to resume: relay recorded no Claude session id")
+                && notice.ends_with("Claude Code starts a new conversation"),
+            "{notice}"
+        );
+
+        // The recorded one is there: continued, nothing said.
+        std::fs::create_dir_all(projects.join("-p")).unwrap();
+        std::fs::write(projects.join("-p/aaa-1.jsonl"), "{}\n").unwrap();
+        assert_eq!(
+            conversation(&d, &dormant(Some("aaa-1"))),
+            (Some("aaa-1".to_string()), None)
+        );
+
+        // The recorded one is missing (a turn whose ledger write failed, then a crash):
+        // the newest transcript, said.
+        let (sid, notice) = conversation(&d, &dormant(Some("zzz-9")));
+        assert_eq!(sid.as_deref(), Some("aaa-1"));
+        let notice = notice.unwrap();
+        assert!(
+            notice.contains("the conversation relay recorded (zzz-9) has no transcript")
+                && notice.ends_with("resuming the newest transcript there, aaa-1"),
+            "{notice}"
+        );
+
+        // A link or a bad name is no transcript.
+        std::fs::remove_file(projects.join("-p/aaa-1.jsonl")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", projects.join("-p/bbb-2.jsonl")).unwrap();
+        std::fs::write(projects.join("-p/.hidden.jsonl"), "{}\n").unwrap();
+        let (sid, notice) = conversation(&d, &dormant(Some("zzz-9")));
+        assert_eq!(sid, None);
+        assert!(notice
+            .unwrap()
+            .starts_with("no conversation to resume: the conversation relay recorded (zzz-9)"));
+    }
+}
