@@ -1361,4 +1361,64 @@ mod tests {
         let shell = w.decide(&s, &terminal("shell")).unwrap();
         assert_eq!(flags(&shell), (None, None));
     }
+
+    #[test]
+    fn which_takes_a_path_as_is_and_a_name_only_as_an_executable_file_on_path() {
+        let w = World::new();
+        let dir = w.path("which");
+        std::fs::create_dir_all(dir.join("a/tool")).unwrap();
+        std::fs::create_dir_all(dir.join("b")).unwrap();
+        std::fs::create_dir_all(dir.join("c")).unwrap();
+        std::fs::write(dir.join("b/tool"), "x").unwrap();
+        std::fs::set_permissions(dir.join("b/tool"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        std::fs::write(dir.join("c/tool"), "x").unwrap();
+        std::fs::set_permissions(dir.join("c/tool"), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        // A folder of the name and a file without an execute bit are passed over.
+        let path = std::env::join_paths([dir.join("a"), dir.join("b"), dir.join("c")]).unwrap();
+        assert_eq!(which("tool", &w.home(), &path), Some(dir.join("c/tool")));
+        let path = std::env::join_paths([dir.join("a"), dir.join("b")]).unwrap();
+        assert_eq!(which("tool", &w.home(), &path), None);
+        assert_eq!(
+            which(dir.join("b/tool").to_str().unwrap(), &w.home(), &path),
+            Some(dir.join("b/tool"))
+        );
+    }
+
+    #[test]
+    fn a_claude_session_id_is_a_letter_or_digit_then_the_safe_characters() {
+        for ok in ["a", "0f3c-9a_b.c", &"a".repeat(128)] {
+            assert!(valid_claude_session_id(ok), "{ok}");
+        }
+        for bad in ["", "-a", ".a", "_a", "a/b", "a b", "../x", &"a".repeat(129)] {
+            assert!(!valid_claude_session_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_not_found_hint_names_the_setting_to_change() {
+        let claude = "install Claude Code there, or set claude_path in settings.json";
+        let path = OsStr::new("/usr/bin:/bin");
+        for (template, kind, says_claude) in [
+            ("claude-code", SessionKind::Claude, true),
+            ("claude-code", SessionKind::Pty, true),
+            ("shell", SessionKind::Claude, true),
+            ("shell", SessionKind::Pty, false),
+        ] {
+            let hint = not_found_hint("prog", path, template, kind);
+            assert!(
+                hint.starts_with("prog is not on the PATH relay searched (/usr/bin:/bin); "),
+                "{hint}"
+            );
+            assert_eq!(
+                hint.contains(claude),
+                says_claude,
+                "{template} {kind:?}: {hint}"
+            );
+            if !says_claude {
+                assert!(hint.contains("set the shell template's command"), "{hint}");
+            }
+        }
+    }
 }
