@@ -585,6 +585,100 @@ mod tests {
         every_split(Some(PLAIN), text, text, 0);
     }
 
+    /// What the redactor must give for a whole stream, worked out with the stream in
+    /// hand: at each byte the longest complete match (a literal, or a credential prefix
+    /// and its whole run); a match that starts inside the masked run grows it under the
+    /// same marker, one that starts at or after its end is a new marker.
+    fn reference(p: &Patterns, text: &[u8]) -> (Vec<u8>, u64) {
+        let longest_at = |i: usize| -> Option<usize> {
+            let rest = &text[i..];
+            let lit = p
+                .literals
+                .iter()
+                .filter(|l| rest.starts_with(l))
+                .map(|l| i + l.len());
+            let cred = CREDENTIAL_PREFIXES.iter().filter_map(|pre| {
+                let tail = rest.strip_prefix(*pre)?;
+                let run = tail.iter().take_while(|&&b| credential_byte(b)).count();
+                (run >= CREDENTIAL_MIN_RUN).then_some(i + pre.len() + run)
+            });
+            lit.chain(cred).max()
+        };
+        let (mut out, mut count) = (Vec::new(), 0);
+        let mut run: Option<(usize, usize)> = None;
+        let mut copied = 0;
+        for i in 0..text.len() {
+            let Some(e) = longest_at(i) else { continue };
+            match &mut run {
+                Some((_, end)) if i < *end => *end = (*end).max(e),
+                _ => {
+                    if let Some((_, end)) = run {
+                        copied = end;
+                    }
+                    out.extend_from_slice(&text[copied..i]);
+                    out.extend_from_slice(MARKER);
+                    count += 1;
+                    run = Some((i, e));
+                }
+            }
+        }
+        if let Some((_, end)) = run {
+            copied = end;
+        }
+        out.extend_from_slice(&text[copied..]);
+        (out, count)
+    }
+
+    proptest::proptest! {
+        /// Any stream, cut anywhere, gives what the whole stream calls for.
+        #[test]
+        fn any_stream_cut_anywhere_is_masked_as_the_whole_stream_says(
+            parts in proptest::collection::vec(0usize..12, 0..14),
+            cuts in proptest::collection::vec(0usize..400, 0..6),
+        ) {
+            let body = &TOKEN["sk-ant-oat01-".len()..];
+            let pieces: [&str; 12] = [
+                TOKEN, body, &body[..10], &TOKEN[..20], "sk-ant-oat01-", "sk-ant-sid",
+                "AbCd1234", "-", " ", "x", "Zx9_Qw", "abcdefgh",
+            ];
+            let text: String = parts.iter().map(|i| pieces[*i]).collect();
+            let b = text.as_bytes();
+            let p = Patterns::new(Some(&Secret::new(TOKEN)));
+            let want = reference(&p, b);
+            let want = (String::from_utf8_lossy(&want.0).into_owned(), want.1);
+            let mut at: Vec<usize> = cuts.iter().map(|c| c % (b.len() + 1)).collect();
+            at.sort_unstable();
+            let mut slices: Vec<&[u8]> = Vec::new();
+            let mut from = 0;
+            for c in at {
+                slices.push(&b[from..c]);
+                from = c;
+            }
+            slices.push(&b[from..]);
+            proptest::prop_assert_eq!(&through(Some(TOKEN), &slices), &want, "cut {:?}", slices);
+            let bytes: Vec<&[u8]> = b.chunks(1).collect();
+            proptest::prop_assert_eq!(&through(Some(TOKEN), &bytes), &want, "byte by byte");
+        }
+    }
+
+    #[test]
+    fn a_credential_that_never_ends_holds_back_exactly_the_bound() {
+        let p = Patterns::new(None);
+        assert_eq!(p.hold_max(), "sk-ant-oat01-".len() + CREDENTIAL_MIN_RUN - 1);
+        // One byte short of a credential: all of it held, then let go at the end.
+        let (mut r, c) = red(None);
+        let almost = &b"sk-ant-oat01-abcdefgh"[..p.hold_max()];
+        assert!(r.feed(almost).is_empty());
+        assert_eq!(r.finish(), almost);
+        assert_eq!(c.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn url_encoding_keeps_the_unreserved_bytes_alone() {
+        assert_eq!(url_encoded(b"aZ09-._~ /+", true), b"aZ09-._~%20%2F%2B");
+        assert_eq!(url_encoded(b"/", false), b"%2f");
+    }
+
     #[test]
     #[ignore = "a rough timing, printed; run with --ignored --nocapture"]
     fn throughput() {
