@@ -1427,4 +1427,87 @@ mod tests {
         );
         assert!(!valid_exception("hooks"));
     }
+
+    #[test]
+    fn the_names_an_exception_may_take_are_the_project_ones_and_the_git_folders() {
+        let names = root_names();
+        for n in [".envrc", ".git/hooks", ".git/config"] {
+            assert!(names.iter().any(|x| x == n), "{n} in {names:?}");
+        }
+        assert!(
+            !names
+                .iter()
+                .any(|x| x == ".bashrc" || x == ".ssh" || x.is_empty()),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn a_repository_is_a_git_folder_with_a_head_or_a_git_file_below_a_grant() {
+        let d = tempfile::tempdir().unwrap();
+        let g = std::fs::canonicalize(d.path()).unwrap();
+        // Depth 1, 2 and 3 below the grant: found; depth 4: not looked at.
+        for (rel, head) in [
+            ("a", true),
+            ("x/b", true),
+            ("x/y/c", true),
+            ("x/y/z/d", true),
+            ("nohead", false),
+        ] {
+            std::fs::create_dir_all(g.join(rel).join(".git")).unwrap();
+            if head {
+                std::fs::write(g.join(rel).join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+            }
+        }
+        // A worktree's `.git` is a file naming the repository elsewhere.
+        std::fs::create_dir_all(g.join("wt")).unwrap();
+        std::fs::write(g.join("wt/.git"), "gitdir: /elsewhere\n").unwrap();
+        // Nothing inside a build folder or a .git is looked at.
+        std::fs::create_dir_all(g.join("target/t/.git")).unwrap();
+        std::fs::write(g.join("target/t/.git/HEAD"), "x").unwrap();
+        let mut found = repositories_in(&[g.as_path()]);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![g.join("a"), g.join("wt"), g.join("x/b"), g.join("x/y/c")]
+        );
+        assert!(is_repository(&g.join("a/.git")));
+        assert!(!is_repository(&g.join("nohead/.git")), "no HEAD");
+        assert!(!is_repository(&g.join("wt/.git")), "a file");
+        assert!(!is_repository(&g.join("missing/.git")));
+    }
+
+    #[test]
+    fn path_folders_are_named_once_by_their_place_and_odd_entries_left_out() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join("tools/bin")).unwrap();
+        std::fs::create_dir_all(root.join("opt/bin")).unwrap();
+        let path = std::env::join_paths([
+            home.join("tools/bin"),
+            home.join("tools/bin"),
+            home.clone(),
+            home.join(".local/bin"),
+            PathBuf::from("relative/bin"),
+            home.join("tools/../tools/bin"),
+            root.join("opt/bin"),
+            PathBuf::from("~/tools/bin"),
+        ])
+        .unwrap();
+        let got: Vec<(Base, String)> = path_entries(&home, &path)
+            .into_iter()
+            .map(|(e, n)| (e.base, n))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Base::Home, "tools/bin".to_string()),
+                (
+                    Base::Path,
+                    root.join("opt/bin").to_string_lossy().into_owned()
+                ),
+            ]
+        );
+    }
 }
