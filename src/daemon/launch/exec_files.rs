@@ -1510,4 +1510,34 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_grant_inside_a_path_folder_outside_the_home_is_refused_but_not_below_a_top_folder() {
+        let c = case();
+        let bin = c.tmp.parent().unwrap().join("tools/bin");
+        std::fs::create_dir_all(bin.join("x")).unwrap();
+        let with_path = |grant: &Path, path_env: &std::ffi::OsStr| {
+            let grants = [rw(grant)];
+            plan(&Input {
+                backend: Backend::Bwrap,
+                home: &c.home,
+                grants: &grants,
+                temp_dir: &c.tmp,
+                directory: &c.project,
+                session_writable: &[grant.to_path_buf()],
+                path_env,
+                exceptions: &[],
+                make: Make::Say,
+            })
+        };
+        let path = std::env::join_paths([&bin]).unwrap();
+        let err = with_path(&bin.join("x"), &path).unwrap_err();
+        assert!(err.contains(&format!("lies in {}", bin.display())), "{err}");
+        // `/usr` on PATH is a top folder: a grant below it is the template's business.
+        with_path(
+            Path::new("/usr/local/share/x"),
+            std::ffi::OsStr::new("/usr"),
+        )
+        .unwrap();
+    }
 }
