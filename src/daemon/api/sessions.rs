@@ -172,37 +172,15 @@ fn conversation(d: &Daemon, e: &crate::daemon::Entry) -> (Option<String>, Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::records::ledger::{Record, VERSION};
+    use crate::daemon::records::ledger::test_record;
 
     /// A dormant sandboxed session `s-1` whose ledger recorded Claude Code's `recorded`.
     fn dormant(recorded: Option<&str>) -> crate::daemon::Entry {
-        let record = Record {
-            v: VERSION,
-            id: "s-1".into(),
-            kind: SessionKind::Claude,
-            name: None,
-            project_id: "p".into(),
-            template_id: "claude-code".into(),
-            directory: "/p".into(),
-            model: None,
-            permission_mode: None,
-            token_fingerprint: None,
-            token_passed: true,
-            account: None,
-            claude: recorded.map(|sid| crate::protocol::ClaudeInit {
-                session_id: Some(sid.into()),
-                ..Default::default()
-            }),
-            state: EntryState::Dormant,
-            exit_status: Some(0),
-            exit_signal: None,
-            exit_reason: None,
-            created_ms: 1,
-            ended_ms: Some(2),
-            sandboxed: true,
-            pty: None,
-            reach: Default::default(),
-        };
+        let mut record = test_record("s-1", SessionKind::Claude, EntryState::Dormant);
+        record.claude = recorded.map(|sid| crate::protocol::ClaudeInit {
+            session_id: Some(sid.into()),
+            ..Default::default()
+        });
         record.into_entry(3).0
     }
 

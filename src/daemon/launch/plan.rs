@@ -595,37 +595,15 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::records::ledger::{ReachRecord, Record, VERSION};
+    use crate::daemon::records::ledger::{test_record, ReachRecord};
 
     /// An ended terminal relay remembers, with these read-write grants and pins.
     fn session(id: &str, read_write: &[&str], pins: &[&str]) -> Entry {
-        let record = Record {
-            v: VERSION,
-            id: id.into(),
-            kind: SessionKind::Pty,
-            name: None,
-            project_id: "p1".into(),
-            template_id: "shell".into(),
-            directory: "/home/ada/project".into(),
-            model: None,
-            permission_mode: None,
-            token_fingerprint: None,
-            token_passed: false,
-            account: None,
-            claude: None,
-            state: EntryState::Exited,
-            exit_status: Some(0),
-            exit_signal: None,
-            exit_reason: None,
-            created_ms: 1,
-            ended_ms: Some(2),
-            sandboxed: true,
-            pty: None,
-            reach: ReachRecord {
-                read_write: read_write.iter().map(PathBuf::from).collect(),
-                pins: pins.iter().map(PathBuf::from).collect(),
-                ..Default::default()
-            },
+        let mut record = test_record(id, SessionKind::Pty, EntryState::Exited);
+        record.reach = ReachRecord {
+            read_write: read_write.iter().map(PathBuf::from).collect(),
+            pins: pins.iter().map(PathBuf::from).collect(),
+            ..Default::default()
         };
         record.into_entry(3).0
     }

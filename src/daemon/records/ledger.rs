@@ -607,6 +607,35 @@ fn read_record(path: &Path, name: &str) -> Result<Record, String> {
     Ok(rec)
 }
 
+/// A record of an ended sandboxed launch `id` in project `p`, for unit tests to change.
+#[cfg(test)]
+pub(crate) fn test_record(id: &str, kind: SessionKind, state: EntryState) -> Record {
+    Record {
+        v: VERSION,
+        id: id.into(),
+        kind,
+        name: None,
+        project_id: "p1".into(),
+        template_id: "shell".into(),
+        directory: "/home/ada/project".into(),
+        model: None,
+        permission_mode: None,
+        token_fingerprint: None,
+        token_passed: false,
+        account: None,
+        claude: None,
+        state,
+        exit_status: Some(0),
+        exit_signal: None,
+        exit_reason: None,
+        created_ms: 1,
+        ended_ms: Some(2),
+        sandboxed: true,
+        pty: None,
+        reach: ReachRecord::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
