@@ -246,8 +246,14 @@ fn a_pinned_file_the_person_replaces_stops_the_session_that_could_then_write_it(
     // host renames a new `.git/config` over it, which the running session could write.
     let r = Relay::start(relay_e2e::daemon::base_settings(None));
     git(&r.home, &r.project, &["init", "-q", "."]);
-    let v = r.shell_terminal("sleep 600");
+    let v = r.shell_terminal("touch up && exec sleep 600");
     let id = v["id"].as_str().unwrap().to_string();
+    // Only once the sandbox is up: a rename while bwrap is still binding makes bwrap
+    // itself fail (the session ends `exited`, status 1), which is not this test's case.
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || r.project.join("up").exists()),
+        "the session never started"
+    );
     git(
         &r.home,
         &r.project,
