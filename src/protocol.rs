@@ -482,6 +482,10 @@ pub mod attach {
     /// daemon takes it out of the stream and purges the terminal once the attach is over
     /// (`relay sandbox`; docs/routes.md#attaching-to-a-terminal).
     pub const FORGET: u8 = 3;
+    /// Client → host, empty: the client's input has ended (`relay sandbox` with stdin
+    /// not a terminal). The host gives the program end-of-file the way a terminal does
+    /// ([`crate::host::terminal::Terminal::end_input`]).
+    pub const EOF: u8 = 4;
     /// Largest payload either side accepts.
     pub const FRAME_MAX: usize = 1024 * 1024;
 

@@ -155,6 +155,10 @@ pub struct Attach<'a> {
     /// Take Claude Code's resume hint out of the output ([`ResumeHint`]; `relay
     /// sandbox`), and set this when one was.
     pub resume_hint: Option<&'a std::cell::Cell<bool>>,
+    /// When stdin is not a terminal and ends, the program reads end-of-file
+    /// ([`attach::EOF`]; `relay sandbox`, whose run owns the terminal). An attach to a
+    /// terminal someone else started leaves it be.
+    pub end_input: bool,
 }
 
 /// How long output that could be Claude Code's resume hint is held for the rest of its
@@ -195,7 +199,7 @@ impl Attach<'_> {
         } else {
             Vec::new()
         };
-        spawn_keyboard(link.clone(), keys);
+        spawn_keyboard(link.clone(), keys, self.end_input && !stdin_is_terminal);
         spawn_signals(link.clone(), signals);
 
         let mut out: Box<dyn Write> = if self.to_stderr {
@@ -389,8 +393,9 @@ fn block_signals() -> SigSet {
 }
 
 /// The keyboard thread: what is typed goes to the session as input frames until stdin
-/// ends, the stream is shut or `keys` (empty: none) are typed, which detaches.
-fn spawn_keyboard(link: Link, keys: Vec<u8>) {
+/// ends (then, with `eof`, an end-of-input frame), the stream is shut or `keys` (empty:
+/// none) are typed, which detaches.
+fn spawn_keyboard(link: Link, keys: Vec<u8>, eof: bool) {
     std::thread::spawn(move || {
         let mut matcher = DetachMatcher::new(&keys);
         let mut buf = [0u8; 4096];
@@ -398,7 +403,12 @@ fn spawn_keyboard(link: Link, keys: Vec<u8>) {
         let mut stdin = std::io::stdin();
         loop {
             match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => {
+                    if eof {
+                        link.send(&frame(attach::EOF, &[]));
+                    }
+                    return;
+                }
                 Ok(n) => {
                     out.clear();
                     let detach = matcher.feed(&buf[..n], &mut out);
@@ -536,6 +546,7 @@ pub fn terminal(
         lossless: false,
         forget: false,
         resume_hint: None,
+        end_input: false,
     }
     .run();
     let (code, line) = match end {

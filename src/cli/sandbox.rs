@@ -106,6 +106,8 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         // Claude Code's `claude --resume` hint cannot work here: it goes, and what
         // can is said instead.
         resume_hint: Some(&hint_dropped),
+        // `relay sandbox shell < script` ends as `bash < script` does.
+        end_input: true,
     }
     .run();
     if hint_dropped.get() {

@@ -256,7 +256,8 @@ fn started_lines(
     if seeded {
         out.push_str(&format!(
             "relay: first run: wrote the default settings to {} (a `home` project at ~ \
-             with the shell and claude-code templates; edit it, then restart relay)\n",
+             with the shell and claude-code templates; edit it any time: each launch reads \
+             it; api.listen takes a restart)\n",
             paths.settings().display()
         ));
     }

@@ -39,8 +39,10 @@ pub async fn run(session: Arc<Session>, term: Arc<Terminal>, upgraded: Upgraded,
     // ends (or with the task), so the size goes back to the windows that remain.
     let window = Window::open(term.clone());
     let input_term = term.clone();
+    let input_session = session.clone();
     let input = tokio::spawn(async move {
         let window = window;
+        let mut ended = false;
         let mut buf = Vec::new();
         let mut chunk = vec![0u8; 16 * 1024];
         loop {
@@ -56,6 +58,19 @@ pub async fn run(session: Arc<Session>, term: Arc<Terminal>, upgraded: Upgraded,
                 match kind {
                     attach::INPUT if input_term.write_input(&payload).await.is_err() => return,
                     attach::INPUT => {}
+                    attach::EOF if !ended => {
+                        ended = true;
+                        let term = input_term.clone();
+                        let mut exited = input_session.exited.clone();
+                        // Outlives this attach (the client may go at once): until the
+                        // session ends.
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                () = term.end_input() => {}
+                                _ = exited.wait_for(|e| *e) => {}
+                            }
+                        });
+                    }
                     attach::RESIZE if payload.len() == 4 => {
                         let cols = u16::from_be_bytes([payload[0], payload[1]]);
                         let rows = u16::from_be_bytes([payload[2], payload[3]]);

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::body::Bytes;
+use nix::sys::termios;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{broadcast, mpsc, Notify};
 
@@ -334,6 +335,44 @@ impl Terminal {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .read_all()
+    }
+
+    /// The input has ended: the program reads end-of-file, as from a terminal where
+    /// Ctrl-D is typed. The pty's end-of-file character is written now (twice in line
+    /// mode: the first ends a last line that has no newline), and again each
+    /// time the terminal turns from line mode to raw or back (checked at each output):
+    /// a shell's line editor turns raw before it prompts, and a Ctrl-D queued while the
+    /// pty was still in line mode reaches it as a NUL, not as an end. Runs until the
+    /// terminal has ended (the caller also stops it at the session's exit).
+    pub async fn end_input(&self) {
+        let mut live = self.live.subscribe();
+        let mut sent_in: Option<bool> = None;
+        loop {
+            let Ok(master) = self.master() else {
+                return;
+            };
+            let Ok(mode) = termios::tcgetattr(master.get_ref()) else {
+                return;
+            };
+            let line_mode = mode.local_flags.contains(termios::LocalFlags::ICANON);
+            if sent_in != Some(line_mode) {
+                let eof = match mode.control_chars[termios::SpecialCharacterIndices::VEOF as usize]
+                {
+                    0 => 0x04, // disabled: Ctrl-D, what a raw-mode line editor takes as the end
+                    c => c,
+                };
+                // In line mode twice: the first ends a last line that has no newline.
+                let ends: &[u8] = if line_mode { &[eof, eof] } else { &[eof] };
+                if self.write_input(ends).await.is_err() {
+                    return;
+                }
+                sent_in = Some(line_mode);
+            }
+            match live.recv().await {
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
     }
 
     /// Writes input to the pty (what a person types).

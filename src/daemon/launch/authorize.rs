@@ -275,8 +275,13 @@ pub fn authorize(
             format!(
                 "{} is {what}, and a Claude launch that gets the token never runs there (it \
                  would read what any session could have written in it): start it in a \
-                 folder below it (cd there, or pass --directory)",
+                 folder below it ({})",
                 directory.display(),
+                match input.project_from_directory {
+                    // `relay sandbox` has no --directory: it runs where it is started.
+                    true => "cd there",
+                    false => "cd there, or pass --directory",
+                },
             ),
         ));
     }
@@ -516,15 +521,16 @@ fn home_rule(
     let opt_in = format!(
         "or set \"allow_home_directory\": true on project {project} or template {template} to grant it all"
     );
-    // `relay sandbox` names the caller's folder as its directory.
-    let here = input.project_from_directory
-        || input
-            .cwd
-            .as_deref()
-            .and_then(|p| std::fs::canonicalize(p).ok())
-            .is_some_and(|p| p == directory);
+    let here = input
+        .cwd
+        .as_deref()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .is_some_and(|p| p == directory);
     let asked = input.directory.as_deref().is_some_and(|d| !d.is_empty());
-    let (which, todo) = if here {
+    let (which, todo) = if input.project_from_directory {
+        // `relay sandbox` runs where it is started: it has no --directory.
+        ("the current folder", "cd into a folder below it")
+    } else if here {
         (
             "the current folder",
             "cd into a folder below it or pass --directory",
@@ -939,8 +945,30 @@ mod tests {
             cwd: Some(home.to_string_lossy().into_owned()),
             ..terminal("shell")
         };
-        assert!(refused(&s, &here).starts_with("the current folder "));
-        refused(&s, &session());
+        let msg = refused(&s, &here);
+        assert!(msg.starts_with("the current folder "), "{msg}");
+        assert!(msg.contains("or pass --directory"), "{msg}");
+        // `relay sandbox` has no --directory: its advice does not name one.
+        let sandbox = LaunchInput {
+            project: None,
+            project_from_directory: true,
+            directory: Some(home.to_string_lossy().into_owned()),
+            ..terminal("shell")
+        };
+        let msg = refused(&s, &sandbox);
+        assert!(msg.starts_with("the current folder "), "{msg}");
+        assert!(
+            msg.contains("cd into a folder below it") && !msg.contains("--directory"),
+            "{msg}"
+        );
+        let msg = refused(&s, &session());
+        assert!(msg.contains("pass --directory"), "{msg}");
+        let claude_here = LaunchInput {
+            template: Some("claude-code".into()),
+            ..sandbox
+        };
+        let msg = refused(&s, &claude_here);
+        assert!(msg.contains("cd ") && !msg.contains("--directory"), "{msg}");
         // A folder above home, `/` among them, in a project that holds it.
         let mut root = s.clone();
         root.projects[0].path = "/".into();

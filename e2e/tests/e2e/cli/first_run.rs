@@ -60,7 +60,7 @@ fn a_first_run_says_what_it_wrote_what_listens_and_how_to_stop_and_ctrl_c_reads_
     );
     assert!(settings.is_file());
     let first = format!(
-        "relay: first run: wrote the default settings to {} (a `home` project at ~ with the shell and claude-code templates; edit it, then restart relay)\n",
+        "relay: first run: wrote the default settings to {} (a `home` project at ~ with the shell and claude-code templates; edit it any time: each launch reads it; api.listen takes a restart)\n",
         settings.display()
     );
     let listen = format!(

@@ -287,3 +287,43 @@ fn relay_sandbox_replaces_claude_codes_resume_hint_with_what_works() {
     // The run's terminal went, as every `relay sandbox` run's does.
     r.wait_event(|e| e["name"] == "session.purged");
 }
+
+/// `relay sandbox` fed from a pipe or `/dev/null` ends as the tool fed the same way
+/// would: the tool reads end-of-file where the input ends. An interactive bash (its
+/// line editor turns the pty raw only once it is up, after the end has long arrived)
+/// runs the piped line and exits; with `/dev/null` it exits at once; `cat` gets a last
+/// line that has no newline, then its end.
+#[test]
+fn relay_sandbox_with_piped_or_no_input_ends_when_its_input_does() {
+    let r = Relay::start(base_settings(None));
+    let run = |input: &'static [u8], script: &str| {
+        let mut child = r
+            .cli_command(&["sandbox", "shell", "--", "-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("relay sandbox");
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, input).unwrap();
+        drop(stdin);
+        let st = wait::child_within(&mut child, WAIT).expect("relay sandbox ended");
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        (st.code(), out)
+    };
+    let bash = "exec bash --norc --noprofile -i";
+    let (code, out) = run(b"", bash);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = run(b"echo piped-$((6*7))\n", bash);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("piped-42"), "{out}");
+    let (code, out) = run(b"first\nlast", "cat; echo; echo cat-ended");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("last\r\ncat-ended"), "{out}");
+}
