@@ -445,7 +445,7 @@ fn spawn_signals(link: Link, set: SigSet) {
 }
 
 /// Purges an ended terminal; a failure is said on stderr (the run itself went well).
-fn purge(client: &Client, id: &str) {
+pub(super) fn purge(client: &Client, id: &str) {
     match client.call("POST", &format!("/api/terminals/{id}/purge")) {
         Ok(a) if a.status == 200 => {}
         Ok(a) => eprintln!("relay: terminal {id} kept: {}", a.error_text()),

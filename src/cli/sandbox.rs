@@ -126,8 +126,11 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(End::Signal(sig)) => {
-            // The terminal is gone (or we were told to stop): end the session.
+            // The terminal is gone (or we were told to stop): end the session, and
+            // purge it as a run that ended by itself is (DELETE answers once the exit
+            // is recorded; one that outlasts it is kept, said on stderr).
             let _ = client.call("DELETE", &format!("/api/terminals/{id}"));
+            attach::purge(&client, &id);
             ExitCode::from((128 + sig).clamp(0, 255) as u8)
         }
     }

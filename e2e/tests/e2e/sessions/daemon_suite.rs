@@ -96,7 +96,46 @@ fn closing_the_terminal_of_relay_sandbox_ends_the_session() {
     unsafe { libc::kill(pty.child.id() as libc::pid_t, libc::SIGHUP) };
     let ev = r.wait_exited(&id);
     assert_eq!(ev["reason"], "terminated", "{ev}");
-    exit_code(&mut pty);
+    assert_eq!(exit_code(&mut pty), 128 + libc::SIGHUP);
+    // The run leaves nothing, as one that ends by itself does.
+    r.wait_event(|e| e["name"] == "session.purged" && e["session_id"] == id.as_str());
+    let list = r.cli_json(&["terminal", "list"]);
+    assert_eq!(list["terminals"], json!([]), "{list}");
+}
+
+/// SIGTERM (a supervisor stopping the run) ends the session and leaves nothing, as
+/// closing the window does; the run exits 143.
+#[test]
+fn a_relay_sandbox_run_stopped_by_sigterm_ends_its_session_and_leaves_nothing() {
+    let r = Relay::start(base_settings(None));
+    let mut child = r
+        .cli_command(&[
+            "sandbox",
+            "shell",
+            "--",
+            "-c",
+            "echo up > up; exec sleep 600",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("relay sandbox");
+    assert!(
+        wait::until(relay_e2e::WAIT, || r.project.join("up").exists()),
+        "the run never started"
+    );
+    let id = r.cli_typed::<Terminals>(&["terminal", "list"]).terminals[0]
+        .id
+        .clone();
+    // Safety: SIGTERM to our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let st = wait::child_within(&mut child, relay_e2e::WAIT).expect("relay sandbox exited");
+    assert_eq!(st.code(), Some(128 + libc::SIGTERM));
+    let ev = r.wait_exited(&id);
+    assert_eq!(ev["reason"], "terminated", "{ev}");
+    r.wait_event(|e| e["name"] == "session.purged" && e["session_id"] == id.as_str());
+    let list = r.cli_json(&["terminal", "list"]);
+    assert_eq!(list["terminals"], json!([]), "{list}");
 }
 
 #[test]
