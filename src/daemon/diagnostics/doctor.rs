@@ -263,6 +263,56 @@ fn shield_check(s: &Settings) -> Check {
     }
 }
 
+/// The network each sandboxed template's sessions get (docs/settings.md#network): `ok`
+/// when every one is private (`proxied`, the default, or `none`), naming those with no
+/// network; `warn` naming each template on the host's network (`"host"`), which is not
+/// isolated, with the fix.
+pub fn network_check(s: &Settings) -> Check {
+    use crate::daemon::settings::NetworkMode;
+    if s.session_sandbox.network_off {
+        return check(
+            "network",
+            Status::Ok,
+            "session_sandbox.network_off: no sandbox has any network",
+            None,
+        );
+    }
+    let sandboxed = || s.terminal_templates.iter().filter(|t| t.sandbox);
+    let of = |mode: NetworkMode| {
+        sandboxed()
+            .filter(|t| t.network.unwrap_or(NetworkMode::Proxied) == mode)
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>()
+    };
+    let (host, none) = (of(NetworkMode::Host), of(NetworkMode::None));
+    let offline = match none.is_empty() {
+        true => String::new(),
+        false => format!("; no network at all: {}", none.join(", ")),
+    };
+    if host.is_empty() {
+        return check(
+            "network",
+            Status::Ok,
+            format!(
+                "every sandbox has a private network, out only through relay's egress                  proxy to its template's egress list{offline}"
+            ),
+            None,
+        );
+    }
+    check(
+        "network",
+        Status::Warn,
+        format!(
+            "not isolated: {} run{} on the host's network (\"network\": \"host\"), where a \
+             session reaches the host's loopback services, its abstract sockets (the X \
+             server's among them) and the internet directly{offline}",
+            host.join(", "),
+            if host.len() == 1 { "s" } else { "" }
+        ),
+        Some("remove \"network\": \"host\" from those templates: the default gives each sandbox a private network; name in \"egress\" each host it must reach (`relay sandbox explain <id>` shows the list)"),
+    )
+}
+
 /// The templates whose Seatbelt sandboxes open one of the escapes on purpose (`macos`,
 /// docs/settings.md#macos), each with what it opens: `ok` with none or with a `note:`
 /// naming them; `warn` for a `macos.mach` name the escape section keeps closed anyway
@@ -731,6 +781,7 @@ async fn checks_without_probes(d: &Arc<Daemon>) -> (Vec<Check>, Option<(Settings
     checks.push(kernel_check(d, &settings));
     checks.push(shield_check(&settings));
     checks.push(macos_opt_ins_check(&settings));
+    checks.push(network_check(&settings));
     checks.push(config_check(d));
     checks.push(ledger_check(d));
     checks.push(space_check(d));
@@ -1020,12 +1071,53 @@ fn ledger_check(d: &Daemon) -> Check {
 
 #[cfg(test)]
 mod tests {
-    use super::{macos_opt_ins_check, plain, seatbelt_launcher_check, space_verdict, Status};
+    use super::{
+        macos_opt_ins_check, network_check, plain, seatbelt_launcher_check, space_verdict, Status,
+    };
     use crate::daemon::settings::{seed, BackendChoice, SessionSandbox, Settings, Template};
     use crate::protocol::Backend;
     use crate::sandbox::MacOptIns;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
+
+    #[test]
+    fn network_warns_of_each_template_on_the_hosts_network_and_names_those_with_none() {
+        use crate::daemon::settings::NetworkMode;
+        let mut s = seed();
+        let c = network_check(&s);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(
+            c.detail.starts_with("every sandbox has a private network"),
+            "{c:?}"
+        );
+        s.terminal_templates[0].network = Some(NetworkMode::None);
+        let c = network_check(&s);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        let first = s.terminal_templates[0].id.clone();
+        assert!(
+            c.detail.ends_with(&format!("no network at all: {first}")),
+            "{c:?}"
+        );
+        s.terminal_templates[1].network = Some(NetworkMode::Host);
+        let c = network_check(&s);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        let second = &s.terminal_templates[1].id;
+        assert!(
+            c.detail.starts_with(&format!(
+                "not isolated: {second} runs on the host's network"
+            )),
+            "{c:?}"
+        );
+        assert!(c.fix.as_deref().unwrap().contains("egress"), "{c:?}");
+        // An unsandboxed template has no sandbox network to speak of.
+        s.terminal_templates[1].sandbox = false;
+        assert_eq!(network_check(&s).status, Status::Ok);
+        s.terminal_templates[1].sandbox = true;
+        s.session_sandbox.network_off = true;
+        let c = network_check(&s);
+        assert_eq!(c.status, Status::Ok, "{c:?}");
+        assert!(c.detail.contains("network_off"), "{c:?}");
+    }
 
     #[test]
     fn macos_opt_ins_names_each_template_that_opens_an_escape_and_warns_of_a_closed_name() {

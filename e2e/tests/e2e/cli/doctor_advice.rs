@@ -48,6 +48,8 @@ fn a_pinned_native_install_is_ok_with_a_note_and_the_probes_leave_no_terminal() 
     // The canary ran, and neither it nor anything else doctor launched is listed.
     let canary = doctor_check(&v, "canary");
     assert_eq!(canary["status"], "ok", "{canary}");
+    let network = doctor_check(&v, "network");
+    assert_eq!(network["status"], "ok", "{network}");
     let list = r.cli_json(&["terminal", "list"]);
     assert_eq!(list["terminals"], json!([]), "{list}");
     let purged: Vec<Value> = r
@@ -109,6 +111,30 @@ fn an_empty_token_file_and_a_missing_claude_say_the_next_step() {
         out.stdout
             .lines()
             .any(|l| l.trim_start().starts_with("fix: install Claude Code")),
+        "{}",
+        out.stdout
+    );
+}
+
+/// A template on the host's network is named as not isolated (issue 23), in the text a
+/// person reads too, with what to change.
+#[test]
+fn a_template_on_the_hosts_network_is_named_as_not_isolated() {
+    let mut s = base_settings(None);
+    s["terminal_templates"][1]["network"] = json!("host");
+    let r = Relay::start(s);
+    let (_, v) = doctor(&r);
+    let network = doctor_check(&v, "network");
+    assert_eq!(network["status"], "warn", "{network}");
+    assert!(
+        text(&network, "detail").starts_with("not isolated: shell runs on the host's network"),
+        "{network}"
+    );
+    let out = r.cli(&["doctor"]);
+    assert!(
+        out.stdout
+            .contains("not isolated: shell runs on the host's network")
+            && out.stdout.contains("remove \"network\": \"host\""),
         "{}",
         out.stdout
     );
