@@ -171,10 +171,14 @@ async fn open(
         Verdict::Allowed(rule) => rule,
         Verdict::Refused(why) => return Err((StatusCode::FORBIDDEN, why)),
     };
-    let name = host
+    let mut name = host
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
+    if name.trim_end_matches('.').eq_ignore_ascii_case("localhost") {
+        // 127.0.0.1 by the rules (`Entry::parse`), never looked up.
+        name = "127.0.0.1".into();
+    }
     let addrs: Vec<SocketAddr> =
         match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::lookup_host((name, port))).await {
             Ok(Ok(a)) => a.collect(),

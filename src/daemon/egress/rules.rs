@@ -91,6 +91,11 @@ impl Entry {
         };
         let host = if let Ok(ip) = host.parse::<IpAddr>() {
             Host::Addr(ip)
+        } else if host.trim_end_matches('.').eq_ignore_ascii_case("localhost") {
+            // Loopback by definition (RFC 6761), never looked up: `localhost:4000` is
+            // `127.0.0.1:4000`, bridged the same (a client inside that tries `[::1]`
+            // first is refused there at once and goes on to 127.0.0.1).
+            Host::Addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
         } else if let Some(domain) = host.strip_prefix("*.") {
             Host::Below(valid_name(domain).ok_or_else(|| bad("not a host name"))?)
         } else {
@@ -229,6 +234,9 @@ impl Rules {
         let Some(name) = valid_name(host) else {
             return Verdict::Refused(format!("{host:?} is not a host name"));
         };
+        if name == "localhost" {
+            return self.address_only(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        }
         for e in &self.entries {
             let by_name = match &e.host {
                 Host::Name(n) => *n == name,
@@ -485,6 +493,18 @@ mod tests {
         );
         assert_eq!(bridge("127.0.0.1"), None);
         assert_eq!(bridge("10.0.0.1:5432"), None);
-        assert_eq!(bridge("localhost:5432"), None);
+        assert_eq!(bridge("localhost"), None);
+        // `localhost` is 127.0.0.1, never a name to look up.
+        assert_eq!(
+            bridge("LocalHost.:5432"),
+            Some("127.0.0.1:5432".parse().unwrap())
+        );
+        let r = rules(&["localhost:5432"]);
+        assert!(allowed(&r.address("127.0.0.1:5432".parse().unwrap())));
+        assert!(!allowed(&r.address("127.0.0.1:5433".parse().unwrap())));
+        assert!(allowed(&r.host("localhost", 5432)));
+        assert!(allowed(&r.host("127.0.0.1", 5432)));
+        assert!(!allowed(&r.host("localhost", 5433)));
+        assert!(!allowed(&rules(&["example.com"]).host("localhost", 443)));
     }
 }

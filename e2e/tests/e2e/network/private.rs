@@ -69,7 +69,35 @@ def links():
     return ",".join(sorted(n for _, n in socket.if_nameindex()))
 def mptcp():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); s.settimeout(3); s.connect(("127.0.0.1", t["tcp"])); return "connected"
-for n, f in [("tcp", tcp), ("udp", udp), ("abstract", abstract), ("raw", raw), ("links", links), ("mptcp", mptcp)]:
+def fastopen():
+    s = socket.socket(); s.settimeout(3)
+    s.sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", t["tcp"])); return "sent"
+def netlink():
+    # RTM_GETADDR, dumped: every address of every interface this namespace has.
+    import struct
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    s.settimeout(3)
+    s.sendall(struct.pack("=IHHII", 24, 22, 0x301, 1, 0) + struct.pack("=BBBBI", 0, 0, 0, 0, 0))
+    found = []
+    while True:
+        data = s.recv(65536)
+        off = 0
+        while off < len(data):
+            length, kind = struct.unpack_from("=IH", data, off)
+            if kind == 3:
+                return ",".join(sorted(set(found)))
+            if kind == 20:
+                family = data[off + 16]
+                a = off + 24
+                while a < off + length:
+                    alen, atype = struct.unpack_from("=HH", data, a)
+                    if atype == 1:
+                        raw = data[a + 4:a + alen]
+                        fam = socket.AF_INET if family == socket.AF_INET else socket.AF_INET6
+                        found.append(socket.inet_ntop(fam, raw))
+                    a += (alen + 3) & ~3
+            off += (length + 3) & ~3
+for n, f in [("tcp", tcp), ("udp", udp), ("abstract", abstract), ("raw", raw), ("links", links), ("mptcp", mptcp), ("fastopen", fastopen), ("netlink", netlink)]:
     probe(n, f)
 "#;
 
@@ -112,10 +140,17 @@ fn no_sandbox_reaches_the_hosts_loopback_tcp_udp_or_abstract_sockets_directly() 
     let (code, out) = r.sandbox_shell("cd \"$HOME/project\" && python3 probe.py");
     assert_eq!(code, 0, "{out}");
     let res = results(&out);
-    for probe in ["tcp", "abstract", "raw", "mptcp"] {
+    for probe in ["tcp", "abstract", "raw", "mptcp", "fastopen"] {
         assert!(result(&res, probe).starts_with("refused"), "{probe}: {out}");
     }
     assert_eq!(result(&res, "links"), "lo", "only loopback inside: {out}");
+    // Netlink answers, about this namespace alone: loopback's addresses, none of the
+    // host's.
+    let addrs = result(&res, "netlink");
+    assert!(
+        !addrs.is_empty() && addrs.split(',').all(|a| a == "127.0.0.1" || a == "::1"),
+        "netlink inside: {out}"
+    );
     // Nothing reached the host: no connection, no datagram.
     assert!(tcp.accept().is_err(), "the host's TCP service was reached");
     assert!(
@@ -180,13 +215,21 @@ for name, target in c["connects"]:
 fn the_egress_proxy_reaches_the_list_refuses_the_rest_by_rule_and_a_flood_slows_only_its_session() {
     let (port, hits) = http_server();
     let (named_port, named_hits) = http_server();
+    let (local_port, local_hits) = http_server();
     let mut s = base_settings(None);
     for t in s["terminal_templates"].as_array_mut().unwrap() {
         if t["id"] == "shell" {
-            // An explicit loopback entry (bridged) and a name that resolves to loopback.
+            // An explicit loopback entry (bridged), `localhost` with its port (the same,
+            // by its reserved name), and names listed as names that the host's resolver
+            // turns into a loopback, a cloud-metadata and a private address (numeric
+            // shorthands: `127.1` is 127.0.0.1, `169.254.43518` is 169.254.169.254,
+            // `10.1` is 10.0.0.1, on every libc).
             t["egress"] = json!([
                 format!("127.0.0.1:{port}"),
-                format!("localhost:{named_port}")
+                format!("localhost:{local_port}"),
+                format!("127.1:{named_port}"),
+                "169.254.43518:80",
+                "10.1:443",
             ]);
         }
     }
@@ -196,9 +239,13 @@ fn the_egress_proxy_reaches_the_list_refuses_the_rest_by_rule_and_a_flood_slows_
     let connects = json!({"bridge": port, "connects": [
         ["listed", format!("127.0.0.1:{port}")],
         ["unlisted", "example.org:443"],
-        ["by_name", format!("localhost:{named_port}")],
+        ["by_name", format!("127.1:{named_port}")],
+        ["localhost", format!("localhost:{local_port}")],
+        ["metadata_by_name", "169.254.43518:80"],
+        ["private_by_name", "10.1:443"],
         ["metadata", "169.254.169.254:80"],
         ["private", "10.0.0.1:443"],
+        ["unlisted_shorthand", format!("2130706433:{port}")],
     ]});
     std::fs::write(r.project.join("connects.json"), connects.to_string()).unwrap();
 
@@ -220,18 +267,34 @@ fn the_egress_proxy_reaches_the_list_refuses_the_rest_by_rule_and_a_flood_slows_
             && unlisted.contains("not in this session's egress list"),
         "{out}"
     );
-    let by_name = result(&res, "by_name");
-    assert!(
-        by_name.starts_with("HTTP/1.1 403") && by_name.contains("loopback"),
-        "{out}"
-    );
-    for refused in ["metadata", "private"] {
+    // Listed by name, resolved to a restricted address: refused, naming the class.
+    for (name, class) in [
+        ("by_name", "a loopback address, reached by name"),
+        (
+            "metadata_by_name",
+            "a cloud metadata address, reached by name",
+        ),
+        ("private_by_name", "a private address, reached by name"),
+    ] {
+        let got = result(&res, name);
         assert!(
-            result(&res, refused).starts_with("HTTP/1.1 403"),
+            got.starts_with("HTTP/1.1 403") && got.contains(class),
+            "{name}: {out}"
+        );
+    }
+    for refused in ["metadata", "private", "unlisted_shorthand"] {
+        assert!(
+            result(&res, refused).starts_with("HTTP/1.1 403")
+                && result(&res, refused).contains("not in this session's egress list"),
             "{refused}: {out}"
         );
     }
+    assert!(
+        result(&res, "localhost").starts_with("HTTP/1.1 200"),
+        "{out}"
+    );
     assert_eq!(named_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(local_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert!(hits.load(std::sync::atomic::Ordering::SeqCst) >= 3);
 
     // Each decision is an audit row and an event, naming the rule.
@@ -317,7 +380,12 @@ fn a_real_claude_turn_reaches_the_stand_in_over_its_bridge_and_is_recorded() {
     let api = FakeApi::start(&r.root, &script);
     let token = fake_oauth_token();
     r.write_token(&token);
-    r.write_settings(&settings(&claude, &api, Some(TOKEN_SETTING)));
+    // Routed by `localhost`, as LiteLLM's and claude-code-router's guides write it: the
+    // reserved name is 127.0.0.1, bridged the same.
+    let mut s = settings(&claude, &api, Some(TOKEN_SETTING));
+    s["terminal_templates"][0]["env"]["ANTHROPIC_BASE_URL"] =
+        json!(format!("http://localhost:{}", api.port));
+    r.write_settings(&s);
     r.launch_daemon();
     let id = start_session(&r, &[]);
     let out = message(&r, &id, "hi", &[]);
@@ -355,4 +423,58 @@ fn a_real_claude_turn_reaches_the_stand_in_over_its_bridge_and_is_recorded() {
         "{}",
         text.stdout
     );
+}
+
+/// `ANTHROPIC_BASE_URL` at a host off the list. A routing variable puts its own host on
+/// the list, so the way there is a URL the person wrote one way and Claude Code asks for
+/// another: `http://10.1:P` (a gateway by the IPv4 shorthand) puts the name `10.1:P` on
+/// the list, and Claude Code's URL parser asks for `10.0.0.1:P`, which is not on it. The
+/// turn fails with the proxy's reason and how to allow it; no connection leaves relay's
+/// proxy (no allowed egress row), so no listener anywhere gets the bearer, which reaches
+/// nothing but relay's own proxy (it logs no header).
+#[test]
+fn anthropic_base_url_at_a_host_off_the_list_fails_the_turn_clearly_and_no_listener_gets_the_bearer(
+) {
+    let Some(claude) = claude_code() else { return };
+    let mut r = Relay::prepare(None, false);
+    let api = FakeApi::start(&r.root, &json!([{"text": "unused"}]));
+    let token = fake_oauth_token();
+    r.write_token(&token);
+    let mut s = settings(&claude, &api, Some(TOKEN_SETTING));
+    s["terminal_templates"][0]["env"]["ANTHROPIC_BASE_URL"] = json!("http://10.1:4000");
+    r.write_settings(&s);
+    r.launch_daemon();
+
+    let id = start_session(&r, &[]);
+    let out = message(&r, &id, "hello", &[]);
+    assert_ne!(out.status, 0, "the turn reached something: {}", out.stdout);
+    for want in [
+        "error: the turn failed",
+        "403 relay: 10.0.0.1:4000 is not in this session's egress list; add it to the \
+         template's \"egress\" in settings.json",
+    ] {
+        assert!(out.stderr.contains(want), "{want:?} not in: {}", out.stderr);
+    }
+    assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
+    r.wait_exited(&id);
+    let rows: Vec<Value> = r
+        .audit_rows()
+        .into_iter()
+        .filter(|row| row["action"] == "egress" && row["session_id"] == id.as_str())
+        .collect();
+    assert!(
+        rows.iter().any(|row| row["outcome"] == "denied"
+            && row["egress"]["host"] == "10.0.0.1"
+            && row["egress"]["port"] == 4000),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().all(|row| row["outcome"] == "denied"),
+        "a connection left the proxy: {rows:?}"
+    );
+    assert!(api.records().is_empty(), "{:?}", api.records());
+    assert_absent(&r.output(), &token, "relay's output");
+    for (p, bytes) in r.all_files(&[&r.token_path()]) {
+        assert_absent(&bytes, &token, &p.display().to_string());
+    }
 }
