@@ -406,3 +406,64 @@ impl AsyncWrite for Counted {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::egress::{Rules, MAX_CONNECTIONS};
+    use tokio::io::AsyncWriteExt;
+
+    /// A bound on each wait below, never a pause: what is awaited comes at once.
+    const BOUND: Duration = Duration::from_secs(10);
+
+    async fn proxied(path: &std::path::Path) -> UnixStream {
+        let mut s = UnixStream::connect(path).await.unwrap();
+        s.write_all(b"relay-egress 1 proxy\n").await.unwrap();
+        s
+    }
+
+    /// A session holds at most [`MAX_CONNECTIONS`] of relay's connections: the next one
+    /// is closed at once, before anything is read from it, and once one of the held
+    /// ones goes a new one is served (docs/session-host.md#the-egress-proxy).
+    #[tokio::test]
+    async fn a_session_holds_at_most_the_cap_and_one_more_is_closed_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let session = super::super::session("s-cap", Rules::default());
+        let sink: Sink = Arc::new(|_: &Session, _: Egress| {});
+        let task = tokio::spawn(serve(listener, session, sink));
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            held.push(proxied(&path).await);
+        }
+        let mut over = UnixStream::connect(&path).await.unwrap();
+        let mut buf = [0u8; 256];
+        let n = tokio::time::timeout(BOUND, over.read(&mut buf))
+            .await
+            .expect("the connection over the cap was kept")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{}", String::from_utf8_lossy(&buf[..n]));
+        // One held connection goes; its permit comes back as its task ends.
+        drop(held.pop());
+        let answer = tokio::time::timeout(BOUND, async {
+            loop {
+                let mut s = proxied(&path).await;
+                let ask = b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n";
+                if s.write_all(ask).await.is_err() {
+                    continue;
+                }
+                // The answer's first bytes, or none: closed, the permit not back yet.
+                let mut got = [0u8; 256];
+                let n = s.read(&mut got).await.unwrap_or(0);
+                if n > 0 {
+                    return String::from_utf8_lossy(&got[..n]).into_owned();
+                }
+            }
+        })
+        .await
+        .expect("no connection was served after one went");
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        task.abort();
+    }
+}

@@ -97,7 +97,18 @@ def netlink():
                         found.append(socket.inet_ntop(fam, raw))
                     a += (alen + 3) & ~3
             off += (length + 3) & ~3
-for n, f in [("tcp", tcp), ("udp", udp), ("abstract", abstract), ("raw", raw), ("links", links), ("mptcp", mptcp), ("fastopen", fastopen), ("netlink", netlink)]:
+def egress_bridge():
+    # Past the forwarder: the egress socket itself, asked for a bridge the list does
+    # not name.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10)
+    s.connect("/run/relay/egress.sock")
+    s.sendall(("relay-egress 1 bridge 127.0.0.1:%d\n" % t["tcp"]).encode() + b"x")
+    try:
+        data = s.recv(64)
+    except socket.timeout:
+        return "open"
+    return "connected" if data else "refused:closed"
+for n, f in [("tcp", tcp), ("udp", udp), ("abstract", abstract), ("raw", raw), ("links", links), ("mptcp", mptcp), ("fastopen", fastopen), ("netlink", netlink), ("egress_bridge", egress_bridge)]:
     probe(n, f)
 "#;
 
@@ -140,7 +151,14 @@ fn no_sandbox_reaches_the_hosts_loopback_tcp_udp_or_abstract_sockets_directly() 
     let (code, out) = r.sandbox_shell("cd \"$HOME/project\" && python3 probe.py");
     assert_eq!(code, 0, "{out}");
     let res = results(&out);
-    for probe in ["tcp", "abstract", "raw", "mptcp", "fastopen"] {
+    for probe in [
+        "tcp",
+        "abstract",
+        "raw",
+        "mptcp",
+        "fastopen",
+        "egress_bridge",
+    ] {
         assert!(result(&res, probe).starts_with("refused"), "{probe}: {out}");
     }
     assert_eq!(result(&res, "links"), "lo", "only loopback inside: {out}");
