@@ -294,7 +294,7 @@ pub fn network_check(s: &Settings) -> Check {
             "network",
             Status::Ok,
             format!(
-                "every sandbox has a private network, out only through relay's egress                  proxy to its template's egress list{offline}"
+                "every sandbox has a private network, out only through relay's egress proxy to its template's egress list{offline}"
             ),
             None,
         );
@@ -1086,9 +1086,10 @@ mod tests {
         let mut s = seed();
         let c = network_check(&s);
         assert_eq!(c.status, Status::Ok, "{c:?}");
-        assert!(
-            c.detail.starts_with("every sandbox has a private network"),
-            "{c:?}"
+        assert_eq!(
+            c.detail,
+            "every sandbox has a private network, out only through relay's egress proxy to \
+             its template's egress list"
         );
         s.terminal_templates[0].network = Some(NetworkMode::None);
         let c = network_check(&s);
