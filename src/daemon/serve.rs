@@ -447,7 +447,18 @@ pub async fn serve(
     }
     // The sessions of earlier runs, before the host or any API can start one; then what
     // the launches a stop of relay cut short before their record had made.
-    let cut_short = records::ledger::restore(&daemon)?;
+    let (cut_short, restarted) = records::ledger::restore(&daemon)?;
+    // What of those is still running (a kill of relay in bwrap's one unguarded moment)
+    // ends before their folders go.
+    let mut ids = restarted;
+    ids.extend(cut_short.iter().map(|m| m.id.clone()));
+    for (pid, id) in records::strays::end(&ids) {
+        tracing::warn!(
+            session = %id,
+            pid,
+            "a process of session {id} outlived the relay that ran it: ended"
+        );
+    }
     records::purge::launches_cut_short(&daemon, &cut_short);
     // Neither helper runs, not even for `--version`, while a remembered session could
     // have put its own program in relay's folder; launches say why, a purge still works.

@@ -462,8 +462,11 @@ impl Store {
 /// [`RELAY_RESTARTED`] (its record rewritten, a `session_end` audit row and a
 /// `session.exited` event, as any end has); each file set aside is reported on stderr
 /// and in a `ledger_set_aside` audit row. Returns the markers of launches cut short
-/// (for `purge::launches_cut_short`, once the records are in).
-pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<Vec<Launching>, String> {
+/// (for `purge::launches_cut_short`, once the records are in) and the ids of the
+/// sessions ended [`RELAY_RESTARTED`] (for `strays::end`).
+pub(in crate::daemon) fn restore(
+    d: &crate::daemon::Daemon,
+) -> Result<(Vec<Launching>, Vec<String>), String> {
     d.store
         .ensure()
         .map_err(|e| format!("{}: {e}", d.store.dir().display()))?;
@@ -486,27 +489,28 @@ pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<Vec<Launch
         }
     }
     let now = super::journal::now_ms();
-    let mut ended = 0;
+    let mut restarted = Vec::new();
     let total = loaded.records.len();
     for rec in loaded.records {
         let (e, was_running) = rec.into_entry(now);
         let id = e.id.clone();
         d.ledger().insert(id.clone(), e.clone());
         if was_running {
-            ended += 1;
             d.persist(&id);
             d.teardown(&e, RELAY_RESTARTED, None, None, None);
+            restarted.push(id);
         }
     }
     if total > 0 || !loaded.set_aside.is_empty() || !loaded.launching.is_empty() {
         tracing::info!(
-            "ledger: {total} sessions read back ({ended} ended {RELAY_RESTARTED}), {} files set \
+            "ledger: {total} sessions read back ({} ended {RELAY_RESTARTED}), {} files set \
              aside, {} launches cut short",
+            restarted.len(),
             loaded.set_aside.len(),
             loaded.launching.len()
         );
     }
-    Ok(loaded.launching)
+    Ok((loaded.launching, restarted))
 }
 
 /// At shutdown, before the host is told to end every session: each running one ends

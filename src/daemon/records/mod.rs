@@ -5,3 +5,4 @@ pub mod journal;
 pub mod ledger;
 pub mod purge;
 pub mod rotation;
+pub mod strays;

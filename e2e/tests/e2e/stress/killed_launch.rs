@@ -198,3 +198,58 @@ fn a_sigkill_of_relay_at_each_launch_step_leaves_nothing_after_the_next_start() 
         left_behind.join("\n")
     );
 }
+
+/// A process of a session that outlived a killed relay — what a kill in bwrap's one
+/// unguarded moment (between its `clone` and the parent-death signal of the sandbox's
+/// first process) leaves, stood in for by a process holding a mount of the session's
+/// temp folder in a mount namespace of its own — is ended by the next start, before
+/// the folder goes (docs/THREAT-MODEL.md#leftovers).
+#[test]
+fn a_process_a_killed_relay_left_in_a_sessions_sandbox_is_ended_at_the_next_start() {
+    let mut r = Relay::start(base_settings(None));
+    let v = r.shell_terminal("touch up && exec sleep 600");
+    let id = v["id"].as_str().unwrap().to_string();
+    assert!(
+        wait::until(WAIT, || r.project.join("up").exists()),
+        "the session never started"
+    );
+    r.kill();
+    let folder = r.tmp.join(format!("relay-{id}"));
+    assert!(folder.is_dir(), "{}", folder.display());
+    let mut stray = std::process::Command::new("unshare")
+        .args([
+            "--map-root-user",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("mount --bind \"$0\" \"$0\" && exec sleep 600"))
+        .arg(&folder)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let name = format!("relay-{id}");
+    assert!(
+        wait::until(WAIT, || std::fs::read_to_string(format!(
+            "/proc/{}/mountinfo",
+            stray.id()
+        ))
+        .is_ok_and(|t| t.contains(&name))),
+        "the stand-in never held the folder"
+    );
+    r.launch_daemon();
+    let st = wait::child_within(&mut stray, WAIT).expect("the stray outlived the next start");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(st.signal(), Some(libc::SIGKILL), "{st:?}");
+    assert!(
+        r.output_text().contains(&format!(
+            "a process of session {id} outlived the relay that ran it"
+        )),
+        "{}",
+        r.output_text()
+    );
+    let e = r.cli_json(&["terminal", "list"]);
+    assert_eq!(e["terminals"][0]["exit_reason"], "relay_restarted", "{e}");
+}
