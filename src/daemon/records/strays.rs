@@ -12,6 +12,7 @@
 
 /// Whether `table` (a `/proc/<pid>/mountinfo`) has `relay-<id>` as a whole component
 /// of some path in it.
+#[cfg(any(target_os = "linux", test))]
 fn holds(table: &str, id: &str) -> bool {
     let name = format!("relay-{id}");
     table

@@ -225,7 +225,7 @@ fn a_process_a_killed_relay_left_in_a_sessions_sandbox_is_ended_at_the_next_star
             "sh",
             "-c",
         ])
-        .arg(format!("mount --bind \"$0\" \"$0\" && exec sleep 600"))
+        .arg("mount --bind \"$0\" \"$0\" && exec sleep 600")
         .arg(&folder)
         .stdin(Stdio::null())
         .spawn()
