@@ -43,10 +43,21 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
     match d.entry(id) {
         Some(e) if e.kind == SessionKind::Claude && e.state == EntryState::Running => {}
         Some(e) if e.kind == SessionKind::Claude => {
+            // How it ended, so a Claude that exited at once (a program that cannot
+            // start: 127) reads as that, not as a session someone stopped.
+            let how = match (e.exit_signal, e.exit_status, e.exit_reason.as_deref()) {
+                (Some(sig), _, _) => format!(" (Claude Code ended by signal {sig})"),
+                (None, Some(st), Some("exited") | None) => {
+                    format!(" (Claude Code exited with status {st})")
+                }
+                (None, _, Some(reason)) => format!(" (ended: {reason})"),
+                (None, _, None) => String::new(),
+            };
+            let state = format!("{:?}", e.state).to_lowercase();
             return refuse(
                 Code::SessionNotRunning,
-                format!("session {id} is {:?}; resume it first", e.state).to_lowercase(),
-            )
+                format!("session {id} is {state}{how}; resume it first"),
+            );
         }
         _ => return refuse(Code::NotFound, format!("no session {id}")),
     }

@@ -543,8 +543,25 @@ fn file_check(name: &'static str, path: &std::path::Path) -> Check {
 /// What `claude_program` says when Claude Code is not found: a warning (relay runs,
 /// shells and other templates work), with how to get it.
 const INSTALL_CLAUDE: &str = "install Claude Code (its native installer puts it at \
-     ~/.local/bin/claude, or npm install -g @anthropic-ai/claude-code), then run relay \
-     doctor again; or set claude_path in settings.json to where it is";
+     ~/.local/bin/claude, or npm install -g @anthropic-ai/claude-code), then set \
+     \"claude_path\" in settings.json to where it is (relay looks on the PATH it was \
+     started with, which may not be your shell's; no restart needed), and run relay doctor \
+     again";
+
+/// The fix for a Claude Code not found: for the bare name `claude`, where the native
+/// installer put one, when it did; else [`INSTALL_CLAUDE`].
+fn install_fix(home: &Path, program: &str) -> String {
+    let native = home.join(".local/bin/claude");
+    if program == "claude" && super::super::launch::guard::is_executable(&native) {
+        return format!(
+            "{} is there but not on the PATH relay was started with: set \"claude_path\": \
+             \"~/.local/bin/claude\" in settings.json (no restart needed), then run relay \
+             doctor again",
+            native.display()
+        );
+    }
+    INSTALL_CLAUDE.to_string()
+}
 
 /// Where the programs a token launch runs live. Not found is a warning with the way to
 /// install it. A folder a sandboxed session can write (a native install's
@@ -567,7 +584,7 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
                 "claude_program",
                 Status::Warn,
                 format!("{program}: not found; {detail}"),
-                Some(INSTALL_CLAUDE),
+                Some(&install_fix(&d.home, &program)),
             ),
         };
     }
@@ -589,7 +606,7 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
                      Claude sessions cannot start",
                     path_env.to_string_lossy()
                 ),
-                Some(INSTALL_CLAUDE),
+                Some(&install_fix(&d.home, &program)),
             );
         };
         if let Some(missing) = pins
@@ -1072,13 +1089,36 @@ fn ledger_check(d: &Daemon) -> Check {
 #[cfg(test)]
 mod tests {
     use super::{
-        macos_opt_ins_check, network_check, plain, seatbelt_launcher_check, space_verdict, Status,
+        install_fix, macos_opt_ins_check, network_check, plain, seatbelt_launcher_check,
+        space_verdict, Status,
     };
     use crate::daemon::settings::{seed, BackendChoice, SessionSandbox, Settings, Template};
     use crate::protocol::Backend;
     use crate::sandbox::MacOptIns;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
+
+    #[test]
+    fn a_claude_not_on_relays_path_but_where_the_native_installer_puts_it_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        assert!(install_fix(d.path(), "claude").starts_with("install Claude Code"));
+        let bin = d.path().join(".local/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("claude"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(bin.join("claude"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let fix = install_fix(d.path(), "claude");
+        assert!(
+            fix.starts_with(&format!(
+                "{} is there but not on the PATH",
+                bin.join("claude").display()
+            )) && fix.contains("\"claude_path\": \"~/.local/bin/claude\""),
+            "{fix}"
+        );
+        // A path that names another place: installing is the fix.
+        assert!(install_fix(d.path(), "/nowhere/claude").starts_with("install Claude Code"));
+    }
 
     #[test]
     fn network_warns_of_each_template_on_the_hosts_network_and_names_those_with_none() {

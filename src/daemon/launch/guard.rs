@@ -317,7 +317,7 @@ fn shebang(path: &Path) -> Option<(String, Option<String>)> {
     Some((interpreter, arg))
 }
 
-fn is_executable(p: &Path) -> bool {
+pub(in crate::daemon) fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)

@@ -352,7 +352,7 @@ fn spec_lists(
         labels.add(&expand_home(r, &d.home), "the template's read");
     }
     if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
-        for dir in program_dirs(&program) {
+        for dir in program_dirs(&program, &d.home) {
             labels.add(&dir, "the program's folder");
             read.push(dir.to_string_lossy().into_owned());
         }
@@ -574,18 +574,31 @@ pub(in crate::daemon) fn env_names(
     }
 }
 
-/// The folder of the program and, when it is a link, of its real file: a sandboxed
-/// launch can only run what it can read.
-fn program_dirs(program: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+/// The folder of the program, of each link on the way to its real file (a link to a
+/// link: `~/.local/bin/claude` → `versions/current` → the binary), and of the real
+/// file: a sandboxed launch can only run what it can read, every hop included.
+fn program_dirs(program: &Path, home: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut add = |dir: &Path| {
+        if !out.iter().any(|d| d == dir) {
+            out.push(dir.to_path_buf());
+        }
+    };
     if let Some(dir) = program.parent() {
-        out.push(dir.to_path_buf());
+        add(dir);
+    }
+    if let Some(text) = program.to_str() {
+        if let Ok((_, hops)) =
+            sandbox::resolve::resolve_in(text, home, sandbox::resolve::Role::Read, &[])
+        {
+            for dir in &hops {
+                add(dir);
+            }
+        }
     }
     if let Ok(real) = std::fs::canonicalize(program) {
         if let Some(dir) = real.parent() {
-            if !out.iter().any(|d| d == dir) {
-                out.push(dir.to_path_buf());
-            }
+            add(dir);
         }
     }
     // System folders are in the baseline already; granting `/usr/bin` again is harmless.
@@ -615,6 +628,24 @@ mod tests {
             folders: vec![PathBuf::from(folder)],
             ..Default::default()
         }]
+    }
+
+    #[test]
+    fn a_program_reached_through_a_link_to_a_link_gets_every_hops_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        for dir in ["bin", "versions", "real"] {
+            std::fs::create_dir(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("real/claude"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink(root.join("real/claude"), root.join("versions/current"))
+            .unwrap();
+        std::os::unix::fs::symlink(root.join("versions/current"), root.join("bin/claude")).unwrap();
+        let dirs = program_dirs(&root.join("bin/claude"), &root);
+        for want in ["bin", "versions", "real"] {
+            assert!(dirs.contains(&root.join(want)), "{want}: {dirs:?}");
+        }
+        assert_eq!(dirs.len(), 3, "{dirs:?}");
     }
 
     #[test]

@@ -593,7 +593,10 @@ fn a_turn_whose_claude_code_exits_is_one_error_line_and_exit_1() {
     let out = message(&r, &id, "hello", &["--stream"]);
     assert_eq!(out.status, 1);
     assert!(
-        out.stderr.contains("resume it first (session_not_running)"),
+        out.stderr.contains(&format!(
+            "session {id} is dormant (Claude Code exited with status 3); resume it first \
+             (session_not_running)"
+        )),
         "{}",
         out.stderr
     );
