@@ -352,7 +352,7 @@ fn spec_lists(
         labels.add(&expand_home(r, &d.home), "the template's read");
     }
     if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
-        for dir in program_dirs(&program, &d.home) {
+        for dir in program_dirs(&program) {
             labels.add(&dir, "the program's folder");
             read.push(dir.to_string_lossy().into_owned());
         }
@@ -577,23 +577,34 @@ pub(in crate::daemon) fn env_names(
 /// The folder of the program, of each link on the way to its real file (a link to a
 /// link: `~/.local/bin/claude` → `versions/current` → the binary), and of the real
 /// file: a sandboxed launch can only run what it can read, every hop included.
-fn program_dirs(program: &Path, home: &Path) -> Vec<PathBuf> {
+fn program_dirs(program: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut add = |dir: &Path| {
         if !out.iter().any(|d| d == dir) {
             out.push(dir.to_path_buf());
         }
     };
-    if let Some(dir) = program.parent() {
-        add(dir);
-    }
-    if let Some(text) = program.to_str() {
-        if let Ok((_, hops)) =
-            sandbox::resolve::resolve_in(text, home, sandbox::resolve::Role::Read, &[])
+    // The program, then each link it names in turn (a file link's own folder; a link
+    // among the folders above, such as `/bin` → `usr/bin`, is the sandbox's to lay out
+    // and grants nothing here), at most as many as the kernel follows.
+    let mut hop = program.to_path_buf();
+    for _ in 0..40 {
+        let Some(dir) = hop.parent().map(Path::to_path_buf) else {
+            break;
+        };
+        // As the link names it (without `..`), and where that really is.
+        if !dir
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
         {
-            for dir in &hops {
-                add(dir);
-            }
+            add(&dir);
+        }
+        if let Ok(real) = std::fs::canonicalize(&dir) {
+            add(&real);
+        }
+        match std::fs::read_link(&hop) {
+            Ok(target) => hop = dir.join(target),
+            Err(_) => break,
         }
     }
     if let Ok(real) = std::fs::canonicalize(program) {
@@ -641,7 +652,7 @@ mod tests {
         std::os::unix::fs::symlink(root.join("real/claude"), root.join("versions/current"))
             .unwrap();
         std::os::unix::fs::symlink(root.join("versions/current"), root.join("bin/claude")).unwrap();
-        let dirs = program_dirs(&root.join("bin/claude"), &root);
+        let dirs = program_dirs(&root.join("bin/claude"));
         for want in ["bin", "versions", "real"] {
             assert!(dirs.contains(&root.join(want)), "{want}: {dirs:?}");
         }

@@ -488,3 +488,35 @@ fn cli_failures_print_nothing_on_stdout_and_one_error_line() {
         );
     }
 }
+
+/// A template's program reached through a link to a link, as a native installer lays
+/// out versions (`~/.local/bin/tool` → `~/.local/share/tool/versions/current` → the real
+/// program): the sandbox can read every hop, so it runs (it exited 127 when only the
+/// first link's folder and the real file's were granted).
+#[test]
+fn a_program_reached_through_a_link_to_a_link_runs_in_its_sandbox() {
+    let mut s = base_settings(None);
+    s["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "tool", "name": "Tool", "command": "~/.local/bin/tool"}));
+    let r = Relay::start(s);
+    let versions = r.home.join(".local/share/tool/versions");
+    std::fs::create_dir_all(&versions).unwrap();
+    std::os::unix::fs::symlink("/bin/echo", versions.join("current")).unwrap();
+    std::fs::create_dir_all(r.home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink(versions.join("current"), r.home.join(".local/bin/tool")).unwrap();
+    let out = r
+        .cli_command(&["sandbox", "tool", "--", "two-hops"])
+        .current_dir(&r.project)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("relay sandbox");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "two-hops\r\n");
+}
