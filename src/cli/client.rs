@@ -162,7 +162,8 @@ fn cut_off(socket: &Path, what: &str, why: &str) -> String {
     if gone {
         format!(
             "relay stopped while answering {what}; see {log} for why, and start it again \
-             with `relay serve` ({why})"
+             with `{}` ({why})",
+            serve_command(socket.parent())
         )
     } else {
         format!("relay closed the connection while answering {what}; see {log} ({why})")
@@ -177,6 +178,7 @@ fn not_running(socket: &Path, why: &std::io::Error) -> String {
         "relay is not running (cannot connect to {}: {why}); ",
         socket.display()
     );
+    let serve = serve_command(socket.parent());
     let installed = socket
         .parent()
         .zip(unit::place().ok())
@@ -186,14 +188,25 @@ fn not_running(socket: &Path, why: &std::io::Error) -> String {
         .filter(|(config, content)| unit::names_config_dir(content, config));
     match installed {
         Some((config, _)) => msg.push_str(&format!(
-            "its login service is installed but relay is not answering: see `relay service status` and {}, or start it with `relay serve`",
+            "its login service is installed but relay is not answering: see `relay service status` and {}, or start it with `{serve}`",
             Paths { config }.log().display()
         )),
-        None => msg.push_str(
-            "start it with `relay serve` (or at every login with `relay service install`)",
-        ),
+        None => msg.push_str(&format!(
+            "start it with `{serve}` (or at every login with `relay service install`)"
+        )),
     }
     msg
+}
+
+/// `relay serve` for `config`, with `--config-dir` when a plain `relay serve` (the
+/// environment's `RELAY_CONFIG_DIR`, else the platform's folder) would use another.
+fn serve_command(config: Option<&Path>) -> String {
+    match config {
+        Some(c) if super::config_dir(None).ok().as_deref() != Some(c) => {
+            format!("relay --config-dir {} serve", c.display())
+        }
+        _ => "relay serve".to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -423,7 +423,7 @@ fn token_check(s: &Settings, home: &std::path::Path) -> (Check, Option<std::path
                     "token_file",
                     Status::Skip,
                     "claude_token_file is not set",
-                    Some("run `claude setup-token`, paste the token it prints into a file such as ~/.config/relay/claude-token (chmod 600), and set claude_token_file in settings.json to that path"),
+                    Some("run `claude setup-token`, paste the token it prints into a file in a folder of its own, such as ~/.config/claude-ltt/token (chmod 600), and set claude_token_file in settings.json to that path"),
                 ),
                 None,
             ),
@@ -503,7 +503,7 @@ fn file_check(name: &'static str, path: &std::path::Path) -> Check {
             let fix = if e.reason.contains("API key") {
                 "run `claude setup-token` and save the token it prints in place of the API key"
             } else if e.reason.contains("empty") {
-                "paste the token from `claude setup-token` into the file (one line), then relay doctor again"
+                "paste the token from `claude setup-token` into the file (one line), then run relay doctor again"
             } else {
                 "keep one regular 0600 file of at most 4096 bytes, no links"
             };

@@ -127,8 +127,9 @@ fn a_relay_that_dies_during_a_turn_reads_as_relay_stopped_with_its_log() {
     assert!(
         err.starts_with(&format!(
             "error: relay stopped while answering POST /api/sessions/{id}/message; see {} for \
-             why, and start it again with `relay serve` (",
-            r.config.join("relay.log").display()
+             why, and start it again with `relay --config-dir {} serve` (",
+            r.config.join("relay.log").display(),
+            r.config.display()
         )),
         "{err}"
     );

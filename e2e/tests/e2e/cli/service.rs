@@ -333,9 +333,11 @@ fn service_install_and_uninstall_round_trip_without_a_user_manager() {
     );
     let down = r.cli(&["status"]);
     assert!(
-        down.stderr.contains(
-            "start it with `relay serve` (or at every login with `relay service install`)"
-        ),
+        down.stderr.contains(&format!(
+            "start it with `relay --config-dir {} serve` (or at every login with `relay \
+             service install`)",
+            r.config.display()
+        )),
         "{}",
         down.stderr
     );
