@@ -482,6 +482,15 @@ pub async fn serve(
         .map(|s| s.api.listen.clone())
         .unwrap_or_default();
 
+    // From the first socket bound on, every way out removes them (and `ready.json`): a
+    // start that fails later (a full disk at `ready.json`, a port taken) leaves no
+    // socket that reads as a relay running. The config dir's lock is held, so they are
+    // this start's.
+    let _sockets = RemovedOnDrop(vec![
+        daemon.paths.bridge(),
+        daemon.paths.socket(),
+        daemon.paths.ready(),
+    ]);
     bridge::serve(daemon.clone(), &daemon.paths.bridge(), cap)
         .await
         .map_err(|e| format!("bridge socket: {e}"))?;
@@ -554,6 +563,17 @@ pub async fn serve(
     let _ = std::fs::remove_file(daemon.paths.bridge());
     eprintln!("relay: stopped ({why}); every session ended");
     Ok(())
+}
+
+/// Files removed when it goes, however the function holding it returns.
+struct RemovedOnDrop(Vec<PathBuf>);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// A daemon for unit tests, its host not started: the config dir, home and temp dir

@@ -300,3 +300,36 @@ fn a_lock_left_by_a_killed_relay_is_taken_over_though_its_host_still_lives() {
     let id = terminal(&r, "shell", "echo after-takeover");
     assert_eq!(r.wait_exited(&id)["exit_status"], 0);
 }
+
+/// A start that fails after its sockets are bound (here `api.listen` on a port that is
+/// taken) removes them: no `relay.sock` or `bridge.sock` is left to read as a relay
+/// running, and the next start works.
+#[test]
+fn a_start_that_fails_after_binding_leaves_no_socket() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let mut s = base_settings(None);
+    s["api"]["listen"] = json!(format!("127.0.0.1:{port}"));
+    let mut r = Relay::prepare(None, false);
+    r.write_settings(&s);
+    let out = r
+        .serve_command()
+        .stdin(Stdio::null())
+        .output()
+        .expect("relay serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("api.listen 127.0.0.1:{port}")),
+        "{err}"
+    );
+    for name in ["relay.sock", "bridge.sock", "ready.json"] {
+        assert!(
+            r.config.join(name).symlink_metadata().is_err(),
+            "{name} left behind: {err}"
+        );
+    }
+    drop(taken);
+    r.launch_daemon();
+    assert_eq!(r.cli(&["status"]).status, 0);
+}
