@@ -503,8 +503,9 @@ pub(in crate::daemon) fn restore(
     }
     if total > 0 || !loaded.set_aside.is_empty() || !loaded.launching.is_empty() {
         tracing::info!(
-            "ledger: {total} sessions read back ({} ended {RELAY_RESTARTED}), {} files set \
+            "ledger: {total} session{} read back ({} ended {RELAY_RESTARTED}), {} files set \
              aside, {} launches cut short",
+            if total == 1 { "" } else { "s" },
             restarted.len(),
             loaded.set_aside.len(),
             loaded.launching.len()
