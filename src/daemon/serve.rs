@@ -445,21 +445,7 @@ pub async fn serve(
     {
         tracing::warn!("settings: {note}");
     }
-    // The sessions of earlier runs, before the host or any API can start one; then what
-    // the launches a stop of relay cut short before their record had made.
-    let (cut_short, restarted) = records::ledger::restore(&daemon)?;
-    // What of those is still running (a kill of relay in bwrap's one unguarded moment)
-    // ends before their folders go.
-    let mut ids = restarted;
-    ids.extend(cut_short.iter().map(|m| m.id.clone()));
-    for (pid, id) in records::strays::end(&ids) {
-        tracing::warn!(
-            session = %id,
-            pid,
-            "a process of session {id} outlived the relay that ran it: ended"
-        );
-    }
-    records::purge::launches_cut_short(&daemon, &cut_short);
+    restore_records(&daemon)?;
     // Neither helper runs, not even for `--version`, while a remembered session could
     // have put its own program in relay's folder; launches say why, a purge still works.
     let run_helpers = match launch::plan::own_pins_hold(&daemon) {
@@ -562,6 +548,24 @@ pub async fn serve(
     let _ = std::fs::remove_file(daemon.paths.socket());
     let _ = std::fs::remove_file(daemon.paths.bridge());
     eprintln!("relay: stopped ({why}); every session ended");
+    Ok(())
+}
+
+/// The sessions of earlier runs, before the host or any API can start one; what of
+/// them still runs (a kill of relay in bwrap's one unguarded moment) ends; then what the
+/// launches a stop of relay cut short before their record had made goes.
+fn restore_records(daemon: &Daemon) -> Result<(), String> {
+    let (cut_short, restarted) = records::ledger::restore(daemon)?;
+    let mut ids = restarted;
+    ids.extend(cut_short.iter().map(|m| m.id.clone()));
+    for (pid, id) in records::strays::end(&ids) {
+        tracing::warn!(
+            session = %id,
+            pid,
+            "a process of session {id} outlived the relay that ran it: ended"
+        );
+    }
+    records::purge::launches_cut_short(daemon, &cut_short);
     Ok(())
 }
 
