@@ -853,8 +853,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, SettingsError> {
         // serde_json's message ends with where; the place is said first instead.
         let text = e.to_string();
         let what = text.split(" at line ").next().unwrap_or(&text);
+        // serde_json says column 0 at the end of an empty line (an empty file): the
+        // first column is 1 here.
         whole(
-            Some((e.line(), e.column())),
+            Some((e.line(), e.column().max(1))),
             format!("not valid JSON: {what}"),
         )
     })?;
@@ -1286,6 +1288,10 @@ mod tests {
     fn every_error_names_the_file_the_line_the_column_and_the_key() {
         let p = Path::new("/cfg/settings.json");
         let table: &[(&str, &str)] = &[
+            (
+                "",
+                "/cfg/settings.json:1:1: not valid JSON: EOF while parsing a value",
+            ),
             (
                 "{\n  \"projects\": [\n    {\"id\": \"h\", \"path\": \"~\", \"allowed_templates\": \"*\"}\n  ]\n}",
                 r#"/cfg/settings.json:3:51: projects[0].allowed_templates: expected a list of template ids, got "*""#,
