@@ -657,6 +657,17 @@ mod tests {
             assert!(dirs.contains(&root.join(want)), "{want}: {dirs:?}");
         }
         assert_eq!(dirs.len(), 3, "{dirs:?}");
+        // Named through a folder link, with a relative hop: the folder as written and
+        // where it is; a hop's folder written with `..` only where it really is.
+        std::os::unix::fs::symlink(root.join("bin"), root.join("lbin")).unwrap();
+        std::fs::remove_file(root.join("bin/claude")).unwrap();
+        std::os::unix::fs::symlink("../versions/current", root.join("bin/claude")).unwrap();
+        let dirs = program_dirs(&root.join("lbin/claude"));
+        let want: Vec<PathBuf> = ["lbin", "bin", "versions", "real"]
+            .iter()
+            .map(|d| root.join(d))
+            .collect();
+        assert_eq!(dirs, want);
     }
 
     #[test]
