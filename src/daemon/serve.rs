@@ -468,11 +468,11 @@ pub async fn serve(
         .map(|s| s.api.listen.clone())
         .unwrap_or_default();
 
-    // From the first socket bound on, every way out removes them (and `ready.json`): a
-    // start that fails later (a full disk at `ready.json`, a port taken) leaves no
-    // socket that reads as a relay running. The config dir's lock is held, so they are
-    // this start's.
-    let _sockets = RemovedOnDrop(vec![
+    // From the first socket bound on, every way out removes them (and `ready.json`),
+    // the stop below as a start that fails later (a full disk at `ready.json`, a port
+    // taken): no socket is left that reads as a relay running. The config dir's lock
+    // is held, so they are this start's.
+    let sockets = RemovedOnDrop(vec![
         daemon.paths.bridge(),
         daemon.paths.socket(),
         daemon.paths.ready(),
@@ -544,9 +544,7 @@ pub async fn serve(
             tracing::warn!("the session host did not end within 10 s of the stop");
         }
     }
-    let _ = std::fs::remove_file(daemon.paths.ready());
-    let _ = std::fs::remove_file(daemon.paths.socket());
-    let _ = std::fs::remove_file(daemon.paths.bridge());
+    drop(sockets);
     eprintln!("relay: stopped ({why}); every session ended");
     Ok(())
 }

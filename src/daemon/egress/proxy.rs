@@ -175,8 +175,7 @@ async fn open(
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
-    if name.trim_end_matches('.').eq_ignore_ascii_case("localhost") {
-        // 127.0.0.1 by the rules (`Entry::parse`), never looked up.
+    if super::rules::is_localhost(&name) {
         name = "127.0.0.1".into();
     }
     let addrs: Vec<SocketAddr> =

@@ -91,10 +91,9 @@ impl Entry {
         };
         let host = if let Ok(ip) = host.parse::<IpAddr>() {
             Host::Addr(ip)
-        } else if host.trim_end_matches('.').eq_ignore_ascii_case("localhost") {
-            // Loopback by definition (RFC 6761), never looked up: `localhost:4000` is
-            // `127.0.0.1:4000`, bridged the same (a client inside that tries `[::1]`
-            // first is refused there at once and goes on to 127.0.0.1).
+        } else if is_localhost(host) {
+            // `localhost:4000` is `127.0.0.1:4000`, bridged the same (a client inside that
+            // tries `[::1]` first is refused there at once and goes on to 127.0.0.1).
             Host::Addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
         } else if let Some(domain) = host.strip_prefix("*.") {
             Host::Below(valid_name(domain).ok_or_else(|| bad("not a host name"))?)
@@ -122,6 +121,12 @@ impl Entry {
             _ => None,
         }
     }
+}
+
+/// Whether `host` is `localhost` (any case, a final dot or not): loopback by definition
+/// (RFC 6761), 127.0.0.1 to the list and to the proxy, never looked up.
+pub fn is_localhost(host: &str) -> bool {
+    host.trim_end_matches('.').eq_ignore_ascii_case("localhost")
 }
 
 /// A lower-case DNS name of letters, digits, `-` and `.`, 1-253 characters.
@@ -234,7 +239,7 @@ impl Rules {
         let Some(name) = valid_name(host) else {
             return Verdict::Refused(format!("{host:?} is not a host name"));
         };
-        if name == "localhost" {
+        if is_localhost(&name) {
             return self.address_only(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
         }
         for e in &self.entries {

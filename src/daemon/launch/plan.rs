@@ -602,14 +602,10 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
         if let Ok(real) = std::fs::canonicalize(&dir) {
             add(&real);
         }
+        // The real file's folder is the last hop's, found where that really is.
         match std::fs::read_link(&hop) {
             Ok(target) => hop = dir.join(target),
             Err(_) => break,
-        }
-    }
-    if let Ok(real) = std::fs::canonicalize(program) {
-        if let Some(dir) = real.parent() {
-            add(dir);
         }
     }
     // System folders are in the baseline already; granting `/usr/bin` again is harmless.
