@@ -873,6 +873,23 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_token_folder_behind_a_link_to_a_grant_is_refused() {
+        // Threat: the token's path names a link to a granted folder, then folders that
+        // do not exist yet. Only the nearest folder that exists, resolved, shows the
+        // grant reaches it: the missing ones as written name no grant.
+        let (_g, home) = tempdir();
+        std::fs::create_dir_all(home.join("proj")).unwrap();
+        std::os::unix::fs::symlink(home.join("proj"), home.join("alias")).unwrap();
+        for token in [
+            home.join("alias/one/token"),
+            home.join("alias/one/two/token"),
+        ] {
+            let e = token_deny(&token, &home, &[home.join("proj")], false).unwrap_err();
+            assert!(e.contains("does not exist"), "{e}");
+        }
+    }
+
+    #[test]
     fn a_second_name_deeper_than_four_folders_in_the_scope_is_not_searched() {
         let (_g, home) = tempdir();
         let real = home.join("node_modules/@s/pkg/claude");

@@ -983,6 +983,14 @@ mod tests {
         let planned =
             plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &work)).unwrap();
         assert_eq!(planned.reach.pins, vec![proj.join("bin")]);
+        // A session inside that folder: the pin would hold its own read-write grant, so
+        // it is left out, and the folder is not counted as pinned either.
+        let inside = proj.join("bin/work");
+        std::fs::create_dir_all(&inside).unwrap();
+        let planned =
+            plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &inside)).unwrap();
+        assert!(!planned.spec.read_only.is_empty());
+        assert_eq!(planned.reach.pins, Vec::<PathBuf>::new());
     }
 
     #[test]
@@ -1071,5 +1079,40 @@ mod tests {
                 "{backend:?} {dir:?}"
             );
         }
+    }
+    #[test]
+    fn a_token_folder_holding_folders_that_a_grant_reaches_is_refused_under_bwrap_alone() {
+        let w = World::new();
+        let folder = w.d.home.join(".config/claude-ltt");
+        std::fs::create_dir_all(folder.join("inner")).unwrap();
+        let token = folder.join("token");
+        std::fs::write(&token, "t").unwrap();
+        let s = w.settings();
+        let deny = [token.clone()];
+        let mut t = w.template.clone();
+        t.allow_home_directory = true;
+        let home = w.d.home.clone();
+        let planned = |backend| {
+            let mut p = w.plan(SessionKind::Pty, backend, &home);
+            p.token_deny = &deny;
+            p.template = &t;
+            plan_sandbox(&w.d, &s, &p).map(|planned| planned.reach.token_paths)
+        };
+        let e = planned(Backend::Bwrap).expect_err("refused under bwrap");
+        assert!(e.contains("folder of its own"), "{e}");
+        assert_eq!(planned(Backend::Seatbelt).unwrap(), vec![token]);
+    }
+
+    #[test]
+    fn the_environment_explained_names_the_templates_variables() {
+        let w = World::new();
+        let env =
+            std::collections::BTreeMap::from([("RELAY_TEST_NAME".to_string(), "v".to_string())]);
+        let names = env_names(&w.d, &env, Some(&[]), false, true);
+        assert!(
+            names.names.contains(&"RELAY_TEST_NAME".to_string()),
+            "{names:?}"
+        );
+        assert!(!names.inherited.contains(&"RELAY_TEST_NAME".to_string()));
     }
 }
