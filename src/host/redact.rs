@@ -288,29 +288,21 @@ impl Redactor {
         data.extend_from_slice(input);
         let len = data.len();
         let mut out = Vec::with_capacity(len - base + MARKER.len());
-        // `pos`: the first byte not yet passed on or masked. `red`: the end of the
-        // masked run that `pos` sits at the end of, if any.
+        // `pos`: the first byte not yet passed on or masked. The bytes before it that
+        // were not passed on are masked (kept from the last call, a credential's run
+        // still open, this call's matches): a match that begins among them overlaps
+        // them and grows their marker.
         let mut pos = base;
-        let mut red: Option<usize> = (base > 0 || self.open).then_some(base);
         if self.open {
             let run = data[base..]
                 .iter()
                 .take_while(|&&b| credential_byte(b))
                 .count();
             pos = base + run;
-            red = Some(pos);
             self.open = pos == len && !end;
         }
         let mut hold = len;
-        let mut i = 0;
-        while i < len {
-            if red.is_some_and(|r| i >= r) && i >= pos {
-                red = None;
-            }
-            if red.is_none() && i < pos {
-                i = pos;
-                continue;
-            }
+        for i in 0..len {
             match self.patterns.at(&data, i) {
                 At::None => {}
                 At::Partial if !end => {
@@ -320,28 +312,24 @@ impl Redactor {
                 At::Partial => {
                     // The stream ended: only complete matches count.
                     if let Some(e) = self.complete_at(&data, i) {
-                        self.mask(&data, &mut out, &mut pos, &mut red, i, e);
+                        self.mask(&data, &mut out, &mut pos, i, e);
                     }
                 }
-                At::Match(e) => self.mask(&data, &mut out, &mut pos, &mut red, i, e),
+                At::Match(e) => self.mask(&data, &mut out, &mut pos, i, e),
                 At::Open => {
-                    self.mask(&data, &mut out, &mut pos, &mut red, i, len);
+                    self.mask(&data, &mut out, &mut pos, i, len);
                     self.open = !end;
                 }
             }
-            i += 1;
         }
-        if hold < len {
-            // Held from `hold`: bytes before `pos` there are masked already.
-            if hold < pos {
-                self.masked = data[hold..pos].to_vec();
-                self.pending = data[pos..].to_vec();
-            } else {
-                out.extend_from_slice(&data[pos..hold]);
-                self.pending = data[hold..].to_vec();
-            }
-        } else if pos < len {
-            out.extend_from_slice(&data[pos..]);
+        // Held from `hold` (`len`: nothing is). Masked bytes there stay masked, for
+        // the pattern that may have begun in them.
+        if hold < pos {
+            self.masked = data[hold..pos].to_vec();
+            self.pending = data[pos..].to_vec();
+        } else {
+            out.extend_from_slice(&data[pos..hold]);
+            self.pending = data[hold..].to_vec();
         }
         out
     }
@@ -366,24 +354,13 @@ impl Redactor {
         best
     }
 
-    fn mask(
-        &self,
-        data: &[u8],
-        out: &mut Vec<u8>,
-        pos: &mut usize,
-        red: &mut Option<usize>,
-        i: usize,
-        e: usize,
-    ) {
-        match red {
-            // Overlaps the masked run: it grows, under the same marker.
-            Some(r) if i < *r => *r = (*r).max(e),
-            _ => {
-                out.extend_from_slice(&data[*pos..i]);
-                out.extend_from_slice(MARKER);
-                self.count.fetch_add(1, Ordering::Relaxed);
-                *red = Some(e);
-            }
+    fn mask(&self, data: &[u8], out: &mut Vec<u8>, pos: &mut usize, i: usize, e: usize) {
+        // A match that begins before `pos` overlaps what is masked: it grows, under
+        // the same marker.
+        if i >= *pos {
+            out.extend_from_slice(&data[*pos..i]);
+            out.extend_from_slice(MARKER);
+            self.count.fetch_add(1, Ordering::Relaxed);
         }
         *pos = (*pos).max(e);
     }
@@ -555,6 +532,35 @@ mod tests {
             Some(t),
             "xabcdefgh-abcdefgh-abcdefghy",
             &format!("x{M}y"),
+            1,
+        );
+    }
+
+    #[test]
+    fn matches_side_by_side_are_a_marker_each() {
+        every_split(Some(TOKEN), &format!("{TOKEN}{TOKEN}"), &format!("{M}{M}"), 2);
+        every_split(
+            None,
+            "sk-ant-api03-abcdefgh.sk-ant-api03-abcdefgh",
+            &format!("{M}.{M}"),
+            2,
+        );
+    }
+
+    #[test]
+    fn a_match_a_longer_pattern_could_still_grow_is_masked_when_the_stream_ends() {
+        // A token shorter than a credential's shape: at the end it is only a token.
+        every_split(
+            Some("sk-ant-api03-short"),
+            "key=sk-ant-api03-short",
+            &format!("key={M}"),
+            1,
+        );
+        // The token cut short: what is there is still a credential.
+        every_split(
+            Some("sk-ant-oat01-ABCDEFGH!xyz"),
+            "t=sk-ant-oat01-ABCDEFGH!",
+            &format!("t={M}!"),
             1,
         );
     }
