@@ -538,7 +538,12 @@ mod tests {
 
     #[test]
     fn matches_side_by_side_are_a_marker_each() {
-        every_split(Some(TOKEN), &format!("{TOKEN}{TOKEN}"), &format!("{M}{M}"), 2);
+        every_split(
+            Some(TOKEN),
+            &format!("{TOKEN}{TOKEN}"),
+            &format!("{M}{M}"),
+            2,
+        );
         every_split(
             None,
             "sk-ant-api03-abcdefgh.sk-ant-api03-abcdefgh",

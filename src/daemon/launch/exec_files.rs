@@ -1244,6 +1244,55 @@ mod tests {
     }
 
     #[test]
+    fn only_read_write_folder_grants_hold_pins() {
+        let c = case();
+        let ro = Grant {
+            path: ResolvedPath::fixed(&c.home, &c.home, PathKind::Dir),
+            access: Access::Read,
+        };
+        let p = run(&c, &[ro, rw(&c.project)], Backend::Seatbelt, false, &[]).unwrap();
+        let pins = pinned(&p);
+        assert!(pins.contains(&c.project.join(".envrc")), "{pins:?}");
+        assert!(pins.iter().all(|p| p.starts_with(&c.project)), "{pins:?}");
+    }
+
+    #[test]
+    fn the_sessions_own_temp_folder_holds_no_pins_by_either_spelling() {
+        // The temp folder granted through a link (macOS's /tmp and /private/tmp): its
+        // written spelling alone is relay's temp folder, and the grant still holds none.
+        let c = case();
+        let other = c.home.join("elsewhere");
+        std::fs::create_dir_all(&other).unwrap();
+        for (written, canonical) in [(&c.tmp, &other), (&other, &c.tmp)] {
+            let temp = Grant {
+                path: ResolvedPath::fixed(written, canonical, PathKind::Dir),
+                access: Access::ReadWrite,
+            };
+            let p = run(
+                &c,
+                std::slice::from_ref(&temp),
+                Backend::Seatbelt,
+                false,
+                &[],
+            )
+            .unwrap();
+            assert!(
+                p.pins.is_empty(),
+                "{written:?} {canonical:?}: {:?}",
+                pinned(&p)
+            );
+            // Nor is it a write grant inside a listed folder when it resolves there.
+            let ssh = c.home.join(".ssh");
+            std::fs::create_dir_all(&ssh).unwrap();
+            let temp = Grant {
+                path: ResolvedPath::fixed(&c.tmp, &ssh, PathKind::Dir),
+                access: Access::ReadWrite,
+            };
+            run(&c, &[temp, rw(&c.project)], Backend::Bwrap, false, &[]).unwrap();
+        }
+    }
+
+    #[test]
     fn bash_profile_follows_an_existing_bash_login() {
         let c = case();
         std::fs::write(c.home.join(".bash_login"), "echo mine\n").unwrap();
