@@ -513,21 +513,19 @@ fn inside_a_listed_folder(input: &Input, holders: &[&Path]) -> Result<(), String
     let seatbelt = input.backend == Backend::Seatbelt;
     let listed = LIST
         .iter()
-        .filter(|e| e.base == Base::Home && (seatbelt || !e.macos))
+        .filter(|e| seatbelt || !e.macos)
         .map(|e| (*e, e.name.to_string()))
         .chain(path_entries(input.home, input.path_env));
     for (entry, name) in listed {
         let path = match entry.base {
             Base::Home => home.join(&name),
             // A PATH folder outside the home, not `/` or a top folder like `/usr`.
-            _ if Path::new(&name).components().count() > 2 => PathBuf::from(&name),
+            Base::Path if Path::new(&name).components().count() > 2 => PathBuf::from(&name),
+            // A name in each session's own folders: no grant lies in one of those.
             _ => continue,
         };
-        let inside = |h: &&&Path| match entry.shape {
-            Shape::File => **h == path,
-            _ => h.starts_with(&path),
-        };
-        let Some(grant) = holders.iter().find(inside) else {
+        // A file's name holds no grant but itself.
+        let Some(grant) = holders.iter().find(|h| h.starts_with(&path)) else {
             continue;
         };
         let cand = Candidate {
@@ -1423,6 +1421,46 @@ mod tests {
         run(&c, &[rw(&ssh)], Backend::Bwrap, true, &["~/.ssh"]).unwrap();
         // A folder beside them is fine.
         run(&c, &[rw(&c.project)], Backend::Bwrap, true, &[]).unwrap();
+    }
+
+    #[test]
+    fn a_grant_in_a_listed_folder_is_named_as_the_home_is_written_and_reopened_so() {
+        let c = case();
+        let link = c.home.parent().unwrap().join("home-link");
+        std::os::unix::fs::symlink(&c.home, &link).unwrap();
+        let ssh = c.home.join(".ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        let with = |exceptions: &[&str]| {
+            let exceptions: Vec<String> = exceptions.iter().map(|s| s.to_string()).collect();
+            let grants = [rw(&ssh)];
+            plan(&Input {
+                backend: Backend::Bwrap,
+                home: &link,
+                grants: &grants,
+                temp_dir: &c.tmp,
+                directory: &ssh,
+                session_writable: std::slice::from_ref(&ssh),
+                path_env: std::ffi::OsStr::new("/usr/bin:/bin"),
+                exceptions: &exceptions,
+                make: Make::Say,
+            })
+        };
+        let err = with(&[]).unwrap_err();
+        assert!(
+            err.contains(&format!("lies in {}", link.join(".ssh").display())),
+            "{err}"
+        );
+        with(&[&format!("{}/.ssh", link.display())]).unwrap();
+    }
+
+    #[test]
+    fn macos_folders_are_kept_from_grants_under_seatbelt_alone() {
+        let c = case();
+        let agents = c.home.join("Library/LaunchAgents/x");
+        std::fs::create_dir_all(&agents).unwrap();
+        let err = run(&c, &[rw(&agents)], Backend::Seatbelt, false, &[]).unwrap_err();
+        assert!(err.contains("Library/LaunchAgents"), "{err}");
+        run(&c, &[rw(&agents)], Backend::Bwrap, false, &[]).unwrap();
     }
 
     #[test]
