@@ -675,14 +675,14 @@ fn repositories_in(holders: &[&Path]) -> Vec<PathBuf> {
         let mut queue: std::collections::VecDeque<(PathBuf, usize)> =
             std::collections::VecDeque::from([(h.to_path_buf(), 0)]);
         let mut read = 0;
-        while let Some((dir, depth)) = queue.pop_front() {
+        'walk: while let Some((dir, depth)) = queue.pop_front() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
             for entry in entries.flatten() {
                 read += 1;
                 if read > REPOSITORY_SCAN {
-                    break;
+                    break 'walk;
                 }
                 let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
                 let name = entry.file_name();
@@ -695,17 +695,17 @@ fn repositories_in(holders: &[&Path]) -> Vec<PathBuf> {
                 }
                 let path = entry.path();
                 let git = path.join(".git");
+                // A `.git` file names the repository elsewhere (a worktree, a
+                // submodule); a `.git` link is one too, whose target a session
+                // could change: its candidate is refused (`resolve_unlinked`).
                 let a_repository = is_repository(&git)
-                    || std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_file());
+                    || std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_file() || m.is_symlink());
                 if a_repository && !out.contains(&path) {
                     out.push(path.clone());
                 }
                 if depth + 1 < REPOSITORY_DEPTH {
                     queue.push_back((path, depth + 1));
                 }
-            }
-            if read > REPOSITORY_SCAN {
-                break;
             }
         }
     }
@@ -1470,8 +1470,12 @@ mod tests {
         std::fs::create_dir_all(other.join(".git/hooks")).unwrap();
         std::fs::write(other.join(".git/HEAD"), "").unwrap();
         std::fs::write(other.join(".git/config"), "").unwrap();
+        // The session's own folder a repository too: each has its own `.git`.
+        std::fs::create_dir_all(c.project.join(".git")).unwrap();
+        std::fs::write(c.project.join(".git/HEAD"), "").unwrap();
         let p = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap();
         let pins = pinned(&p);
+        assert!(pins.contains(&c.project.join(".git/hooks")), "{pins:?}");
         assert!(pins.contains(&other.join(".git/config")), "{pins:?}");
         assert!(pins.contains(&other.join(".git/hooks")), "{pins:?}");
         // Only the session's own folders get placeholders.
@@ -1552,16 +1556,68 @@ mod tests {
         // Nothing inside a build folder or a .git is looked at.
         std::fs::create_dir_all(g.join("target/t/.git")).unwrap();
         std::fs::write(g.join("target/t/.git/HEAD"), "x").unwrap();
+        // A `.git` link names one too (its candidate is then refused, see below).
+        std::fs::create_dir_all(g.join("ln")).unwrap();
+        std::os::unix::fs::symlink(g.join("a/.git"), g.join("ln/.git")).unwrap();
         let mut found = repositories_in(&[g.as_path()]);
         found.sort();
         assert_eq!(
             found,
-            vec![g.join("a"), g.join("wt"), g.join("x/b"), g.join("x/y/c")]
+            vec![
+                g.join("a"),
+                g.join("ln"),
+                g.join("wt"),
+                g.join("x/b"),
+                g.join("x/y/c")
+            ]
         );
         assert!(is_repository(&g.join("a/.git")));
+        assert!(!is_repository(&g.join("ln/.git")), "a link");
         assert!(!is_repository(&g.join("nohead/.git")), "no HEAD");
         assert!(!is_repository(&g.join("wt/.git")), "a file");
         assert!(!is_repository(&g.join("missing/.git")));
+    }
+
+    #[test]
+    fn the_repository_scan_reads_a_bounded_number_of_entries() {
+        // The grant holds `n` files and `sub`; `sub` holds `repo`: read breadth first,
+        // `repo` is entry n + 2.
+        for (n, found) in [(REPOSITORY_SCAN - 2, true), (REPOSITORY_SCAN - 1, false)] {
+            let d = tempfile::tempdir().unwrap();
+            let g = std::fs::canonicalize(d.path()).unwrap();
+            for i in 0..n {
+                std::fs::write(g.join(format!("f{i}")), "").unwrap();
+            }
+            std::fs::create_dir_all(g.join("sub/repo")).unwrap();
+            std::fs::write(g.join("sub/repo/.git"), "gitdir: /elsewhere\n").unwrap();
+            assert_eq!(
+                repositories_in(&[g.as_path()]),
+                if found {
+                    vec![g.join("sub/repo")]
+                } else {
+                    vec![]
+                },
+                "{n} files"
+            );
+        }
+    }
+
+    #[test]
+    fn a_git_link_in_a_repository_below_a_grant_is_refused() {
+        // Threat: the person's git follows `other/.git` wherever the session points it.
+        let c = case();
+        let real = c.tmp.parent().unwrap().join("real-repo");
+        std::fs::create_dir_all(real.join("hooks")).unwrap();
+        std::fs::write(real.join("HEAD"), "").unwrap();
+        let other = c.home.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::os::unix::fs::symlink(&real, other.join(".git")).unwrap();
+        let err = run(&c, &[rw(&c.home)], Backend::Bwrap, false, &[]).unwrap_err();
+        assert!(
+            err.contains(&format!("{} (", other.join(".git").display()))
+                && err.contains("through a symlink"),
+            "{err}"
+        );
     }
 
     #[test]
