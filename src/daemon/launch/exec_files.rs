@@ -1473,8 +1473,13 @@ mod tests {
         // The session's own folder a repository too: each has its own `.git`.
         std::fs::create_dir_all(c.project.join(".git")).unwrap();
         std::fs::write(c.project.join(".git/HEAD"), "").unwrap();
+        // A worktree below the grant: its `.git` file names the repository git uses.
+        let wt = c.home.join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(wt.join(".git"), "gitdir: /elsewhere\n").unwrap();
         let p = run(&c, &[rw(&c.home)], Backend::Bwrap, true, &[]).unwrap();
         let pins = pinned(&p);
+        assert!(pins.contains(&wt.join(".git")), "{pins:?}");
         assert!(pins.contains(&c.project.join(".git/hooks")), "{pins:?}");
         assert!(pins.contains(&other.join(".git/config")), "{pins:?}");
         assert!(pins.contains(&other.join(".git/hooks")), "{pins:?}");
