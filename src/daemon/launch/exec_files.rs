@@ -1384,6 +1384,22 @@ mod tests {
     }
 
     #[test]
+    fn making_a_folder_where_a_file_stands_fails() {
+        let c = case();
+        std::fs::write(c.project.join("hooks"), "").unwrap();
+        let err = make(&c.project, Path::new("hooks"), true, "").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR), "{err}");
+        // A file is made once, with its text, 0600; one that is there is kept.
+        make(&c.project, Path::new("d/f"), false, "text").unwrap();
+        make(&c.project, Path::new("d/f"), false, "other").unwrap();
+        let f = c.project.join("d/f");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "text");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&c.project.join("d")), mode(&f)), (0o700, 0o600));
+    }
+
+    #[test]
     fn relays_path_folders_in_the_home_are_pinned() {
         let c = case();
         let exceptions: Vec<String> = vec![];
