@@ -1091,6 +1091,8 @@ mod tests {
         let pins = pinned(&p);
         assert!(pins.contains(&c.project.join(".git/config")), "{pins:?}");
         assert!(pins.contains(&c.project.join(".git/hooks")), "{pins:?}");
+        // A repository's `.git` is not pinned whole: git writes its objects and refs.
+        assert!(!pins.contains(&c.project.join(".git")), "{pins:?}");
         assert!(c.project.join(".git/hooks").is_dir(), "the placeholder");
         // The home is not granted: none of its names is pinned, nothing is made there.
         assert!(!pins
@@ -1123,6 +1125,9 @@ mod tests {
             std::fs::read_dir(c.project.join(".git")).unwrap().count(),
             0
         );
+        assert!(pinned(&p).contains(&c.project.join(".git")));
+        // The next launch finds it there, still no repository: pinned whole again.
+        let p = run(&c, &grants, Backend::Bwrap, true, &[]).unwrap();
         assert!(pinned(&p).contains(&c.project.join(".git")));
         // `.git` reopened: `git init` is the session's again.
         let c = case();
@@ -1229,6 +1234,13 @@ mod tests {
         let profile = std::fs::read_to_string(c.home.join(".bash_profile")).unwrap();
         assert!(profile.contains(". ~/.profile"), "{profile}");
         assert_eq!(std::fs::read(c.home.join(".claude.json")).unwrap(), b"{}\n");
+        // Names in a folder that is not there are neither made nor pinned; in one
+        // that is, they are (`~/.cargo/env` for a Rust user).
+        assert!(!c.home.join(".kube").exists());
+        assert!(!pins.contains(&c.home.join(".kube/config")), "{pins:?}");
+        std::fs::create_dir(c.home.join(".kube")).unwrap();
+        let pins = pinned(&run(&c, &grants, Backend::Bwrap, true, &[]).unwrap());
+        assert!(pins.contains(&c.home.join(".kube/config")), "{pins:?}");
         // bash never reads .bash_login now: it is left, and said.
         assert!(!c.home.join(".bash_login").exists());
         // macOS names are not made for bwrap.
