@@ -222,6 +222,37 @@ mod tests {
         // A control character or a newline never reaches the file.
         assert!(user_values("[user]\nname = \"a\\nb\"\n").is_empty());
         assert!(user_values(&format!("[user]\nname = {}\n", "x".repeat(300))).is_empty());
+        assert!(
+            user_values("[user]\nname = \"a\\tb\"\n").is_empty(),
+            "a tab"
+        );
+        assert!(
+            user_values("[user]\nname =\nemail = \"\"\n").is_empty(),
+            "empty"
+        );
+        let longest = "x".repeat(VALUE_MAX);
+        assert_eq!(
+            user_values(&format!("[user]\nname = {longest}\nemail = {longest}x\n")),
+            [("name", longest.clone())]
+        );
+        // `;` and `#` inside quotes are the value's, outside they start a comment.
+        assert_eq!(
+            user_values("[user]\nname = \"A; B # C\" # mine\n"),
+            [("name", "A; B # C".to_string())]
+        );
+    }
+
+    #[test]
+    fn an_identity_far_down_a_long_configuration_is_found() {
+        let t = tempfile::tempdir().unwrap();
+        let mut text = "# a comment line of some length, as dotfiles have\n".repeat(400);
+        text.push_str("[user]\nname = Ada\n");
+        assert!(text.len() > 16 * 1024 && (text.len() as u64) < CONFIG_MAX);
+        std::fs::write(t.path().join(".gitconfig"), text).unwrap();
+        assert_eq!(
+            identity(t.path(), None),
+            BTreeMap::from([("name", "Ada".to_string())])
+        );
     }
 
     #[test]
@@ -259,6 +290,8 @@ mod tests {
             text.contains("name = \"Ada\"") && text.contains("email = \"x@x\""),
             "{text}"
         );
+        // A relative XDG_CONFIG_HOME is not git's: `~/.config` is read instead.
+        assert_eq!(std::fs::read_to_string(b.join(".gitconfig")).unwrap(), text);
         let env = env(&a);
         assert_eq!(env["HOME"], a.to_string_lossy());
         assert_eq!(
