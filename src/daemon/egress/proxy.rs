@@ -465,4 +465,305 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
         task.abort();
     }
+    /// A proxy for `entries` on a socket of its own, and the records its sink gets.
+    struct Proxy {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+        records: tokio::sync::mpsc::UnboundedReceiver<Egress>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    fn proxy(entries: &[String]) -> Proxy {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (tx, records) = tokio::sync::mpsc::unbounded_channel();
+        let sink: Sink = Arc::new(move |_: &Session, e: Egress| {
+            let _ = tx.send(e);
+        });
+        let session = super::super::session("s-t", Rules::parse(entries).unwrap());
+        let task = tokio::spawn(serve(listener, session, sink));
+        Proxy {
+            _dir: dir,
+            path,
+            records,
+            task,
+        }
+    }
+
+    impl Proxy {
+        async fn record(&mut self) -> Egress {
+            tokio::time::timeout(BOUND, self.records.recv())
+                .await
+                .expect("no record")
+                .unwrap()
+        }
+    }
+
+    impl Drop for Proxy {
+        fn drop(&mut self) {
+            self.task.abort();
+        }
+    }
+
+    /// A loopback server that sends back what it reads; its port.
+    async fn echo() -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        port
+    }
+
+    /// A port nothing listens on.
+    fn closed_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    /// An answer's head, up to its blank line.
+    async fn head<S: AsyncRead + Unpin>(s: &mut S) -> String {
+        let mut got = Vec::new();
+        while !got.ends_with(b"\r\n\r\n") {
+            match tokio::time::timeout(BOUND, s.read_u8()).await.unwrap() {
+                Ok(b) => got.push(b),
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    /// What comes before the proxy closes the connection (a reset, when it closed
+    /// with bytes of ours unread, ends it as well).
+    async fn rest<S: AsyncRead + Unpin>(s: &mut S) -> String {
+        let mut got = Vec::new();
+        match tokio::time::timeout(BOUND, s.read_to_end(&mut got)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+            Err(_) => panic!("still open"),
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    /// The body of an answer whose head was read: one read (it is short, and sent
+    /// whole).
+    async fn body<S: AsyncRead + Unpin>(s: &mut S) -> String {
+        let mut got = vec![0u8; 1024];
+        let n = tokio::time::timeout(BOUND, s.read(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        String::from_utf8_lossy(&got[..n]).into_owned()
+    }
+
+    async fn connect(p: &Proxy, target: &str) -> (UnixStream, String) {
+        let mut s = proxied(&p.path).await;
+        let ask = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+        s.write_all(ask.as_bytes()).await.unwrap();
+        let h = head(&mut s).await;
+        (s, h)
+    }
+
+    /// Writes `bytes` and reads them back from the echo server at the far end.
+    async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S, bytes: &[u8]) {
+        s.write_all(bytes).await.unwrap();
+        let mut back = vec![0u8; bytes.len()];
+        tokio::time::timeout(BOUND, s.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back, bytes);
+    }
+
+    #[tokio::test]
+    async fn a_tunnel_to_a_listed_address_carries_bytes_and_is_recorded_at_its_close() {
+        let port = echo().await;
+        let mut p = proxy(&[format!("127.0.0.1:{port}")]);
+        // `localhost` is 127.0.0.1, never looked up.
+        for target in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+            let (mut s, h) = connect(&p, &target).await;
+            assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+            round_trip(&mut s, b"hello").await;
+            round_trip(&mut s, b"again!").await;
+            drop(s);
+            let r = p.record().await;
+            assert_eq!(
+                (r.host.as_str(), r.port, r.allowed, r.sent, r.received),
+                (target.split(':').next().unwrap(), port, true, 11, 11),
+                "{r:?}"
+            );
+            assert!(r.rule.contains("named in the egress list"), "{r:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tunnel_off_the_list_is_refused_with_the_rule_and_recorded() {
+        let port = echo().await;
+        let mut p = proxy(&[]);
+        let (mut s, h) = connect(&p, &format!("127.0.0.1:{port}")).await;
+        assert!(h.starts_with("HTTP/1.1 403"), "{h}");
+        let body = body(&mut s).await;
+        assert!(
+            body.starts_with("relay: ") && body.contains("egress list, which is empty"),
+            "{body}"
+        );
+        let r = p.record().await;
+        assert_eq!((r.allowed, r.sent, r.received), (false, 0, 0), "{r:?}");
+        assert!(body.contains(&r.rule), "{body} {r:?}");
+    }
+
+    #[tokio::test]
+    async fn a_listed_address_where_nothing_listens_is_a_bad_gateway() {
+        let port = closed_port();
+        let mut p = proxy(&[format!("127.0.0.1:{port}")]);
+        let (_s, h) = connect(&p, &format!("127.0.0.1:{port}")).await;
+        assert!(h.starts_with("HTTP/1.1 502"), "{h}");
+        let r = p.record().await;
+        assert!(!r.allowed && r.rule.contains("127.0.0.1"), "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn a_plain_http_request_goes_on_in_origin_form_without_the_proxys_headers() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        const ANSWER: &[u8] =
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        let server = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let asked = head(&mut s).await;
+            s.write_all(ANSWER).await.unwrap();
+            asked
+        });
+        let mut p = proxy(&[format!("127.0.0.1:{port}")]);
+        let mut s = proxied(&p.path).await;
+        let ask = format!(
+            "GET http://127.0.0.1:{port}/x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+             Proxy-Authorization: Basic Zm9vOmJhcg==\r\nProxy-Connection: keep-alive\r\n\r\n"
+        );
+        s.write_all(ask.as_bytes()).await.unwrap();
+        let h = head(&mut s).await;
+        assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+        let asked = server.await.unwrap();
+        assert!(asked.starts_with("GET /x?y=1 HTTP/1.1\r\n"), "{asked}");
+        let lower = asked.to_ascii_lowercase();
+        assert!(
+            !lower.contains("proxy-authorization") && !lower.contains("proxy-connection"),
+            "{asked}"
+        );
+        let r = p.record().await;
+        assert_eq!(
+            (r.allowed, r.sent, r.received),
+            (true, asked.len() as u64, ANSWER.len() as u64),
+            "{r:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn what_is_no_proxy_request_is_a_bad_request() {
+        let p = proxy(&["example.org".to_string()]);
+        for (ask, why) in [
+            (
+                "GET https://example.org/ HTTP/1.1\r\nHost: example.org\r\n\r\n",
+                "use CONNECT",
+            ),
+            (
+                "GET /x HTTP/1.1\r\nHost: example.org\r\n\r\n",
+                "not a proxy request",
+            ),
+            (
+                "CONNECT example.org HTTP/1.1\r\nHost: example.org\r\n\r\n",
+                "CONNECT without a port",
+            ),
+        ] {
+            let mut s = proxied(&p.path).await;
+            s.write_all(ask.as_bytes()).await.unwrap();
+            let h = head(&mut s).await;
+            assert!(h.starts_with("HTTP/1.1 400"), "{ask}: {h}");
+            let body = body(&mut s).await;
+            assert!(body.contains(why), "{ask}: {body}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bridge_to_a_listed_address_carries_bytes_and_one_off_the_list_is_closed() {
+        let port = echo().await;
+        let mut p = proxy(&[format!("127.0.0.1:{port}")]);
+        let mut s = UnixStream::connect(&p.path).await.unwrap();
+        let line = format!("relay-egress 1 bridge 127.0.0.1:{port}\n");
+        s.write_all(line.as_bytes()).await.unwrap();
+        round_trip(&mut s, b"raw bytes").await;
+        drop(s);
+        let r = p.record().await;
+        assert_eq!(
+            (r.host.as_str(), r.port, r.allowed, r.sent, r.received),
+            ("127.0.0.1", port, true, 9, 9),
+            "{r:?}"
+        );
+        let other = echo().await;
+        let mut s = UnixStream::connect(&p.path).await.unwrap();
+        let line = format!("relay-egress 1 bridge 127.0.0.1:{other}\n");
+        s.write_all(line.as_bytes()).await.unwrap();
+        assert_eq!(rest(&mut s).await, "");
+        let r = p.record().await;
+        assert_eq!((r.port, r.allowed), (other, false), "{r:?}");
+        // Listed, nothing listening: recorded with why.
+        let gone = closed_port();
+        let mut p = proxy(&[format!("127.0.0.1:{gone}")]);
+        let mut s = UnixStream::connect(&p.path).await.unwrap();
+        let line = format!("relay-egress 1 bridge 127.0.0.1:{gone}\n");
+        s.write_all(line.as_bytes()).await.unwrap();
+        assert_eq!(rest(&mut s).await, "");
+        let r = p.record().await;
+        assert!(
+            r.allowed && r.rule.contains(&format!("127.0.0.1:{gone}: ")),
+            "{r:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_without_the_forwarders_line_is_closed() {
+        let p = proxy(&["example.org".to_string()]);
+        for first in [
+            "relay-egress 2 proxy\n".to_string(),
+            "relay-egress 1 tunnel\n".to_string(),
+            "relay-egress 1 bridge nowhere\n".to_string(),
+            "GET http://example.org/ HTTP/1.1\r\n\r\n".to_string(),
+            "x".repeat(PREAMBLE_MAX + 1),
+        ] {
+            let mut s = UnixStream::connect(&p.path).await.unwrap();
+            s.write_all(first.as_bytes()).await.unwrap();
+            assert_eq!(rest(&mut s).await, "", "{first}");
+        }
+    }
+
+    #[tokio::test]
+    async fn seatbelts_proxy_speaks_http_on_its_own_port() {
+        let port = echo().await;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = l.local_addr().unwrap();
+        let (tx, mut records) = tokio::sync::mpsc::unbounded_channel();
+        let sink: Sink = Arc::new(move |_: &Session, e: Egress| {
+            let _ = tx.send(e);
+        });
+        let rules = Rules::parse(&[format!("127.0.0.1:{port}")]).unwrap();
+        let task = tokio::spawn(serve_tcp(l, super::super::session("s-p", rules), sink));
+        let mut s = TcpStream::connect(at).await.unwrap();
+        let ask = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n");
+        s.write_all(ask.as_bytes()).await.unwrap();
+        assert!(head(&mut s).await.starts_with("HTTP/1.1 200"));
+        round_trip(&mut s, b"abc").await;
+        drop(s);
+        let r = tokio::time::timeout(BOUND, records.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.allowed, r.sent, r.received), (true, 3, 3), "{r:?}");
+        task.abort();
+    }
 }
