@@ -283,6 +283,187 @@ mod tests {
             Some("h.example:81".into())
         );
         assert_eq!(url_entry("ftp://h"), None);
+        assert_eq!(url_entry("HTTP://h.example/x"), Some("h.example:80".into()));
+        assert_eq!(url_entry("http://[::1]/x"), Some("[::1]:80".into()));
+        assert_eq!(url_entry("http:///x"), None);
+        // Both routing variables count, each entry once.
+        let both = std::collections::BTreeMap::from([
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                "http://127.0.0.1:4000".to_string(),
+            ),
+            (
+                "CLAUDE_CODE_API_BASE_URL".to_string(),
+                "http://127.0.0.1:4000/v1".to_string(),
+            ),
+        ]);
+        assert_eq!(routing_entries(&both), vec!["127.0.0.1:4000".to_string()]);
+        let two = std::collections::BTreeMap::from([
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                "https://a.example".to_string(),
+            ),
+            (
+                "CLAUDE_CODE_API_BASE_URL".to_string(),
+                "https://b.example".to_string(),
+            ),
+        ]);
+        assert_eq!(
+            routing_entries(&two),
+            vec!["a.example:443".to_string(), "b.example:443".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_seatbelt_launch_reaches_its_proxy_on_its_port_and_loopback_directly() {
+        let env = launch_env_port(40123);
+        for name in [
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "ALL_PROXY",
+            "https_proxy",
+            "http_proxy",
+            "all_proxy",
+        ] {
+            assert!(
+                env.contains(&(name.to_string(), "http://127.0.0.1:40123".to_string())),
+                "{name}: {env:?}"
+            );
+        }
+        for name in ["NO_PROXY", "no_proxy"] {
+            assert!(
+                env.contains(&(name.to_string(), "localhost,127.0.0.1,::1".to_string())),
+                "{name}: {env:?}"
+            );
+        }
+        assert_eq!(env.len(), 8);
+    }
+
+    /// Asks a proxy for an address off every list: its `403`'s first line.
+    async fn refused_through<S>(mut s: S, preamble: &[u8]) -> String
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        s.write_all(preamble).await.unwrap();
+        s.write_all(b"CONNECT 10.9.9.9:22 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = vec![0u8; 12];
+        tokio::time::timeout(std::time::Duration::from_secs(10), s.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    fn quiet() -> Sink {
+        Arc::new(|_: &Session, _: crate::wire::Egress| {})
+    }
+
+    #[tokio::test]
+    async fn a_session_has_one_proxy_on_a_private_socket_until_it_is_stopped() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("egress");
+        let reg = Registry::default();
+        let socket = reg.start(&dir, "s-1", Rules::default(), quiet()).unwrap();
+        assert_eq!(socket, dir.join("s-1.sock"));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir), mode(&socket)), (0o700, 0o600));
+        let s = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        assert_eq!(
+            refused_through(s, b"relay-egress 1 proxy\n").await,
+            "HTTP/1.1 403"
+        );
+        // A second launch of the id takes nothing over, on either kind of proxy.
+        let e = reg
+            .start(&dir, "s-1", Rules::default(), quiet())
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        let e = reg
+            .start_port("s-1", Rules::default(), quiet())
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        reg.stop("s-1");
+        assert!(!socket.exists());
+        reg.start(&dir, "s-1", Rules::default(), quiet()).unwrap();
+        reg.stop("s-1");
+        // A proxy whose task ended (its listener failed) is no launch's any more.
+        let ended = tokio::spawn(async {});
+        while !ended.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        reg.keep("s-2", PathBuf::new(), ended);
+        reg.refuse_running("s-2").unwrap();
+    }
+
+    #[tokio::test]
+    async fn seatbelts_proxy_listens_on_a_loopback_port_of_its_own() {
+        let reg = Registry::default();
+        let port = reg.start_port("s-p", Rules::default(), quiet()).unwrap();
+        assert_ne!(port, 0);
+        let s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        assert_eq!(refused_through(s, b"").await, "HTTP/1.1 403");
+        reg.stop("s-p");
+        // Stopped, the id may start again.
+        reg.start_port("s-p", Rules::default(), quiet()).unwrap();
+        reg.stop("s-p");
+    }
+
+    #[tokio::test]
+    async fn each_connection_is_an_egress_event_and_audit_row_of_its_session() {
+        let t = tempfile::tempdir().unwrap();
+        let d = crate::daemon::serve::test_daemon(t.path());
+        let sink = sink(&d);
+        let session = session("s-9", Rules::default());
+        for allowed in [false, true] {
+            let egress = crate::wire::Egress {
+                host: "example.org".into(),
+                port: 443,
+                allowed,
+                rule: "the rule".into(),
+                ..Default::default()
+            };
+            sink(&session, egress);
+        }
+        let events = d.events.wait_after(0, std::time::Duration::ZERO).await;
+        let egress: Vec<(String, String, String)> = events
+            .iter()
+            .filter(|e| e["name"] == "egress")
+            .map(|e| {
+                (
+                    e["status"].as_str().unwrap_or("").to_string(),
+                    e["session_id"].as_str().unwrap_or("").to_string(),
+                    e["egress"]["host"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        let want = |status: &str| {
+            (
+                status.to_string(),
+                "s-9".to_string(),
+                "example.org".to_string(),
+            )
+        };
+        assert_eq!(egress, vec![want("denied"), want("allowed")]);
+        let rows = std::fs::read_to_string(d.audit.path()).unwrap();
+        let rows: Vec<serde_json::Value> = rows
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r: &serde_json::Value| r["action"] == "egress")
+            .collect();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            (rows[0]["outcome"].as_str(), rows[1]["outcome"].as_str()),
+            (Some("denied"), Some("allowed"))
+        );
+        assert_eq!(rows[1]["egress"]["rule"], "the rule");
+        // The daemon gone, a late record goes nowhere.
+        drop(d);
+        sink(&session, crate::wire::Egress::default());
     }
 
     #[test]
