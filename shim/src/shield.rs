@@ -165,5 +165,35 @@ mod tests {
             "/bin/bash"
         );
         assert_eq!(pick(None, None, "/usr/bin", &[]), None);
+        // A shell that runs but is neither bash nor zsh is not taken by name.
+        assert_eq!(
+            pick(
+                Some("/usr/bin/fish"),
+                Some("/usr/bin/fish"),
+                "/usr/bin",
+                &["/usr/bin/fish", "/usr/bin/zsh"]
+            )
+            .unwrap(),
+            "/usr/bin/zsh"
+        );
+    }
+
+    #[test]
+    fn only_an_executable_file_counts_as_a_shell() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("relay-shim-shell-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, mode: u32| {
+            let p = dir.join(name);
+            std::fs::write(&p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            p
+        };
+        assert!(is_executable(&file("runs", 0o755)));
+        assert!(!is_executable(&file("text", 0o644)));
+        // A folder can be searched, not run.
+        assert!(!is_executable(&dir));
+        assert!(!is_executable(&dir.join("missing")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

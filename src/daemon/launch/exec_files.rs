@@ -1333,6 +1333,16 @@ mod tests {
         let p = run(&c, &[rw(&c.home)], Backend::Bwrap, false, &[]).unwrap();
         assert!(pinned(&p).contains(&c.home.join(".bashrc")));
         assert_eq!(std::fs::read_dir(&c.home).unwrap().count(), 1, "only proj");
+        // Said as a launch would have them, made: a file or a folder, as its reader
+        // takes it.
+        let kind = |name: &str| {
+            let path = c.home.join(name);
+            p.pins.iter().find(|r| r.canonical == path).map(|r| r.kind)
+        };
+        assert_eq!(
+            (kind(".bashrc"), kind(".ssh")),
+            (Some(PathKind::File), Some(PathKind::Dir))
+        );
     }
 
     #[test]
