@@ -352,30 +352,10 @@ mod tests {
         close(a);
     }
 
-    /// Set in the child copy of this test binary that runs one of these tests alone.
-    const ALONE_VAR: &str = "RELAY_SHIM_TEST_FDS_ALONE";
-
     /// The sweep marks every descriptor of the whole process, which would race the
-    /// tests beside it that clear the flag and read it back: such a test runs in a child
-    /// copy of the test binary that runs that one test only.
+    /// tests beside it that clear the flag and read it back: such a test runs alone.
     fn alone(name: &str, body: fn()) {
-        if std::env::var_os(ALONE_VAR).is_some() {
-            body();
-            return;
-        }
-        let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([&format!("{module}::{name}"), "--exact", "--test-threads=1"])
-            .env(ALONE_VAR, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{name} alone: {}\n{stdout}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::alone::alone(&format!("{}::{name}", module_path!()), body);
     }
 
     fn cloexec(fd: RawFd) -> bool {

@@ -169,18 +169,17 @@ fn pass(tcp: TcpStream, socket: &Path, line: &str) {
     let _ = up.join();
 }
 
-fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<u64> {
+/// Copies until `from` ends (`Ok`) or either side fails.
+fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0;
     loop {
         let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
+            Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
         to.write_all(&buf[..n])?;
-        total += n as u64;
     }
 }
 
@@ -197,5 +196,166 @@ mod tests {
         assert!(Plan::parse("relative 3128").is_err());
         assert!(Plan::parse("/s x").is_err());
         assert!(Plan::parse("/s 1 nope").unwrap_err().contains("nope"));
+    }
+
+    /// A reader that is interrupted once, then gives `data`, then `end`.
+    struct Flaky {
+        interrupted: bool,
+        data: Option<&'static [u8]>,
+        end: Option<std::io::ErrorKind>,
+    }
+
+    impl Read for Flaky {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if !self.interrupted {
+                self.interrupted = true;
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            if let Some(d) = self.data.take() {
+                buf[..d.len()].copy_from_slice(d);
+                return Ok(d.len());
+            }
+            match self.end.take() {
+                Some(kind) => Err(kind.into()),
+                None => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_goes_on_after_an_interruption_and_stops_at_the_end_or_an_error() {
+        let flaky = |end| Flaky {
+            interrupted: false,
+            data: Some(b"bytes"),
+            end,
+        };
+        let mut out = Vec::new();
+        copy(&mut flaky(None), &mut out).unwrap();
+        assert_eq!(out, b"bytes");
+        let mut out = Vec::new();
+        let e = copy(
+            &mut flaky(Some(std::io::ErrorKind::ConnectionReset)),
+            &mut out,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.kind(), out.as_slice()),
+            (std::io::ErrorKind::ConnectionReset, &b"bytes"[..])
+        );
+    }
+
+    /// The processes whose parent is this one.
+    fn children() -> Vec<i32> {
+        // Safety: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                // After the name's closing parenthesis: state, ppid, pgrp, session.
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+                fields.get(1) == Some(&me.to_string().as_str())
+            })
+            .collect()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_forwarder_passes_each_connection_with_its_line_and_keeps_nothing_of_the_target() {
+        crate::alone::alone(
+            concat!(
+                module_path!(),
+                "::the_forwarder_passes_each_connection_with_its_line_and_keeps_nothing_of_the_target"
+            ),
+            forwarder_body,
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    fn forwarder_body() {
+        use std::os::unix::net::UnixListener;
+        use std::time::Duration;
+        const BOUND: Duration = Duration::from_secs(10);
+        let dir = std::env::temp_dir().join(format!("relay-shim-fwd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("egress.sock");
+        let _ = std::fs::remove_file(&socket);
+        let egress = UnixListener::bind(&socket).unwrap();
+        let free = || {
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let (proxy, bridge) = (free(), free());
+        // A descriptor of the target's (fd 5, the drained token pipe): its write end.
+        let mut pipe = [0i32; 2];
+        // Safety: a two-element array for pipe2 to fill.
+        assert_eq!(
+            unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
+            0
+        );
+        start(&Plan {
+            socket: socket.clone(),
+            proxy_port: proxy.port(),
+            bridges: vec![bridge],
+        })
+        .unwrap();
+        // Safety: the write end is this test's own.
+        unsafe { libc::close(pipe[1]) };
+        // The forwarder holds no copy: the read end sees the end at once.
+        let mut poll = libc::pollfd {
+            fd: pipe[0],
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Safety: one pollfd, a bounded wait.
+        let ready = unsafe { libc::poll(&mut poll, 1, BOUND.as_millis() as i32) };
+        assert_eq!(ready, 1, "the forwarder keeps the target's descriptor");
+        let mut byte = [0u8; 1];
+        // Safety: reading one byte into a one-byte buffer.
+        assert_eq!(
+            unsafe { libc::read(pipe[0], byte.as_mut_ptr().cast(), 1) },
+            0
+        );
+        // A session of its own, /dev/null on 0-2.
+        let kids = children();
+        assert_eq!(kids.len(), 1, "{kids:?}");
+        let pid = kids[0];
+        // Safety: getsid on a pid, no memory involved.
+        assert_eq!(unsafe { libc::getsid(pid) }, pid, "not a session leader");
+        for fd in 0..3 {
+            let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
+            assert_eq!(target, Path::new("/dev/null"), "fd {fd}");
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for conn in egress.incoming() {
+                let _ = tx.send(conn.unwrap());
+            }
+        });
+        for (at, line) in [
+            (proxy, "relay-egress 1 proxy\n".to_string()),
+            (bridge, format!("relay-egress 1 bridge {bridge}\n")),
+        ] {
+            let mut tcp = TcpStream::connect(at).unwrap();
+            tcp.set_read_timeout(Some(BOUND)).unwrap();
+            tcp.write_all(b"ping").unwrap();
+            let mut unix = rx.recv_timeout(BOUND).expect("nothing reached the socket");
+            unix.set_read_timeout(Some(BOUND)).unwrap();
+            let mut got = vec![0u8; line.len() + 4];
+            unix.read_exact(&mut got).unwrap();
+            assert_eq!(String::from_utf8_lossy(&got), format!("{line}ping"));
+            unix.write_all(b"pong").unwrap();
+            drop(unix);
+            let mut back = Vec::new();
+            tcp.read_to_end(&mut back).unwrap();
+            assert_eq!(back, b"pong");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

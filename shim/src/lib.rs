@@ -12,6 +12,8 @@
 //! numbers ([`fds`]), its exit codes, the status wire type, the bwrap profile format
 //! and the Landlock ruleset builder.
 
+#[cfg(test)]
+mod alone;
 pub mod bwrap_profile;
 pub mod cli;
 pub mod exit_codes;
