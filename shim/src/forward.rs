@@ -295,10 +295,8 @@ mod tests {
         // A descriptor of the target's (fd 5, the drained token pipe): its write end.
         let mut pipe = [0i32; 2];
         // Safety: a two-element array for pipe2 to fill.
-        assert_eq!(
-            unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) },
-            0
-        );
+        let made = unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) };
+        assert_eq!(made, 0);
         start(&Plan {
             socket: socket.clone(),
             proxy_port: proxy.port(),
@@ -318,10 +316,8 @@ mod tests {
         assert_eq!(ready, 1, "the forwarder keeps the target's descriptor");
         let mut byte = [0u8; 1];
         // Safety: reading one byte into a one-byte buffer.
-        assert_eq!(
-            unsafe { libc::read(pipe[0], byte.as_mut_ptr().cast(), 1) },
-            0
-        );
+        let n = unsafe { libc::read(pipe[0], byte.as_mut_ptr().cast(), 1) };
+        assert_eq!(n, 0, "the end of the pipe");
         // A session of its own, /dev/null on 0-2.
         let kids = children();
         assert_eq!(kids.len(), 1, "{kids:?}");
