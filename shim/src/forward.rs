@@ -245,6 +245,7 @@ mod tests {
     }
 
     /// The processes whose parent is this one.
+    #[cfg(target_os = "linux")]
     fn children() -> Vec<i32> {
         // Safety: getpid has no preconditions.
         let me = unsafe { libc::getpid() };
