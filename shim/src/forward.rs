@@ -328,6 +328,14 @@ mod tests {
         for fd in 0..3 {
             let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
             assert_eq!(target, Path::new("/dev/null"), "fd {fd}");
+            // Open for reading and writing, as a terminal's 0-2 are.
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+                .unwrap();
+            assert_eq!(flags & libc::O_ACCMODE, libc::O_RDWR, "fd {fd}: {info}");
         }
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
