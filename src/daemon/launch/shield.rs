@@ -99,6 +99,11 @@ mod tests {
         let mut env = BTreeMap::from([(PREFIX_VAR.to_string(), "/the/templates".to_string())]);
         let shim = Path::new("/opt/relay -x/bin/relay-shim");
         let s = apply(Backend::Bwrap, Ok(shim), &mut env);
+        // Under bwrap the shield is the kernel's Landlock, from ABI 6 on.
+        let kernel = relay_shim::landlock::abi_version()
+            .ok()
+            .filter(|abi| *abi >= MIN_SHIELD_ABI);
+        assert_eq!(available(Backend::Bwrap).ok(), kernel);
         match available(Backend::Bwrap) {
             Ok(abi) => {
                 assert!(s.in_force, "{}", s.note);
