@@ -29,7 +29,12 @@ pub fn available(backend: Backend) -> Result<u32, String> {
                 .into(),
         );
     }
-    match relay_shim::landlock::abi_version() {
+    enough(relay_shim::landlock::abi_version())
+}
+
+/// The kernel's Landlock ABI, when the shield can run on it, from the kernel's answer.
+fn enough(abi: std::io::Result<u32>) -> Result<u32, String> {
+    match abi {
         Ok(abi) if abi >= MIN_SHIELD_ABI => Ok(abi),
         Ok(abi) => Err(format!(
             "this kernel's Landlock ABI is {abi}; the shield needs {MIN_SHIELD_ABI} (Linux 6.12)"
@@ -128,5 +133,14 @@ mod tests {
         assert!(s.note.contains("task_for_pid"), "{}", s.note);
         let s = apply(Backend::Bwrap, Err("no shim"), &mut env);
         assert!(!s.in_force && env.is_empty(), "{}", s.note);
+    }
+    #[test]
+    fn the_shield_needs_landlock_abi_6() {
+        assert_eq!(enough(Ok(MIN_SHIELD_ABI)), Ok(MIN_SHIELD_ABI));
+        assert_eq!(enough(Ok(MIN_SHIELD_ABI + 1)), Ok(MIN_SHIELD_ABI + 1));
+        let e = enough(Ok(MIN_SHIELD_ABI - 1)).unwrap_err();
+        assert!(e.contains(&format!("ABI is {}", MIN_SHIELD_ABI - 1)), "{e}");
+        let e = enough(Err(std::io::ErrorKind::Unsupported.into())).unwrap_err();
+        assert!(e.contains("not available"), "{e}");
     }
 }
