@@ -42,16 +42,26 @@ pub fn seed(
     )?;
     // Safety: `dir` was just returned by openat(2) and is owned by nobody else.
     let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    write_new(
+        &dir,
+        ".gitconfig",
+        &gitconfig(&identity(person_home, xdg_config)),
+    )?;
+    Ok(home)
+}
+
+/// Writes `text` to a new file `name` in `dir`, 0600: nothing there already is
+/// followed or written.
+fn write_new(dir: &OwnedFd, name: &str, text: &str) -> std::io::Result<()> {
     let fd = openat(
         Some(dir.as_raw_fd()),
-        ".gitconfig",
+        name,
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::from_bits_truncate(0o600),
     )?;
-    // Safety: as above.
+    // Safety: `fd` was just returned by openat(2) and is owned by nobody else.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.write_all(gitconfig(&identity(person_home, xdg_config)).as_bytes())?;
-    Ok(home)
+    file.write_all(text.as_bytes())
 }
 
 /// The environment that points a token launch's programs at `home`, over relay's and
@@ -299,5 +309,31 @@ mod tests {
             a.join(".gitconfig").to_string_lossy()
         );
         assert_eq!(env["GIT_CONFIG_NOSYSTEM"], "1");
+    }
+    #[test]
+    fn the_gitconfig_is_written_new_never_through_what_is_there() {
+        let t = tempfile::tempdir().unwrap();
+        let dir: OwnedFd = std::fs::File::open(t.path()).unwrap().into();
+        std::fs::write(t.path().join("kept"), "mine").unwrap();
+        let outside = t.path().join("outside");
+        std::fs::write(&outside, "theirs").unwrap();
+        std::os::unix::fs::symlink(&outside, t.path().join("link")).unwrap();
+        for name in ["kept", "link"] {
+            let e = write_new(&dir, name, "relay's").unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{name}: {e}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("kept")).unwrap(),
+            "mine"
+        );
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "theirs");
+        write_new(&dir, "new", "relay's").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(t.path().join("new")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("new")).unwrap(),
+            "relay's"
+        );
     }
 }
