@@ -461,6 +461,7 @@ mod tests {
             (Some("denied"), Some("allowed"))
         );
         assert_eq!(rows[1]["egress"]["rule"], "the rule");
+        assert!(rows.iter().all(|r| r["session_id"] == "s-9"), "{rows:?}");
         // The daemon gone, a late record goes nowhere.
         drop(d);
         sink(&session, crate::wire::Egress::default());
