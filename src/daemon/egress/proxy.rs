@@ -766,4 +766,39 @@ mod tests {
         assert_eq!((r.allowed, r.sent, r.received), (true, 3, 3), "{r:?}");
         task.abort();
     }
+    #[tokio::test]
+    async fn a_count_is_of_the_bytes_each_read_adds() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut far = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (near, _) = l.accept().await.unwrap();
+        let counts = Arc::new(Counts::default());
+        let mut counted = Counted {
+            inner: near,
+            counts: counts.clone(),
+        };
+        far.write_all(b"abc").await.unwrap();
+        // A buffer that holds two bytes already: three more are read, three counted.
+        let mut space = [0u8; 16];
+        let mut buf = ReadBuf::new(&mut space);
+        buf.put_slice(b"zz");
+        tokio::time::timeout(
+            BOUND,
+            std::future::poll_fn(|cx| match Pin::new(&mut counted).poll_read(cx, &mut buf) {
+                Poll::Ready(r) if buf.filled().len() > 2 => Poll::Ready(r),
+                Poll::Ready(r) => {
+                    r.unwrap();
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Poll::Pending => Poll::Pending,
+            }),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(buf.filled(), b"zzabc");
+        assert_eq!(counts.received.load(Ordering::Relaxed), 3);
+        counted.write_all(b"hello").await.unwrap();
+        assert_eq!(counts.sent.load(Ordering::Relaxed), 5);
+    }
 }
