@@ -169,7 +169,80 @@ fn user_settings(dir: &OwnedFd) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::seed;
+    use super::{seed, READ_MAX};
+
+    fn seeded(cfg: &std::path::Path) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(cfg.join(".claude.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_missing_folder_or_a_file_in_its_place_becomes_a_private_folder() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("claude-config");
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        seed(&cfg, d.path()).unwrap();
+        assert_eq!(mode(&cfg), 0o700);
+        // Seeded again: what is there is kept, the user settings too.
+        std::fs::write(cfg.join("settings.json"), "{\"model\":\"x\"}").unwrap();
+        std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o755)).unwrap();
+        seed(&cfg, d.path()).unwrap();
+        assert_eq!(mode(&cfg), 0o700);
+        assert_eq!(
+            std::fs::read_to_string(cfg.join("settings.json")).unwrap(),
+            "{\"model\":\"x\"}"
+        );
+        std::fs::remove_dir_all(&cfg).unwrap();
+        std::fs::write(&cfg, "a file").unwrap();
+        seed(&cfg, d.path()).unwrap();
+        assert!(std::fs::symlink_metadata(&cfg).unwrap().is_dir());
+        assert_eq!(seeded(&cfg)["hasCompletedOnboarding"], true);
+    }
+
+    #[test]
+    fn trust_is_added_whatever_shape_the_projects_had() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("claude-config");
+        std::fs::create_dir(&cfg).unwrap();
+        for planted in [r#"{"projects":[1]}"#, r#"{"projects":{"/b":5}}"#] {
+            std::fs::write(cfg.join(".claude.json"), planted).unwrap();
+            seed(&cfg, std::path::Path::new("/b")).unwrap();
+            let v = seeded(&cfg);
+            assert_eq!(
+                v["projects"]["/b"]["hasTrustDialogAccepted"], true,
+                "{planted}: {v}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_up_to_the_limit_is_read_and_a_larger_one_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("claude-config");
+        std::fs::create_dir(&cfg).unwrap();
+        let object = |len: usize| {
+            let head = r#"{"keep":1,"pad":""#;
+            let tail = r#""}"#;
+            format!("{head}{}{tail}", "x".repeat(len - head.len() - tail.len()))
+        };
+        let limit = READ_MAX as usize;
+        for (text, kept) in [
+            (object(10 * 1024), true),
+            (object(2 * 1024 * 1024), true),
+            (object(limit), true),
+            // Its first READ_MAX bytes are a whole object: still not read.
+            (format!(r#"{{"keep":1}}{}"#, " ".repeat(limit)), false),
+        ] {
+            std::fs::write(cfg.join(".claude.json"), &text).unwrap();
+            seed(&cfg, d.path()).unwrap();
+            assert_eq!(
+                seeded(&cfg).get("keep").is_some(),
+                kept,
+                "{} bytes",
+                text.len()
+            );
+        }
+    }
 
     #[test]
     fn seeding_never_follows_a_planted_link_and_never_blocks_on_a_fifo() {
