@@ -177,16 +177,19 @@ pub fn launch_env_port(port: u16) -> Vec<(String, String)> {
     proxy_vars(&format!("http://127.0.0.1:{port}"))
 }
 
+/// The variables that name the proxy, in both cases.
+const PROXY_VARS: [&str; 6] = [
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+];
+
 fn proxy_vars(url: &str) -> Vec<(String, String)> {
     let mut env = Vec::new();
-    for name in [
-        "HTTPS_PROXY",
-        "HTTP_PROXY",
-        "ALL_PROXY",
-        "https_proxy",
-        "http_proxy",
-        "all_proxy",
-    ] {
+    for name in PROXY_VARS {
         env.push((name.to_string(), url.to_string()));
     }
     // Loopback goes straight to the bridges (nothing else listens there); everything
@@ -317,14 +320,7 @@ mod tests {
     #[test]
     fn a_seatbelt_launch_reaches_its_proxy_on_its_port_and_loopback_directly() {
         let env = launch_env_port(40123);
-        for name in [
-            "HTTPS_PROXY",
-            "HTTP_PROXY",
-            "ALL_PROXY",
-            "https_proxy",
-            "http_proxy",
-            "all_proxy",
-        ] {
+        for name in PROXY_VARS {
             assert!(
                 env.contains(&(name.to_string(), "http://127.0.0.1:40123".to_string())),
                 "{name}: {env:?}"
