@@ -64,6 +64,7 @@ proptest! {
                 same(gone.clone(), PathKind::Dir),
             ],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![sock.clone()],
             network: Network::Shared { denied_loopback_ports: vec![4850] },
             workdir: "/home/ada/src/demo".into(),

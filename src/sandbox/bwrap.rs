@@ -18,8 +18,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::policy::{
-    depth, effective_read_only, merged_grants, proper_ancestors, Access, MergedGrant, Network,
-    PathKind, Spec,
+    depth, effective_read_only, effective_state, merged_grants, proper_ancestors, Access,
+    MergedGrant, Network, PathKind, Spec,
 };
 
 /// System directories bound read-only when they exist. `/usr` is required and bound
@@ -38,6 +38,11 @@ pub fn render_bwrap(spec: &Spec) -> Vec<String> {
     let grants = bind_grants(&mut args, spec);
     for (folder, access) in pins(spec, &grants) {
         args.path_pair(bind_flag(access), folder);
+    }
+    // After the pins they lie in: Claude Code's state, writable again (and, as mount
+    // points, never renamed away).
+    for state in effective_state(spec) {
+        args.path_pair("--bind", &state.canonical);
     }
     masks(&mut args, spec);
     if let Network::Proxied { socket, .. } = &spec.network {
@@ -284,6 +289,7 @@ mod tests {
                 res("/home/ada/.env", PathKind::Missing),
             ],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![PathBuf::from("/home/ada/.config/relay/relay.sock")],
             network: Network::Shared {
                 denied_loopback_ports: vec![5432],
@@ -362,6 +368,7 @@ mod tests {
                 res("/home/ada/.config/relay-other", PathKind::Dir),
             ],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/home/ada"),
@@ -406,6 +413,7 @@ mod tests {
                 res("/home/ada/.config/relay", PathKind::Dir),
             ],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/home/ada"),
@@ -433,6 +441,26 @@ mod tests {
                 ("--ro-bind", "/home/ada/.local/bin"),
             ]
         );
+        // Claude Code's state is writable again inside its pin, after it, and masks
+        // still come last; state outside every pin, or missing, renders nothing.
+        s.state = vec![
+            res("/home/ada/.local/bin/projects", PathKind::Dir),
+            res("/home/ada/.local/bin/history.jsonl", PathKind::File),
+            res("/home/ada/.local/bin/gone", PathKind::Missing),
+            res("/home/ada/src", PathKind::Dir),
+        ];
+        let args = render_bwrap(&s);
+        assert_eq!(
+            home_binds(&args)[4..],
+            [
+                ("--ro-bind", "/home/ada/.local/bin"),
+                ("--bind", "/home/ada/.local/bin/projects"),
+                ("--bind", "/home/ada/.local/bin/history.jsonl"),
+            ]
+        );
+        let at = |a: &str| args.iter().position(|x| x == a).unwrap();
+        assert!(at("/home/ada/.local/bin/history.jsonl") < at("--perms"));
+        s.state = vec![];
         s.read_only = vec![];
         s.grants = vec![
             grant("/home/ada", PathKind::Dir, Access::Read),
@@ -470,6 +498,7 @@ mod tests {
                 PathKind::File,
             )],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/home/ada/link"),
@@ -492,6 +521,7 @@ mod tests {
             ],
             deny: vec![],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/srv"),

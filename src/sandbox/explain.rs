@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::{effective_read_only, merged_grants, Access, Network, PathKind, ResolvedPath};
+use super::policy::{
+    effective_read_only, effective_state, merged_grants, Access, Network, PathKind, ResolvedPath,
+};
 use super::seatbelt::HostPaths;
 use super::{bwrap, seatbelt, Spec};
 use crate::protocol::Backend;
@@ -72,6 +74,10 @@ pub struct Explanation {
     pub write: Vec<Place>,
     /// Read-only although a write grant holds them: what a token launch runs.
     pub read_only: Vec<Place>,
+    /// Writable again inside those: Claude Code's own state in its read-only config
+    /// folder (its transcripts, its prompt history).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<Place>,
     /// Denied, after every grant: nothing a grant says reopens them.
     pub denied: Vec<Place>,
     /// Unix sockets the sandbox cannot connect to.
@@ -151,6 +157,7 @@ pub fn unsandboxed(workdir: &Path) -> Explanation {
         read: vec![],
         write: vec![],
         read_only: vec![],
+        state: vec![],
         denied: vec![],
         denied_sockets: vec![],
         network: NetworkView {
@@ -195,6 +202,17 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
                 "bound read-only over the write grant"
             } else {
                 "writes and hard links refused"
+            };
+            place(p, labels, how)
+        })
+        .collect();
+    let state: Vec<Place> = effective_state(spec)
+        .into_iter()
+        .map(|p| {
+            let how = if bwrap {
+                "bound read-write over the read-only folder"
+            } else {
+                "writes allowed again; it cannot be renamed or removed"
             };
             place(p, labels, how)
         })
@@ -260,6 +278,7 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
         read,
         write,
         read_only,
+        state,
         denied,
         denied_sockets,
         network,
@@ -441,6 +460,7 @@ pub fn to_text(e: &Explanation) -> String {
     section(&mut out, "can read", &e.read);
     section(&mut out, "can read and write", &e.write);
     section(&mut out, "kept read-only inside those", &e.read_only);
+    section(&mut out, "writable again inside those", &e.state);
     section(&mut out, "denied (after every grant)", &e.denied);
     section(&mut out, "sockets denied", &e.denied_sockets);
     let ports = if e.network.denied_ports.is_empty() {
@@ -651,6 +671,7 @@ mod tests {
                 same("/home/ada/.local/bin", PathKind::Dir),
                 same("/usr/local/bin", PathKind::Dir),
             ],
+            state: vec![],
             deny_unix_sockets: vec!["/home/ada/.config/relay/relay.sock".into()],
             network: Network::Shared {
                 denied_loopback_ports: vec![4850, 5432],

@@ -95,6 +95,7 @@ mod golden {
             grants,
             deny,
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Shared {
                 denied_loopback_ports: vec![],

@@ -105,6 +105,11 @@ pub struct Spec {
     /// against rename: what a token launch runs (the program, the folders of its links
     /// and of its real file). Never a grant by themselves.
     pub read_only: Vec<ResolvedPath>,
+    /// Writable again inside a read-only pin, rendered after the pins: the state Claude
+    /// Code writes in its own config folder, which a token launch pins read-only whole
+    /// (`claude_config::STATE`). Only an entry that lies inside an effective read-only
+    /// pin counts; elsewhere it changes nothing and renders nothing.
+    pub state: Vec<ResolvedPath>,
     /// The daemon's sockets. Only Seatbelt needs these: under bwrap a socket that is
     /// not bound into the sandbox does not exist there.
     pub deny_unix_sockets: Vec<PathBuf>,
@@ -174,6 +179,20 @@ pub(crate) fn effective_read_only(spec: &Spec) -> Vec<&ResolvedPath> {
         .collect()
 }
 
+/// The state entries that lie inside an effective read-only pin and exist: the only
+/// ones a renderer makes writable again.
+pub(crate) fn effective_state(spec: &Spec) -> Vec<&ResolvedPath> {
+    let pins = effective_read_only(spec);
+    spec.state
+        .iter()
+        .filter(|s| s.kind != PathKind::Missing)
+        .filter(|s| {
+            pins.iter()
+                .any(|p| s.canonical != p.canonical && s.canonical.starts_with(&p.canonical))
+        })
+        .collect()
+}
+
 pub(crate) struct MergedGrant<'a> {
     pub path: &'a ResolvedPath,
     pub access: Access,
@@ -239,6 +258,14 @@ mod tests {
                 at("/home/ada", PathKind::Dir),
                 at("/home/adam/bin", PathKind::Dir),
             ],
+            state: vec![
+                at("/home/ada/.local/bin/claude/state", PathKind::Dir),
+                at("/opt/tools/bin/state", PathKind::Dir),
+                at("/home/ada/.local/bin/claude", PathKind::File),
+                at("/home/ada/missing", PathKind::Missing),
+                at("/home/adam/bin/x", PathKind::File),
+                at("/home/ada/src", PathKind::Dir),
+            ],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/home/ada"),
@@ -254,6 +281,19 @@ mod tests {
             vec![
                 Path::new("/home/ada/.local/bin/claude"),
                 Path::new("/home/ada")
+            ]
+        );
+        // Writable again only strictly inside an effective pin, and only when it exists.
+        let state: Vec<&Path> = effective_state(&spec)
+            .iter()
+            .map(|p| p.canonical.as_path())
+            .collect();
+        assert_eq!(
+            state,
+            vec![
+                Path::new("/home/ada/.local/bin/claude/state"),
+                Path::new("/home/ada/.local/bin/claude"),
+                Path::new("/home/ada/src"),
             ]
         );
     }
@@ -278,6 +318,7 @@ mod tests {
             ],
             deny: vec![],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: PathBuf::from("/a"),

@@ -204,6 +204,8 @@ pub struct SpecInput<'a> {
     /// runs (see `docs/THREAT-MODEL.md`). Read-only wherever a grant would let them be
     /// written; never a grant by themselves.
     pub read_only: &'a [String],
+    /// Writable again inside a read-only pin ([`Spec::state`]).
+    pub state: &'a [String],
     /// Folders some sandboxed session can write: a read grant or a pin that follows a
     /// link in one of them is refused.
     pub session_writable: &'a [PathBuf],
@@ -243,10 +245,16 @@ pub fn build_spec(input: &SpecInput, home: &Path) -> Result<Spec, PathError> {
         .iter()
         .map(|entry| checked(entry, Role::Read))
         .collect::<Result<Vec<_>, _>>()?;
+    let state = input
+        .state
+        .iter()
+        .map(|entry| resolve(entry, home, Role::ReadWrite))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Spec {
         grants,
         deny,
         read_only,
+        state,
         deny_unix_sockets: input.deny_unix_sockets.clone(),
         network: input.network.clone(),
         workdir: input.workdir.to_path_buf(),
@@ -582,6 +590,7 @@ mod tests {
             grants: vec![],
             deny: vec![deny],
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Off,
             workdir: home.clone(),
@@ -1052,6 +1061,7 @@ mod tests {
             interactive: true,
             file_mask: "/dev/null".into(),
             read_only: &[],
+            state: &[],
             session_writable: &[],
             deny_unix_sockets: vec![home.join("relay.sock")],
         };
@@ -1092,6 +1102,7 @@ mod tests {
             interactive: false,
             file_mask: "/dev/null".into(),
             read_only: &[],
+            state: &[],
             session_writable: &[],
             deny_unix_sockets: vec![],
         };

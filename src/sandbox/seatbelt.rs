@@ -23,8 +23,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::policy::{
-    depth, effective_read_only, merged_grants, proper_ancestors, Access, MergedGrant, Network,
-    PathKind, ResolvedPath, Spec,
+    depth, effective_read_only, effective_state, merged_grants, proper_ancestors, Access,
+    MergedGrant, Network, PathKind, ResolvedPath, Spec,
 };
 
 /// System trees every macOS process needs to start and run a shell or node:
@@ -675,8 +675,36 @@ fn denies(p: &mut Profile, spec: &Spec) {
         p.section("pinned read-only: what a token launch runs (docs/THREAT-MODEL.md)");
         // file-link too: a hard link made elsewhere would be a second, writable name
         // for a pinned file (bwrap's read-only mount refuses it with EXDEV).
+        // Claude Code's state inside a pin stays writable: the pin's deny leaves it out
+        // (no allow after a deny, so nothing here can reopen a denied path).
+        let state = effective_state(spec);
         for pinned in &read_only {
-            p.for_spellings(pinned, "deny file-write* file-link");
+            let inside: Vec<(&Path, PathKind)> = state
+                .iter()
+                .filter(|s| s.canonical.starts_with(&pinned.canonical))
+                .flat_map(|s| s.spellings().into_iter().map(move |sp| (sp, s.kind)))
+                .collect();
+            if inside.is_empty() {
+                p.for_spellings(pinned, "deny file-write* file-link");
+                continue;
+            }
+            let except: String = inside
+                .iter()
+                .map(|(sp, kind)| format!(" (require-not {})", filter(sp, *kind)))
+                .collect();
+            for spelling in pinned.spellings() {
+                p.rule(format!(
+                    "(deny file-write* file-link (require-all {}{except}))",
+                    filter(spelling, pinned.kind)
+                ));
+            }
+            // The state's own names stay where relay made them.
+            for (sp, _) in inside {
+                p.rule(format!(
+                    "(deny file-write-unlink file-clone (literal {}))",
+                    sbpl_string(sp)
+                ));
+            }
         }
     }
 
@@ -1181,6 +1209,7 @@ pub(crate) mod tests {
             grants,
             deny,
             read_only: vec![],
+            state: vec![],
             deny_unix_sockets: vec![],
             network: Network::Shared {
                 denied_loopback_ports: vec![],
@@ -1355,6 +1384,54 @@ pub(crate) mod tests {
                 "deny at line {i} before allow at {last_allow}"
             );
         }
+    }
+
+    #[test]
+    fn claude_codes_state_is_writable_again_inside_its_pin_and_a_deny_there_still_wins() {
+        let mut s = spec(vec![grant(dir("/home/ada"), Access::ReadWrite)], vec![]);
+        s.read_only = vec![dir("/home/ada/cfg"), dir("/home/ada/bin")];
+        s.deny = vec![dir("/home/ada/cfg/projects/secret")];
+        s.state = vec![
+            dir("/home/ada/cfg/projects"),
+            ResolvedPath::fixed(
+                "/home/ada/cfg/history.jsonl",
+                "/home/ada/cfg/history.jsonl",
+                PathKind::File,
+            ),
+            dir("/srv/elsewhere"),
+        ];
+        let sbpl = render_sbpl(&s);
+        assert!(
+            sbpl.contains(
+                "(deny file-write* file-link (require-all (subpath \"/home/ada/cfg\") \
+                 (require-not (subpath \"/home/ada/cfg/projects\")) \
+                 (require-not (literal \"/home/ada/cfg/history.jsonl\"))))\n"
+            ),
+            "{sbpl}"
+        );
+        // A pin with no state in it is denied whole, as before.
+        assert!(sbpl.contains("(deny file-write* file-link (subpath \"/home/ada/bin\"))\n"));
+        for name in ["/home/ada/cfg/projects", "/home/ada/cfg/history.jsonl"] {
+            assert!(
+                sbpl.contains(&format!(
+                    "(deny file-write-unlink file-clone (literal \"{name}\"))\n"
+                )),
+                "{sbpl}"
+            );
+        }
+        // Nothing is allowed after the denies: the deny inside the state still wins.
+        let deny = sbpl
+            .find("(literal \"/home/ada/cfg/projects/secret\")")
+            .unwrap();
+        assert!(
+            !sbpl[deny..]
+                .lines()
+                .any(|l| l.starts_with("(allow ") && l.contains("file-")),
+            "{sbpl}"
+        );
+        assert!(!sbpl.contains("/srv/elsewhere"), "{sbpl}");
+        let a = crate::sandbox::policy::effective_state(&s);
+        assert_eq!(a.len(), 2);
     }
 
     #[test]

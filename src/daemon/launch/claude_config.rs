@@ -18,6 +18,174 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use serde_json::{json, Value};
 
 const FILE: &str = ".claude.json";
+
+/// One name Claude Code writes in its config folder, which a token launch's sandbox
+/// keeps writable inside the folder it pins read-only whole.
+pub struct State {
+    pub name: &'static str,
+    /// A folder (else a file Claude Code appends to).
+    pub folder: bool,
+    /// Claude Code's state of one process: emptied at every launch, so nothing one run
+    /// left there is what the next one sources.
+    pub per_process: bool,
+    pub why: &'static str,
+}
+
+/// What Claude Code writes in its config folder, measured with `strace` on the pinned
+/// 2.1.332 (a start, a turn with a Bash tool call, a resume, an interactive turn), each
+/// with why; docs/THREAT-MODEL.md#claudes-configuration lists the same. It is data
+/// Claude Code keeps, never configuration: the rest of the folder (`.claude.json`,
+/// `.config.json`, `settings.json`, `CLAUDE.md`, `agents/`, `commands/`, `skills/`,
+/// `plugins/` and every other name) is read-only to every process of a token launch.
+pub const STATE: &[State] = &[
+    State {
+        name: "projects",
+        folder: true,
+        per_process: false,
+        why:
+            "its transcripts (the conversation a resume reads back) and each folder's memory notes",
+    },
+    State {
+        name: "sessions",
+        folder: true,
+        per_process: false,
+        why: "the record of each running Claude Code process",
+    },
+    State {
+        name: "shell-snapshots",
+        folder: true,
+        per_process: true,
+        why: "the Bash tool's snapshot of its shell, which each of its commands sources",
+    },
+    State {
+        name: "session-env",
+        folder: true,
+        per_process: true,
+        why: "the environment the Bash tool's hooks leave for its commands",
+    },
+    State {
+        name: "todos",
+        folder: true,
+        per_process: false,
+        why: "its todo lists",
+    },
+    State {
+        name: "plans",
+        folder: true,
+        per_process: false,
+        why: "plan mode's plans",
+    },
+    State {
+        name: "file-history",
+        folder: true,
+        per_process: false,
+        why: "the file checkpoints a rewind restores",
+    },
+    State {
+        name: "telemetry",
+        folder: true,
+        per_process: false,
+        why: "usage events that failed to send, sent again later",
+    },
+    State {
+        name: "history.jsonl",
+        folder: false,
+        per_process: false,
+        why: "the prompt history the arrow keys recall (appended to)",
+    },
+];
+
+/// Every other name Claude Code 2.1.332 looks up in its config folder (the same
+/// `strace` runs), with what it is: configuration it reads, or its own ways of
+/// rewriting `.claude.json`. In a token launch the folder is read-only, so each of these
+/// is relay's (`.claude.json`, `settings.json`, checked at every launch) or absent, and
+/// stays absent: nothing in the sandbox can make it, and a launch sets aside any name
+/// not relay's before Claude Code starts. An inventory test
+/// (`e2e attacks::claude_config`) fails on a look-up this list and [`STATE`] do not
+/// know. A name matches itself, what lies below it, and, as a folder on the way, what
+/// lies above it; a final `*` matches any rest.
+pub const CONFIG_READS: &[(&str, &str)] = &[
+    (
+        ".claude.json",
+        "its global configuration: relay's, seeded and checked at every launch",
+    ),
+    (
+        ".claude.json.lock",
+        "its lock for rewriting .claude.json (refused)",
+    ),
+    (
+        ".claude.json.tmp.*",
+        "its new .claude.json before the rename (refused)",
+    ),
+    (
+        ".claude.json.backup",
+        "its backup of .claude.json (refused)",
+    ),
+    ("backups", "its backups of .claude.json (refused)"),
+    (
+        ".config.json",
+        "its global configuration in place of .claude.json when it exists",
+    ),
+    (".credentials.json", "a stored login"),
+    (
+        ".hybrid_oauth_refresh.lock",
+        "its lock for refreshing a stored login",
+    ),
+    (".storage-write.lock", "its lock for writing a stored login"),
+    (
+        ".deep-link-register-failed",
+        "a marker of its link handler's registration",
+    ),
+    (".last-update-result.json", "its updater's last result"),
+    (
+        SETTINGS,
+        "its user settings: relay's, checked at every launch",
+    ),
+    ("settings.local.json", "local user settings"),
+    ("CLAUDE.md", "user instructions"),
+    ("agents", "user subagents"),
+    ("commands", "user slash commands"),
+    ("skills", "user skills"),
+    ("output-styles", "user output styles"),
+    ("rules", "user rules"),
+    ("themes", "user themes"),
+    ("workflows", "user workflows"),
+    ("keybindings.json", "user key bindings"),
+    ("plugins", "plugins, their marketplaces and caches"),
+    ("cowork_plugins", "plugins of another client"),
+    ("cowork_settings.json", "settings of another client"),
+    ("dev-mods", "development modifications"),
+    ("daemon", "its background service"),
+    ("daemon.json", "its background service's settings"),
+    ("jobs", "its background jobs"),
+    ("routines", "its routines"),
+    ("ide", "its IDE connections"),
+    ("local", "a local install of Claude Code"),
+    ("cache", "its caches (the model catalogue)"),
+    ("state", "its state of hybrid settings"),
+];
+
+/// Whether `path` (relative, `/`-separated) is one `list` knows: an entry itself, what
+/// lies below one, or a folder on the way to one; an entry's final `*` matches any rest.
+pub fn known(list: &[&str], path: &str) -> bool {
+    list.iter().any(|entry| match entry.strip_suffix('*') {
+        Some(stem) => path.starts_with(stem),
+        None => {
+            path == *entry
+                || path
+                    .strip_prefix(entry)
+                    .is_some_and(|rest| rest.starts_with('/'))
+                || entry
+                    .strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        }
+    })
+}
+
+/// Where names of the config folder that are neither relay's nor [`STATE`] are moved at
+/// a launch (beside the folder, in the session's temp folder): nothing Claude Code
+/// reads, nothing lost.
+pub const SET_ASIDE: &str = "claude-config.set-aside";
 /// Keys of `.claude.json` relay drops at each launch: its `env` (applied to Claude Code
 /// itself), a stored API key, and MCP servers.
 const UNTRUSTED_KEYS: &[&str] = &["env", "primaryApiKey", "mcpServers"];
@@ -142,13 +310,104 @@ fn replace(dir: &OwnedFd, text: &[u8]) -> std::io::Result<()> {
 /// The first-run answers Claude Code would otherwise ask for: onboarding done, a
 /// theme, and trust for the session's folder. An existing file (a resumed session)
 /// keeps its content and gets the trust entry added.
-pub fn seed(dir: &Path, directory: &Path) -> std::io::Result<()> {
+///
+/// Then the rest of the folder as a token launch pins it: every [`STATE`] name made (a
+/// link or a file in a folder's place removed first), the per-process ones emptied, and
+/// every other name — a `.config.json`, a `CLAUDE.md`, an `agents/` a session wrote
+/// before the folder was pinned, or Claude Code's own caches from then — moved to
+/// [`SET_ASIDE`] beside the folder. Returns the names set aside.
+pub fn seed(dir: &Path, directory: &Path) -> std::io::Result<Vec<String>> {
     let folder = open_folder(dir)?;
     let mut v = read_existing(&folder)?.unwrap_or_else(|| json!({}));
     add_answers(&mut v, directory);
     let text = serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?;
     replace(&folder, &text)?;
-    user_settings(&folder)
+    user_settings(&folder)?;
+    for state in STATE {
+        make_state(&folder, dir, state)?;
+    }
+    set_aside_the_rest(&folder, dir)
+}
+
+/// Whether `name` is one relay keeps at the top of the config folder.
+fn kept(name: &str) -> bool {
+    name == FILE || name == SETTINGS || STATE.iter().any(|s| s.name == name)
+}
+
+/// One [`STATE`] name, as a plain folder (0700) or file (0600) of its own: anything
+/// else at the name goes first, and a per-process folder starts empty.
+fn make_state(folder: &OwnedFd, dir: &Path, state: &State) -> std::io::Result<()> {
+    let dfd = Some(folder.as_raw_fd());
+    let path = dir.join(state.name);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let right = meta.as_ref().is_some_and(|m| {
+        if state.folder {
+            m.file_type().is_dir()
+        } else {
+            m.file_type().is_file()
+        }
+    });
+    if let Some(m) = meta {
+        if !right || (state.folder && state.per_process) {
+            if m.file_type().is_dir() {
+                // Does not follow links, at the top or below.
+                std::fs::remove_dir_all(&path)?;
+            } else {
+                unlinkat(dfd, state.name, UnlinkatFlags::NoRemoveDir)?;
+            }
+        } else {
+            return Ok(());
+        }
+    }
+    if state.folder {
+        nix::sys::stat::mkdirat(dfd, state.name, Mode::from_bits_truncate(0o700))?;
+    } else {
+        drop(open_nofollow(
+            dfd,
+            Path::new(state.name),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+            Mode::from_bits_truncate(0o600),
+        )?);
+    }
+    Ok(())
+}
+
+/// Moves every name relay does not keep to [`SET_ASIDE`] beside the folder, each under
+/// a name of its own; returns them.
+fn set_aside_the_rest(folder: &OwnedFd, dir: &Path) -> std::io::Result<Vec<String>> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let mut aside: Option<OwnedFd> = None;
+    let mut moved = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let raw = entry?.file_name();
+        if raw.to_str().is_some_and(kept) {
+            continue;
+        }
+        let to_dir = match &aside {
+            Some(fd) => fd.as_raw_fd(),
+            None => aside
+                .insert(open_folder(&dir.with_file_name(SET_ASIDE))?)
+                .as_raw_fd(),
+        };
+        let mut to = raw.clone();
+        to.push(format!(".{stamp}"));
+        renameat(
+            Some(folder.as_raw_fd()),
+            raw.as_os_str(),
+            Some(to_dir),
+            to.as_os_str(),
+        )?;
+        moved.push(raw.to_string_lossy().into_owned());
+    }
+    moved.sort();
+    Ok(moved)
 }
 
 /// The user settings file, `settings.json`, made (`{}`, 0600) when missing, so that a
@@ -336,5 +595,123 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_state_is_made_the_per_process_state_emptied_and_every_other_name_set_aside() {
+        use super::{SET_ASIDE, STATE};
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let cfg = d.path().join("claude-config");
+        assert!(seed(&cfg, d.path()).unwrap().is_empty());
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        for s in STATE {
+            let m = std::fs::symlink_metadata(cfg.join(s.name)).unwrap();
+            assert_eq!(m.is_dir(), s.folder, "{}", s.name);
+            assert_eq!(m.is_file(), !s.folder, "{}", s.name);
+            let want = if s.folder { 0o700 } else { 0o600 };
+            assert_eq!(mode(&cfg.join(s.name)), want, "{}", s.name);
+        }
+        // What one run left: a transcript and a history line (kept), a shell snapshot
+        // (emptied), and names a session or an older layout put there (set aside).
+        std::fs::write(cfg.join("projects/t.jsonl"), "turn").unwrap();
+        std::fs::write(cfg.join("history.jsonl"), "line").unwrap();
+        std::fs::write(cfg.join("shell-snapshots/snapshot.sh"), "planted").unwrap();
+        std::fs::write(cfg.join("session-env/env"), "planted").unwrap();
+        std::fs::write(cfg.join(".config.json"), "{}").unwrap();
+        std::fs::create_dir(cfg.join("agents")).unwrap();
+        std::fs::write(cfg.join("agents/a.md"), "x").unwrap();
+        // A link in a state folder's place, and a folder in the history file's: neither
+        // followed, both made right.
+        let outside = d.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "keep").unwrap();
+        std::fs::remove_dir(cfg.join("todos")).unwrap();
+        std::os::unix::fs::symlink(&outside, cfg.join("todos")).unwrap();
+        std::fs::remove_file(cfg.join("history.jsonl")).unwrap();
+        std::fs::create_dir(cfg.join("history.jsonl")).unwrap();
+        std::fs::write(cfg.join("history.jsonl/x"), "x").unwrap();
+        let aside = seed(&cfg, d.path()).unwrap();
+        assert_eq!(
+            aside,
+            vec![".config.json".to_string(), "agents".to_string()]
+        );
+        assert_eq!(
+            std::fs::read_to_string(cfg.join("projects/t.jsonl")).unwrap(),
+            "turn"
+        );
+        assert!(std::fs::symlink_metadata(cfg.join("todos"))
+            .unwrap()
+            .is_dir());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "keep"
+        );
+        assert!(std::fs::symlink_metadata(cfg.join("history.jsonl"))
+            .unwrap()
+            .is_file());
+        for per_process in ["shell-snapshots", "session-env"] {
+            assert_eq!(std::fs::read_dir(cfg.join(per_process)).unwrap().count(), 0);
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&cfg)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let mut want: Vec<String> = STATE.iter().map(|s| s.name.to_string()).collect();
+        want.extend([".claude.json".to_string(), "settings.json".to_string()]);
+        want.sort();
+        assert_eq!(names, want);
+        // Set aside beside the folder, nothing lost, each under a name of its own.
+        let set_aside: Vec<String> = std::fs::read_dir(d.path().join(SET_ASIDE))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(set_aside.len(), 2, "{set_aside:?}");
+        let agents = set_aside.iter().find(|n| n.starts_with("agents.")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join(SET_ASIDE).join(agents).join("a.md")).unwrap(),
+            "x"
+        );
+        assert_eq!(mode(&d.path().join(SET_ASIDE)), 0o700);
+        // A state file already right is kept as it is.
+        std::fs::write(cfg.join("history.jsonl"), "line").unwrap();
+        assert!(seed(&cfg, d.path()).unwrap().is_empty());
+        assert_eq!(
+            std::fs::read_to_string(cfg.join("history.jsonl")).unwrap(),
+            "line"
+        );
+    }
+
+    #[test]
+    fn a_look_up_is_known_as_the_entry_what_lies_below_it_or_a_folder_on_the_way() {
+        use super::known;
+        let list = [
+            ".claude.json",
+            ".claude.json.tmp.*",
+            ".config/git",
+            "plugins",
+        ];
+        for yes in [
+            ".claude.json",
+            ".claude.json.tmp.77.ab",
+            ".config/git",
+            ".config/git/config",
+            ".config",
+            "plugins/store/x.json",
+        ] {
+            assert!(known(&list, yes), "{yes}");
+        }
+        for no in [
+            ".claude.jsonx",
+            ".claude.json.backup",
+            ".config/gitx",
+            ".conf",
+            "pluginsx",
+            "agents",
+            "",
+        ] {
+            assert!(!known(&list, no), "{no}");
+        }
     }
 }

@@ -19,6 +19,53 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::Mode;
 
+/// What Claude Code 2.1.332 and the programs it starts look up in `HOME`, measured with
+/// `strace` (a start, a turn with a Bash tool call, a resume, an interactive turn), with
+/// what each is. A token launch's home is relay's and read-only whole, holding only the
+/// `.gitconfig` written here, so each of these is that file or absent, and stays absent.
+/// The inventory test (`e2e attacks::claude_config`) fails on a look-up this list does
+/// not know; names match as `claude_config::CONFIG_READS` says.
+pub const HOME_READS: &[(&str, &str)] = &[
+    (
+        ".gitconfig",
+        "git's global configuration: relay's, the person's identity alone",
+    ),
+    (
+        ".config/git",
+        "git's global configuration, attributes and ignores",
+    ),
+    (".bashrc", "the Bash tool's shell start-up"),
+    (".bash_profile", "a login shell's start-up"),
+    (".bash_login", "a login shell's start-up"),
+    (".profile", "a login shell's start-up"),
+    (".claude", "Claude Code's legacy config folder"),
+    (".claude.json", "Claude Code's legacy global configuration"),
+    (
+        ".config/anthropic",
+        "Anthropic's shared client configuration",
+    ),
+    (".local/bin/claude", "a native install of Claude Code"),
+    (
+        ".local/share/applications",
+        "its link handler's registration",
+    ),
+    (".config/mimeapps.list", "its link handler's registration"),
+    (
+        ".config/mimeapps.list.new",
+        "its link handler's registration",
+    ),
+    (".config/chromium", "a browser it can drive"),
+    (".config/google-chrome", "a browser it can drive"),
+    (".config/BraveSoftware", "a browser it can drive"),
+    (".config/microsoft-edge", "a browser it can drive"),
+    (".config/opera", "a browser it can drive"),
+    (".config/vivaldi", "a browser it can drive"),
+    (".npm", "npm's cache, for its updater"),
+    (".npmrc", "npm's configuration, for its updater"),
+    ("node_modules", "npm's look-up, for its updater"),
+    ("package.json", "npm's look-up, for its updater"),
+];
+
 /// A git configuration file larger than this is not read for the identity.
 const CONFIG_MAX: u64 = 256 * 1024;
 /// The longest identity value copied.

@@ -452,11 +452,21 @@ fn session_env(
     // A relay-owned config folder of its own, seeded so Claude starts straight into work
     // (no theme, login or trust screens), kept across resume.
     let claude_dir = temp_dir.join("claude-config");
-    if let Err(e) = claude_config::seed(&claude_dir, &decision.directory) {
-        return Err(at.refuse(ApiError::new(
-            Code::SpawnFailed,
-            format!("claude config {}: {e}", claude_dir.display()),
-        )));
+    match claude_config::seed(&claude_dir, &decision.directory) {
+        Ok(aside) if !aside.is_empty() => tracing::warn!(
+            session = at.row.session_id.as_deref().unwrap_or(""),
+            names = ?aside,
+            "names in Claude's config folder that are neither relay's nor Claude Code's state, \
+             set aside in {}",
+            claude_dir.with_file_name(claude_config::SET_ASIDE).display()
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            return Err(at.refuse(ApiError::new(
+                Code::SpawnFailed,
+                format!("claude config {}: {e}", claude_dir.display()),
+            )))
+        }
     }
     // What that folder, the managed settings and the project's settings say must not
     // sign Claude Code in another way beside the token (an `apiKeyHelper`, an API key in

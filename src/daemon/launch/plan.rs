@@ -171,6 +171,7 @@ pub(in crate::daemon) fn plan_sandbox(
             read_write: &lists.read_write,
             deny: &lists.deny,
             read_only: &lists.read_only,
+            state: &lists.state,
             session_writable: &writable,
             network,
             workdir: p.directory,
@@ -337,6 +338,8 @@ struct SpecLists {
     read_write: Vec<String>,
     deny: Vec<String>,
     read_only: Vec<String>,
+    /// Writable again inside `read_only` (Claude Code's state).
+    state: Vec<String>,
 }
 
 /// The template's lists plus what every sandboxed launch gets (docs/settings.md).
@@ -386,15 +389,25 @@ fn spec_lists(
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
+    let mut state = Vec::new();
     if p.token_launch {
-        // Claude Code reloads its user settings while it runs: none of its own tools may
-        // change them (`env.ANTHROPIC_BASE_URL` would take the next turn's bearer away).
-        let settings = p
-            .temp_dir
-            .join("claude-config")
-            .join(super::claude_config::SETTINGS);
-        labels.add(&settings, "Claude Code's user settings (read-only)");
-        read_only.push(settings.to_string_lossy().into_owned());
+        // Claude Code reads its configuration from this folder at every start, and its
+        // user settings again while it runs (`.config.json`'s or `settings.json`'s
+        // `env.PATH` or `env.ANTHROPIC_BASE_URL` would run a planted program beside the
+        // token, or take the next turn's bearer away): read-only to every process of
+        // the launch, Claude Code included, but for the state it writes there
+        // (docs/THREAT-MODEL.md#claudes-configuration).
+        let config = p.temp_dir.join("claude-config");
+        labels.add(
+            &config,
+            "Claude Code's config folder: its configuration, relay's and read-only",
+        );
+        read_only.push(config.to_string_lossy().into_owned());
+        for s in super::claude_config::STATE {
+            let path = config.join(s.name);
+            labels.add(&path, &format!("Claude Code's state: {}", s.why));
+            state.push(path.to_string_lossy().into_owned());
+        }
     }
     if let Some(home) = p.token_home {
         labels.add(
@@ -408,6 +421,7 @@ fn spec_lists(
         read_write,
         deny,
         read_only,
+        state,
     })
 }
 
@@ -918,6 +932,49 @@ mod tests {
         }
         let p = w.plan(SessionKind::Claude, Backend::Bwrap, &proj);
         assert!(!plan_sandbox(&w.d, &s, &p).unwrap().spec.interactive);
+    }
+
+    #[test]
+    fn a_token_launch_pins_claudes_config_folder_whole_but_for_its_state() {
+        let w = World::new();
+        let (proj, temp) = (w.proj(), w.temp());
+        let cfg = temp.join("claude-config");
+        super::super::claude_config::seed(&cfg, &proj).unwrap();
+        let s = w.settings();
+        let mut p = w.plan(SessionKind::Claude, Backend::Bwrap, &proj);
+        let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+        assert!(!planned.spec.read_only.iter().any(|r| r.canonical == cfg));
+        assert!(planned.spec.state.is_empty());
+        p.token_launch = true;
+        let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+        assert!(planned.spec.read_only.iter().any(|r| r.canonical == cfg));
+        let state: Vec<PathBuf> = planned
+            .spec
+            .state
+            .iter()
+            .map(|r| r.canonical.clone())
+            .collect();
+        let want: Vec<PathBuf> = super::super::claude_config::STATE
+            .iter()
+            .map(|s| cfg.join(s.name))
+            .collect();
+        assert_eq!(state, want);
+        assert!(planned.labels.iter().any(|(path, why)| path == &cfg
+            && why == "Claude Code's config folder: its configuration, relay's and read-only"));
+        assert!(planned
+            .labels
+            .iter()
+            .any(|(path, why)| *path == cfg.join("projects")
+                && why.starts_with("Claude Code's state: its transcripts")));
+        // Both render: the folder read-only, each state name writable again after it.
+        let args = crate::sandbox::render_bwrap(&planned.spec);
+        let bound = |flag: &str, path: &Path| {
+            args.windows(3)
+                .position(|w| w[0] == flag && Path::new(&w[1]) == path && w[1] == w[2])
+        };
+        let folder = bound("--ro-bind", &cfg).expect("the folder read-only");
+        let projects = bound("--bind", &cfg.join("projects")).expect("projects writable");
+        assert!(folder < projects);
     }
 
     #[test]

@@ -484,6 +484,7 @@ fn a_link_swapped_in_after_the_check_is_not_followed() {
             read_write: &read_write,
             deny: &deny,
             read_only: &[],
+            state: &[],
             session_writable: &[],
             network: Network::Shared {
                 denied_loopback_ports: vec![],

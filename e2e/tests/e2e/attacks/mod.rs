@@ -2,6 +2,7 @@
 //! links and files, a token that appears or changes, and relay's own programs as the way
 //! out.
 
+mod claude_config;
 mod claude_memory;
 mod home_folder;
 mod in_session;

@@ -174,7 +174,7 @@ fn a_token_launch_cannot_rewrite_its_own_claude_settings_and_a_planted_routing_k
     let script = one_command(
         "cd \"$CLAUDE_CONFIG_DIR\" && \
          { echo '{\"env\":{\"ANTHROPIC_BASE_URL\":\"http://127.0.0.1:9\"}}' > settings.json 2>/dev/null || echo write-refused; } && \
-         printf '{}' > new.json && { mv -f new.json settings.json 2>/dev/null || echo rename-refused; } && \
+         printf '{}' > \"$TMPDIR/new.json\" && { mv -f \"$TMPDIR/new.json\" settings.json 2>/dev/null || echo rename-refused; } && \
          { rm -f settings.json 2>/dev/null; test -e settings.json && echo unlink-refused; } && \
          { mv \"$CLAUDE_CONFIG_DIR\" \"$CLAUDE_CONFIG_DIR.old\" 2>/dev/null || echo folder-rename-refused; }",
     );
