@@ -285,9 +285,21 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    /// An executable script put in place by rename, its bytes written by `cp`: a file
+    /// this multi-threaded test binary wrote itself could still be open for writing in
+    /// a sibling test's child between its fork and its exec, and running it would fail
+    /// with `ETXTBSY` (docs/testing.md#programs-a-test-makes).
     fn script(path: &Path, body: &str) {
-        let tmp = path.with_extension("new");
-        std::fs::write(&tmp, body).unwrap();
+        let (src, tmp) = (path.with_extension("src"), path.with_extension("new"));
+        std::fs::write(&src, body).unwrap();
+        let cp = std::process::Command::new("cp")
+            .arg("--")
+            .arg(&src)
+            .arg(&tmp)
+            .status()
+            .unwrap();
+        assert!(cp.success());
+        std::fs::remove_file(&src).unwrap();
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::rename(&tmp, path).unwrap();
     }

@@ -16,6 +16,7 @@ use relay::wire;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use crate::exec_file::copy_executable;
 use crate::{bin, http, seatbelt, wait, WAIT};
 
 /// The token setting the suite uses (proving `~/` expansion).
@@ -86,23 +87,6 @@ pub fn base_settings(token_setting: Option<&str>) -> Value {
         v["claude_token_file"] = json!(t);
     }
     v
-}
-
-/// Runs `f` again while it fails with `ETXTBSY`. The instance's binaries are fresh
-/// copies, and a test thread forking at the moment another one copies leaves a child
-/// holding the copy open for writing until it execs: a moment, not a failure.
-fn busy_retry<T>(mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
-    let mut pause = Duration::from_millis(5);
-    for _ in 0..40 {
-        match f() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(200));
-            }
-            other => return other,
-        }
-    }
-    f()
 }
 
 /// Every template of `settings` on the host's network (`"network": "host"`): for the
@@ -184,12 +168,13 @@ impl Relay {
         }
         std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o700)).unwrap();
         // The fake agent is the instance's `claude`.
-        std::fs::copy(bin("fakeagent"), local_bin.join("claude")).unwrap();
-        // The binaries, copied so that an unprivileged instance can run them too.
+        copy_executable(&bin("fakeagent"), &local_bin.join("claude"));
+        // The binaries, copied so that an unprivileged instance can run them too (by a
+        // child process: crate::exec_file says why).
         let bin_dir = root.join("bin");
         std::fs::create_dir_all(&bin_dir).unwrap();
         for b in ["relay", "relay-sessions", "relay-shim", "relay-e2e-http"] {
-            std::fs::copy(bin(b), bin_dir.join(b)).unwrap();
+            copy_executable(&bin(b), &bin_dir.join(b));
         }
         if let Some(uid) = uid {
             chown_tree(&root, uid);
@@ -283,7 +268,7 @@ impl Relay {
                 });
             }
         }
-        let mut child = busy_retry(|| cmd.spawn()).expect("spawn relay serve");
+        let mut child = cmd.spawn().expect("spawn relay serve");
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -452,9 +437,7 @@ impl Relay {
     pub fn install_in(&mut self, dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         for b in ["relay", "relay-sessions", "relay-shim", "relay-e2e-http"] {
-            let part = dir.join(format!(".{b}.part"));
-            std::fs::copy(bin(b), &part).unwrap();
-            std::fs::rename(&part, dir.join(b)).unwrap();
+            copy_executable(&bin(b), &dir.join(b));
         }
         self.bin_dir = dir.to_path_buf();
     }
@@ -468,7 +451,7 @@ impl Relay {
         cmd.arg("--config-dir").arg(&self.config).args(args);
         self.env(&mut cmd);
         cmd.stdin(Stdio::null());
-        let out: Output = busy_retry(|| cmd.output()).expect("run relay");
+        let out: Output = cmd.output().expect("run relay");
         Cli {
             status: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -607,7 +590,7 @@ impl Relay {
             .arg("content-type: application/json");
         self.env(&mut cmd);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        let mut child = busy_retry(|| cmd.spawn()).expect("relay-e2e-http");
+        let mut child = cmd.spawn().expect("relay-e2e-http");
         use std::io::Write;
         child
             .stdin

@@ -4,6 +4,7 @@
 //! and keeps its folder when the test failed.
 
 pub mod daemon;
+pub mod exec_file;
 pub mod fakeapi;
 pub mod procs;
 pub mod pty;

@@ -183,17 +183,13 @@ fn a_config_json_with_a_path_to_a_planted_git_runs_nothing_at_the_resume() {
             // written there again from outside, in case the tool's was refused.
             let plant = temp.join("plant");
             std::fs::create_dir_all(&plant).unwrap();
-            let git = plant.join("git");
-            std::fs::write(
-                &git,
+            relay_e2e::exec_file::write_executable(
+                &plant.join("git"),
                 format!(
                     "#!/bin/sh\necho \"$*\" >> {}/planted-ran\nexec /usr/bin/git \"$@\"\n",
                     r.project.display()
                 ),
-            )
-            .unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+            );
             json!({"PATH": format!("{}:/usr/local/bin:/usr/bin:/bin", plant.display())})
         },
     );

@@ -4,7 +4,6 @@
 //! CLI's word when relay is not running, and `relay doctor`'s `helpers` check against
 //! helpers of another version or missing. (`cargo install` itself: `tests/install.rs`.)
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,13 +34,11 @@ fn json_of(r: &Relay, cmd: &mut Command) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), v)
 }
 
-/// Writes an executable script by rename, so nothing holds it open for writing when it
-/// runs (a running binary replaced this way keeps running its old file).
+/// Writes an executable script that no process of this test binary holds open for
+/// writing when it runs, put in place by rename (a running binary replaced this way
+/// keeps running its old file): `relay_e2e::exec_file`.
 pub(crate) fn write_script(path: &Path, body: &str) {
-    let tmp = path.with_extension("new");
-    std::fs::write(&tmp, body).unwrap();
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    relay_e2e::exec_file::write_executable(path, body);
 }
 
 #[test]

@@ -41,7 +41,7 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     let versions = r.home.join(".local/share/claude/versions");
     std::fs::create_dir_all(&versions).unwrap();
     let real = versions.join("2.1.332");
-    std::fs::copy(&claude, &real).unwrap();
+    relay_e2e::exec_file::copy_executable(&claude, &real);
     let link = r.home.join(".local/bin/claude");
     std::fs::remove_file(&link).unwrap();
     symlink(&real, &link).unwrap();

@@ -4,7 +4,6 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::{json, Value};
@@ -23,15 +22,13 @@ fn settings_open_hands_the_printed_link_to_the_platform_opener() {
     };
     // The instance's ~/.local/bin comes first on the CLI's PATH.
     let stand_in = r.home.join(".local/bin").join(opener);
-    std::fs::write(
+    relay_e2e::exec_file::write_executable(
         &stand_in,
         format!(
             "#!/bin/sh\nprintf '%s|%s\\n' \"$#\" \"$1\" > '{}'\n",
             fifo.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
 
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = fifo.clone();

@@ -32,9 +32,10 @@ fn the_mac_probe_finds_no_escape_open_and_nothing_it_needs_broken() {
     std::fs::create_dir_all(&bin).unwrap();
     let probe = bin.join("claude");
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/macos-probe.sh");
-    std::fs::copy(&source, &probe).expect("tools/macos-probe.sh");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    relay_e2e::exec_file::write_executable(
+        &probe,
+        std::fs::read(&source).expect("tools/macos-probe.sh"),
+    );
 
     let mut s = base_settings(Some(token_file.to_str().unwrap()));
     seatbelt::use_seatbelt(&mut s, &seatbelt::launcher());

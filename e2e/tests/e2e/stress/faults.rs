@@ -316,7 +316,7 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
     let mut r = Relay::prepare(None, false);
     let pids_file = r.root.join("stray.pids");
     let launcher = r.root.join("bwrap-caught-mid-launch");
-    std::fs::write(
+    relay_e2e::exec_file::write_executable(
         &launcher,
         format!(
             "#!/bin/sh\n\
@@ -328,10 +328,7 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
              exec sleep 600\n",
             pids_file.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let mut s = fault_settings();
     s["session_sandbox"] = json!({"bwrap_launcher": launcher});
     r.write_settings(&s);
@@ -836,12 +833,7 @@ fn a_host_of_another_protocol_version_is_refused_and_replaced() {
         pid = pid_file.display(),
         real = bin.join("relay-sessions.real").display(),
     );
-    std::fs::write(bin.join("relay-sessions"), script).unwrap();
-    std::fs::set_permissions(
-        bin.join("relay-sessions"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    relay_e2e::exec_file::write_executable(&bin.join("relay-sessions"), script);
     r.write_settings(&fault_settings());
     r.launch_daemon();
 
