@@ -339,11 +339,8 @@ fn kept(name: &str) -> bool {
 fn make_state(folder: &OwnedFd, dir: &Path, state: &State) -> std::io::Result<()> {
     let dfd = Some(folder.as_raw_fd());
     let path = dir.join(state.name);
-    let meta = match std::fs::symlink_metadata(&path) {
-        Ok(m) => Some(m),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
+    // A name that cannot be looked at is made below, which then fails with the reason.
+    let meta = std::fs::symlink_metadata(&path).ok();
     let right = meta.as_ref().is_some_and(|m| {
         if state.folder {
             m.file_type().is_dir()
