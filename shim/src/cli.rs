@@ -9,6 +9,7 @@
 //!     [--status-fd N] [--pass-token] [--landlock-fd N | --landlock-inherited PORT] -- ARGV…
 //! relay-shim enter [--pty] -- ARGV…      (inside the sandbox: crate::enter)
 //! relay-shim --shield COMMAND             (Claude's Bash commands: crate::shield)
+//! relay-shim --shield-listen=PORTS COMMAND
 //! relay-shim --version
 //! ```
 
@@ -28,6 +29,10 @@ pub mod flags {
     /// through (`CLAUDE_CODE_SHELL_PREFIX`, see `crate::shield`). A flag, not a word:
     /// Claude Code splits its prefix at the last ` -`.
     pub const SHIELD: &str = "--shield";
+    /// `--shield-listen=PORTS COMMAND`: the same, the command's tools allowed to bind the
+    /// TCP ports listed (comma-separated, `0` a port the kernel picks): the template's
+    /// `listen_ports`. One word, for the same reason.
+    pub const SHIELD_LISTEN: &str = "--shield-listen=";
     pub const SESSION_ID: &str = "--session-id";
     pub const IDENTITY: &str = "--identity";
     pub const PTY: &str = "--pty";
@@ -53,8 +58,10 @@ pub enum Command {
         argv: Vec<OsString>,
     },
     /// `--shield COMMAND`: the command Claude Code built, run by its shell inside a
-    /// Landlock domain of its own (see `crate::shield`).
+    /// Landlock domain of its own (see `crate::shield`), which may bind the TCP ports
+    /// `listen` alone (`--shield-listen=PORTS`; none with `--shield`).
     Shield {
+        listen: Vec<u16>,
         command: OsString,
     },
 }
@@ -132,17 +139,40 @@ fn usage(what: impl Into<String>) -> UsageError {
     UsageError(what.into())
 }
 
+/// `--shield` and `--shield-listen=…`: exactly one argument follows, the command.
+fn shield(listen: Vec<u16>, rest: &[OsString]) -> Result<Command, UsageError> {
+    match rest {
+        [command] => Ok(Command::Shield {
+            listen,
+            command: command.clone(),
+        }),
+        _ => Err(usage("--shield takes one argument, the command")),
+    }
+}
+
+/// The ports of `--shield-listen=PORTS`: decimal port numbers (0-65535), separated by
+/// commas, at least one.
+fn listen_ports(list: &str) -> Result<Vec<u16>, UsageError> {
+    list.split(',')
+        .map(|p| {
+            p.parse::<u16>()
+                .ok()
+                .filter(|_| p.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| usage(format!("--shield-listen: {p:?} is not a port number")))
+        })
+        .collect()
+}
+
 /// Parses the arguments after the program name.
 pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     match args.first().map(|a| a.to_str()) {
         None => Err(usage("missing subcommand (expected exec)")),
         Some(Some(flags::VERSION)) if args.len() == 1 => Ok(Command::Version),
-        Some(Some(flags::SHIELD)) => match &args[1..] {
-            [command] => Ok(Command::Shield {
-                command: command.clone(),
-            }),
-            _ => Err(usage("--shield takes one argument, the command")),
-        },
+        Some(Some(flags::SHIELD)) => shield(vec![], &args[1..]),
+        Some(Some(flag)) if flag.starts_with(flags::SHIELD_LISTEN) => {
+            let ports = &flag[flags::SHIELD_LISTEN.len()..];
+            shield(listen_ports(ports)?, &args[1..])
+        }
         Some(Some(flags::EXEC)) => parse_exec(&args[1..]).map(Command::Exec),
         Some(Some(flags::ENTER)) => {
             let pty = args.get(1).and_then(|a| a.to_str()) == Some(flags::PTY);
@@ -554,10 +584,41 @@ mod tests {
         assert_eq!(
             parse(&os(&["--shield", command])),
             Ok(Command::Shield {
+                listen: vec![],
                 command: command.into()
             })
         );
-        for args in [&["--shield"][..], &["--shield", "a", "b"]] {
+        // With the ports a template lets its tools listen on.
+        assert_eq!(
+            parse(&os(&["--shield-listen=3000,0,65535", command])),
+            Ok(Command::Shield {
+                listen: vec![3000, 0, 65535],
+                command: command.into()
+            })
+        );
+        for (list, bad) in [
+            ("", ""),
+            ("65536", "65536"),
+            ("+80", "+80"),
+            ("3000,", ""),
+            ("80, 81", " 81"),
+            ("80;id", "80;id"),
+            ("-1", "-1"),
+        ] {
+            assert_eq!(
+                parse(&os(&[&format!("--shield-listen={list}"), command])),
+                Err(UsageError(format!(
+                    "--shield-listen: {bad:?} is not a port number"
+                ))),
+                "{list:?}"
+            );
+        }
+        for args in [
+            &["--shield"][..],
+            &["--shield", "a", "b"],
+            &["--shield-listen=80"],
+            &["--shield-listen=80", "a", "b"],
+        ] {
             assert_eq!(
                 parse(&os(args)),
                 Err(UsageError(
@@ -868,6 +929,7 @@ mod fuzz {
                 "enter",
                 "--version",
                 "--shield",
+                "--shield-listen=80",
                 "--session-id",
                 "--identity",
                 "--pty",
@@ -929,9 +991,12 @@ mod fuzz {
                 prop_assert!(!argv.is_empty());
             }
             Ok(Command::Version) => prop_assert_eq!(args.len(), 1),
-            Ok(Command::Shield { command }) => {
+            Ok(Command::Shield { listen, command }) => {
                 prop_assert_eq!(args.len(), 2);
                 prop_assert_eq!(&command, &args[1]);
+                // Ports only with the flag that lists them (at least one).
+                let flag = args[0].to_str().unwrap_or_default();
+                prop_assert_eq!(listen.is_empty(), flag == flags::SHIELD);
             }
             Err(_) => {}
         }

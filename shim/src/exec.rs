@@ -106,7 +106,7 @@ pub(crate) fn run() -> ! {
         }
         Ok(cli::Command::Exec(e)) => e,
         Ok(cli::Command::Enter { pty, argv }) => crate::enter::run(pty, &argv),
-        Ok(cli::Command::Shield { command }) => crate::shield::run(&command),
+        Ok(cli::Command::Shield { listen, command }) => crate::shield::run(&listen, &command),
         Err(e) => die(format_args!("usage: {e}"), exit_codes::USAGE),
     };
 

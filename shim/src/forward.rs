@@ -7,8 +7,19 @@
 //!
 //! The listeners are bound before the target starts (no window where a tool finds the
 //! port closed); the forwarder then runs in a child of its own session and process
-//! group (a terminal's Ctrl-C is not for it) holding no descriptor of the target's (not
-//! its output, not fd 5), and dies with the target (`PR_SET_PDEATHSIG`).
+//! group (a terminal's Ctrl-C is not for it), named `relay-forward`, holding no
+//! descriptor of the target's (not its output, not fd 5).
+//!
+//! Its lifeline ([`LIFELINE`]): before it forks, `enter` opens one more connection to
+//! the session's socket and says so, and only the forwarder keeps it (the parent's copy
+//! goes at once). It is the socket's first connection, made before anything of the
+//! target's runs. relay reads it to its end: an end while the sandbox still runs is the
+//! forwarder's death, and relay stops the session at once (the port it held must not
+//! stay free for a tool to listen on). So the forwarder does not die with the target by
+//! a parent-death signal: it dies with the sandbox's pid namespace, which bwrap ends
+//! only after its own outer process has exited (`--unshare-pid`, `--die-with-parent`),
+//! so on an ordinary end relay sees the sandbox gone before it sees the lifeline close
+//! (docs/session-host.md#the-egress-proxy).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -19,6 +30,13 @@ use std::path::{Path, PathBuf};
 /// The variable `enter` reads (and removes from the target's environment):
 /// `<socket> <proxy port> [<bridge address>…]`.
 pub const FORWARD_VAR: &str = "RELAY_SHIM_FORWARD";
+
+/// The first line of the lifeline, the socket's first connection: the forwarder holds
+/// it open for as long as it lives and sends nothing more.
+pub const LIFELINE: &str = "relay-egress 1 lifeline\n";
+
+/// The forwarder's name (`comm`): what `ps` shows, and what the tests look for.
+pub const NAME: &str = "relay-forward";
 
 /// What to forward, from [`FORWARD_VAR`].
 #[derive(Debug, PartialEq, Eq)]
@@ -59,8 +77,8 @@ struct Listener {
     line: String,
 }
 
-/// Binds every listener, then forks the forwarder. Returns in the parent (which goes on
-/// to exec the target); the child never returns.
+/// Binds every listener, opens the lifeline, then forks the forwarder. Returns in the
+/// parent (which goes on to exec the target); the child never returns.
 pub fn start(plan: &Plan) -> Result<(), String> {
     let mut listeners = vec![Listener {
         socket: TcpListener::bind(("127.0.0.1", plan.proxy_port))
@@ -73,9 +91,11 @@ pub fn start(plan: &Plan) -> Result<(), String> {
             line: format!("relay-egress 1 bridge {b}\n"),
         });
     }
-    // Safety: getpid has no preconditions.
-    #[cfg(target_os = "linux")]
-    let parent = unsafe { libc::getpid() };
+    let mut lifeline = UnixStream::connect(&plan.socket)
+        .map_err(|e| format!("lifeline {}: {e}", plan.socket.display()))?;
+    lifeline
+        .write_all(LIFELINE.as_bytes())
+        .map_err(|e| format!("lifeline {}: {e}", plan.socket.display()))?;
     // Safety: the shim is single-threaded here (enter runs before any thread starts), so
     // the child may go on running Rust code after fork.
     let pid = unsafe { libc::fork() };
@@ -83,20 +103,12 @@ pub fn start(plan: &Plan) -> Result<(), String> {
         return Err(format!("fork: {}", std::io::Error::last_os_error()));
     }
     if pid > 0 {
-        // The parent's copies close at exec (std sockets are close-on-exec).
+        // The parent's lifeline closes here, its listeners at exec (std sockets are
+        // close-on-exec): the forwarder holds the only copies.
         return Ok(());
     }
-    // It dies with the target (the parent becomes the target at exec): nothing of it
-    // outlives the session, and it never keeps the sandbox's pid namespace alive.
-    // Safety: plain prctl and getppid on this process.
-    #[cfg(target_os = "linux")]
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if libc::getppid() != parent {
-            libc::_exit(0);
-        }
-    }
-    detach(&listeners);
+    name_self();
+    detach(&listeners, lifeline.as_raw_fd());
     let socket = plan.socket.clone();
     let mut threads = Vec::new();
     for l in listeners {
@@ -106,14 +118,29 @@ pub fn start(plan: &Plan) -> Result<(), String> {
     for t in threads {
         let _ = t.join();
     }
+    // Every listener failed: the lifeline closes with this exit, and relay stops the
+    // session.
+    drop(lifeline);
     // Safety: ends this child without running the parent's exit handlers twice.
     unsafe { libc::_exit(0) }
 }
 
+/// Names the calling process [`NAME`] (Linux; elsewhere there is no forwarder).
+fn name_self() {
+    #[cfg(target_os = "linux")]
+    {
+        let name = std::ffi::CString::new(NAME).unwrap_or_default();
+        // Safety: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes, which
+        // `name` is and which outlives the call.
+        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+    }
+}
+
 /// In the child: a session of its own, `/dev/null` on 0-2, every other descriptor but
-/// the listeners closed (fd 5 among them).
-fn detach(listeners: &[Listener]) {
-    let keep: Vec<i32> = listeners.iter().map(|l| l.socket.as_raw_fd()).collect();
+/// the listeners and the lifeline closed (fd 5 among them).
+fn detach(listeners: &[Listener], lifeline: i32) {
+    let mut keep: Vec<i32> = listeners.iter().map(|l| l.socket.as_raw_fd()).collect();
+    keep.push(lifeline);
     // Safety: plain syscalls on this process's own descriptors and session.
     unsafe {
         libc::setsid();
@@ -319,12 +346,14 @@ mod tests {
         // Safety: reading one byte into a one-byte buffer.
         let n = unsafe { libc::read(pipe[0], byte.as_mut_ptr().cast(), 1) };
         assert_eq!(n, 0, "the end of the pipe");
-        // A session of its own, /dev/null on 0-2.
+        // A session of its own, its own name, /dev/null on 0-2.
         let kids = children();
         assert_eq!(kids.len(), 1, "{kids:?}");
         let pid = kids[0];
         // Safety: getsid on a pid, no memory involved.
         assert_eq!(unsafe { libc::getsid(pid) }, pid, "not a session leader");
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+        assert_eq!(comm.trim_end(), NAME);
         for fd in 0..3 {
             let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
             assert_eq!(target, Path::new("/dev/null"), "fd {fd}");
@@ -337,6 +366,15 @@ mod tests {
                 .unwrap();
             assert_eq!(flags & libc::O_ACCMODE, libc::O_RDWR, "fd {fd}: {info}");
         }
+        // The socket's first connection is the lifeline, made before start returned.
+        egress.set_nonblocking(true).unwrap();
+        let (mut lifeline, _) = egress.accept().unwrap();
+        egress.set_nonblocking(false).unwrap();
+        lifeline.set_nonblocking(false).unwrap();
+        lifeline.set_read_timeout(Some(BOUND)).unwrap();
+        let mut line = vec![0u8; LIFELINE.len()];
+        lifeline.read_exact(&mut line).unwrap();
+        assert_eq!(line, LIFELINE.as_bytes());
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for conn in egress.incoming() {
@@ -361,6 +399,39 @@ mod tests {
             tcp.read_to_end(&mut back).unwrap();
             assert_eq!(back, b"pong");
         }
+        // The lifeline stays open while the forwarder lives (this process dropped its
+        // copy in start), and ends when it dies.
+        lifeline.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let open = lifeline.read(&mut byte).unwrap_err();
+        assert_eq!(open.kind(), std::io::ErrorKind::WouldBlock, "{open}");
+        lifeline.set_nonblocking(false).unwrap();
+        // Safety: kill(2) and waitpid(2) on this test's own child.
+        unsafe {
+            assert_eq!(libc::kill(pid, libc::SIGKILL), 0);
+            assert_eq!(libc::waitpid(pid, std::ptr::null_mut(), 0), pid);
+        }
+        assert_eq!(lifeline.read(&mut byte).unwrap(), 0, "the lifeline's end");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// No socket to hold a lifeline on: nothing is forked, and the error names it.
+    #[test]
+    fn without_its_socket_the_forwarder_does_not_start() {
+        let free = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = start(&Plan {
+            socket: PathBuf::from("/nonexistent/relay/egress.sock"),
+            proxy_port: free,
+            bridges: vec![],
+        })
+        .unwrap_err();
+        assert!(
+            e.starts_with("lifeline /nonexistent/relay/egress.sock: "),
+            "{e}"
+        );
     }
 }

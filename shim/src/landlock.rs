@@ -12,7 +12,8 @@
 //! and the shim applies it to itself just before it execs bwrap.
 //!
 //! The shield ([`shield`]) is the other use: a domain of its own for each Bash command
-//! a token launch's Claude Code runs, so that no tool can read Claude's memory
+//! a token launch's Claude Code runs, so that no tool can read Claude's memory, signal
+//! Claude or relay's forwarder, or listen on a port Claude's traffic goes to
 //! ([session-host.md](../../docs/session-host.md#the-shield)).
 
 use std::io;
@@ -21,12 +22,11 @@ use std::os::fd::{OwnedFd, RawFd};
 /// The first Landlock ABI that can restrict TCP connect.
 pub const MIN_NET_ABI: u32 = 4;
 
-/// The first Landlock ABI the shield works on: 6 (Linux 6.12), the first whose
-/// rulesets can handle no file and no port access at all, only a scope. An older
-/// domain would have to handle a file access, and a domain that handles any makes the
-/// kernel refuse every rename and link across folders (`EXDEV`) wherever a layer —
-/// the denied ports' own, for one — has no rule allowing it: measured, and why the
-/// shield needs no rule.
+/// The first Landlock ABI the shield works on: 6 (Linux 6.12), the first with scopes
+/// (signals, abstract unix sockets). Its ruleset handles TCP bind (ABI 4) and no file
+/// access: a domain that handles any makes the kernel refuse every rename and link
+/// across folders (`EXDEV`) wherever a layer — the denied ports' own, for one — has no
+/// rule allowing it (measured).
 pub const MIN_SHIELD_ABI: u32 = 6;
 
 /// The kernel's Landlock ABI version; an error when Landlock is absent or disabled.
@@ -50,7 +50,7 @@ pub fn build_tcp_connect_ruleset(denied_ports: &[u16]) -> io::Result<OwnedFd> {
     }
     for port in 0..=u16::MAX {
         if !denied[usize::from(port)] {
-            sys::allow_connect(&ruleset, port)?;
+            sys::allow_port(&ruleset, ACCESS_NET_CONNECT_TCP, port)?;
         }
     }
     Ok(ruleset)
@@ -80,20 +80,49 @@ pub fn restrict_self(fd: RawFd) -> io::Result<()> {
 
 /// Puts the calling process, and everything it starts from then on, in a Landlock
 /// domain of its own nested below the one it is in (none, or the denied ports'). The
-/// kernel then refuses it `ptrace` and the `/proc/<pid>/` files that need it (`mem`,
-/// `environ`, `maps`, the `fd` links, …) of every process outside that domain: its
-/// parents first. The ruleset handles no file and no port access; its one scope keeps
-/// it from connecting to an abstract unix socket bound outside its domain (the scope
-/// that costs ordinary tools least: signals stay allowed, so a command can still stop
-/// a job an earlier one started). Sets `no_new_privs`. Fails with
-/// [`io::ErrorKind::Unsupported`] below [`MIN_SHIELD_ABI`].
-pub fn shield() -> io::Result<()> {
+/// kernel then refuses it, towards every process outside that domain (its parents
+/// first: Claude, and relay's forwarder beside it):
+///
+/// - `ptrace` and the `/proc/<pid>/` files that need it (`mem`, `environ`, `maps`, the
+///   `fd` links, …);
+/// - every signal (`kill`, `tgkill`, `pidfd_send_signal`, a `SIGIO` owner) —
+///   [`SCOPE_SIGNAL`];
+/// - connecting to an abstract unix socket bound outside it —
+///   [`SCOPE_ABSTRACT_UNIX_SOCKET`];
+///
+/// and it refuses the domain binding a TCP socket to any port but `listen_ports`
+/// (the ruleset handles [`ACCESS_NET_BIND_TCP`] with a rule for each of those; `0`
+/// allows a port the kernel picks). No file access is handled: see
+/// [`MIN_SHIELD_ABI`]. Sets `no_new_privs`. Fails with [`io::ErrorKind::Unsupported`]
+/// below [`MIN_SHIELD_ABI`].
+pub fn shield(listen_ports: &[u16]) -> io::Result<()> {
     at_least(abi_version(), MIN_SHIELD_ABI, |abi| {
         format!("landlock ABI {abi} has no scopes (the shield needs {MIN_SHIELD_ABI})")
     })?;
-    let ruleset = sys::create_scoped_ruleset()?;
+    let ruleset = sys::create_shield_ruleset()?;
+    for &port in listen_ports {
+        sys::allow_port(&ruleset, ACCESS_NET_BIND_TCP, port)?;
+    }
     sys::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&ruleset))
 }
+
+/// `LANDLOCK_ACCESS_NET_BIND_TCP` (ABI 4): bind a TCP socket to a local port.
+pub const ACCESS_NET_BIND_TCP: u64 = 1 << 0;
+/// `LANDLOCK_ACCESS_NET_CONNECT_TCP` (ABI 4): connect a TCP socket to a remote port.
+pub const ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
+/// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` (ABI 6).
+pub const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6).
+pub const SCOPE_SIGNAL: u64 = 1 << 1;
+
+/// What the shield's ruleset handles: `(handled_access_fs, handled_access_net, scoped)`.
+/// No file access (a domain that handles one makes the kernel refuse renames and links
+/// across folders, [`MIN_SHIELD_ABI`]); TCP bind, allowed port by port; both scopes.
+pub const SHIELD_HANDLES: (u64, u64, u64) = (
+    0,
+    ACCESS_NET_BIND_TCP,
+    SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL,
+);
 
 /// What a shim started with `--landlock-inherited PORT` checks of its inheritance: the
 /// kernel offers no query for a Landlock domain, so it asks the domain itself. The
@@ -129,10 +158,10 @@ mod sys {
     use std::io;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+    use super::{ACCESS_NET_CONNECT_TCP, SHIELD_HANDLES};
+
     const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1 << 0;
-    const LANDLOCK_ACCESS_NET_CONNECT_TCP: u64 = 1 << 1;
     const LANDLOCK_RULE_NET_PORT: libc::c_int = 2;
-    const LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
 
     /// `struct landlock_ruleset_attr` up to `handled_access_net` (ABI 4); the kernel
     /// accepts a prefix of its current struct.
@@ -177,7 +206,7 @@ mod sys {
     pub(super) fn create_net_ruleset() -> io::Result<OwnedFd> {
         let attr = RulesetAttr {
             handled_access_fs: 0,
-            handled_access_net: LANDLOCK_ACCESS_NET_CONNECT_TCP,
+            handled_access_net: ACCESS_NET_CONNECT_TCP,
         };
         // Safety: `attr` is a live, initialised #[repr(C)] struct and the size passed is
         // its exact size; the kernel only reads it.
@@ -202,12 +231,13 @@ mod sys {
         Ok(fd)
     }
 
-    /// A ruleset that handles nothing but the abstract unix socket scope.
-    pub(super) fn create_scoped_ruleset() -> io::Result<OwnedFd> {
+    /// The shield's ruleset: [`SHIELD_HANDLES`], no rule yet.
+    pub(super) fn create_shield_ruleset() -> io::Result<OwnedFd> {
+        let (handled_access_fs, handled_access_net, scoped) = SHIELD_HANDLES;
         let attr = ScopedRulesetAttr {
-            handled_access_fs: 0,
-            handled_access_net: 0,
-            scoped: LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET,
+            handled_access_fs,
+            handled_access_net,
+            scoped,
         };
         // Safety: `attr` is a live, initialised #[repr(C)] struct and the size passed is
         // its exact size; the kernel only reads it.
@@ -228,9 +258,10 @@ mod sys {
         Ok(unsafe { OwnedFd::from_raw_fd(raw) })
     }
 
-    pub(super) fn allow_connect(ruleset: &OwnedFd, port: u16) -> io::Result<()> {
+    /// A rule allowing `access` (TCP connect or bind) on `port`.
+    pub(super) fn allow_port(ruleset: &OwnedFd, access: u64, port: u16) -> io::Result<()> {
         let rule = NetPortAttr {
-            allowed_access: LANDLOCK_ACCESS_NET_CONNECT_TCP,
+            allowed_access: access,
             port: u64::from(port),
         };
         // Safety: `rule` is a live, initialised #[repr(C)] struct of the layout the
@@ -330,11 +361,11 @@ mod sys {
         Err(unsupported())
     }
 
-    pub(super) fn allow_connect(_ruleset: &OwnedFd, _port: u16) -> io::Result<()> {
+    pub(super) fn allow_port(_ruleset: &OwnedFd, _access: u64, _port: u16) -> io::Result<()> {
         Err(unsupported())
     }
 
-    pub(super) fn create_scoped_ruleset() -> io::Result<OwnedFd> {
+    pub(super) fn create_shield_ruleset() -> io::Result<OwnedFd> {
         Err(unsupported())
     }
 
@@ -462,10 +493,118 @@ mod tests {
             return;
         }
         let (not_a_ruleset, _w) = nix::unistd::pipe().unwrap();
-        let err = sys::allow_connect(&not_a_ruleset, 80).unwrap_err();
+        let err = sys::allow_port(&not_a_ruleset, ACCESS_NET_CONNECT_TCP, 80).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EBADFD), "{err}");
         let ruleset = sys::create_net_ruleset().unwrap();
-        sys::allow_connect(&ruleset, 80).unwrap();
+        sys::allow_port(&ruleset, ACCESS_NET_CONNECT_TCP, 80).unwrap();
+        // An access the ruleset does not handle is refused, never taken as allowed.
+        let err = sys::allow_port(&ruleset, ACCESS_NET_BIND_TCP, 80).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+        if landlock_at_least(MIN_SHIELD_ABI) {
+            let shield = sys::create_shield_ruleset().unwrap();
+            sys::allow_port(&shield, ACCESS_NET_BIND_TCP, 80).unwrap();
+            let err = sys::allow_port(&shield, ACCESS_NET_CONNECT_TCP, 80).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_access_and_scope_bits_are_the_kernels() {
+        // linux/landlock.h.
+        assert_eq!((ACCESS_NET_BIND_TCP, ACCESS_NET_CONNECT_TCP), (1, 2));
+        assert_eq!((SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL), (1, 2));
+        // The shield handles no file access, TCP bind alone of the ports, both scopes.
+        assert_eq!(SHIELD_HANDLES, (0, 1, 3));
+    }
+
+    /// The errno of binding a fresh TCP socket to `127.0.0.1:port`, `None` when bound.
+    fn bind_errno(port: u16) -> Option<i32> {
+        std::net::TcpListener::bind(("127.0.0.1", port))
+            .err()
+            .and_then(|e| e.raw_os_error())
+    }
+
+    /// A shielded thread binds no TCP port but the ones it was given (`0`, a port the
+    /// kernel picks, among them only when given); a shield nested in it cannot give
+    /// back a port the outer one refused.
+    #[test]
+    fn a_shielded_thread_binds_only_its_listen_ports() {
+        if !landlock_at_least(MIN_SHIELD_ABI) {
+            return;
+        }
+        // Ports free a moment ago; another test could take one meanwhile, which answers
+        // EADDRINUSE, never Landlock's EACCES.
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (listen, other) = (free(), free());
+        assert_ne!(bind_errno(0), Some(libc::EACCES));
+        std::thread::spawn(move || {
+            shield(&[listen]).unwrap();
+            assert_ne!(bind_errno(listen), Some(libc::EACCES));
+            assert_eq!(bind_errno(other), Some(libc::EACCES));
+            assert_eq!(bind_errno(0), Some(libc::EACCES));
+            // IPv6 is TCP too.
+            let v6 = std::net::TcpListener::bind(("::1", other)).unwrap_err();
+            assert_eq!(v6.raw_os_error(), Some(libc::EACCES), "{v6}");
+            // Nested: only ever narrower.
+            shield(&[listen, other]).unwrap();
+            assert_eq!(bind_errno(other), Some(libc::EACCES));
+            assert_ne!(bind_errno(listen), Some(libc::EACCES));
+        })
+        .join()
+        .unwrap();
+        std::thread::spawn(|| {
+            shield(&[0]).unwrap();
+            assert_eq!(bind_errno(0), None);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The errno of `kill(pid, sig)`, `None` when delivered.
+    fn kill_errno(pid: u32, sig: i32) -> Option<i32> {
+        // Safety: kill(2) with integer arguments, on a child of this test.
+        let ret = unsafe { libc::kill(pid as libc::pid_t, sig) };
+        (ret != 0).then(|| io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+
+    /// A child that waits for its stdin to close: a process to signal.
+    fn waiter() -> std::process::Child {
+        std::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// A shielded thread cannot signal a process outside its domain (its parent, a
+    /// sibling), not even to stop it; it still signals what it started itself.
+    #[test]
+    fn a_shielded_thread_signals_only_its_own_domain() {
+        if !landlock_at_least(MIN_SHIELD_ABI) {
+            return;
+        }
+        let mut outside = waiter();
+        let pid = outside.id();
+        assert_eq!(kill_errno(pid, 0), None);
+        std::thread::spawn(move || {
+            shield(&[]).unwrap();
+            for sig in [0, libc::SIGSTOP, libc::SIGKILL] {
+                assert_eq!(kill_errno(pid, sig), Some(libc::EPERM), "signal {sig}");
+            }
+            let mut inside = waiter();
+            assert_eq!(kill_errno(inside.id(), libc::SIGKILL), None);
+            assert!(inside.wait().unwrap().code().is_none());
+        })
+        .join()
+        .unwrap();
+        // Never stopped nor killed: it ends when its stdin closes.
+        drop(outside.stdin.take());
+        assert!(outside.wait().unwrap().success());
     }
 
     #[test]
@@ -480,7 +619,7 @@ mod tests {
         let listener = UnixListener::bind_addr(&addr).unwrap();
         UnixStream::connect_addr(&addr).unwrap();
         std::thread::spawn(move || {
-            shield().unwrap();
+            shield(&[]).unwrap();
             assert!(thread_no_new_privs());
             let err = UnixStream::connect_addr(&addr).unwrap_err();
             assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");

@@ -6,6 +6,9 @@
 //!
 //! - an MPTCP socket (`socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)`): Landlock does not
 //!   treat it as TCP, yet it talks plain TCP to a plain TCP listener;
+//! - an SMC socket (`socket(AF_SMC, …)`, or `socket(AF_INET, SOCK_STREAM, IPPROTO_SMC)`
+//!   since Linux 6.11), where the kernel has the `smc` module: it falls back to plain
+//!   TCP too, through a TCP socket of the kernel's own that no hook sees;
 //! - TCP Fast Open: `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` and an address
 //!   connects from inside the send, without passing the connect hook.
 //!
@@ -20,8 +23,13 @@
 //! call, or an x32 one, kills the process — on i386 every socket call goes through
 //! `socketcall(2)`, whose arguments sit behind a pointer no filter can read.
 //!
+//! Landlock's bind rule (the shield's, `relay-shim --shield`) has the same blind spots:
+//! an MPTCP or SMC listener on a port the shield refuses takes plain TCP connections
+//! (measured: an MPTCP `bind` goes through where a TCP one is refused, Linux 6.18).
+//!
 //! The shim installs it right after the Landlock ruleset, in the same step, so the
-//! launcher (bwrap) and the target inherit both ([session-host.md](../../docs/session-host.md)).
+//! launcher (bwrap) and the target inherit both ([session-host.md](../../docs/session-host.md));
+//! the shield installs it after its own domain, for the command and what it starts.
 //! The program is plain data, built and checked here without the kernel ([`program`]).
 
 use std::io;
@@ -89,6 +97,8 @@ pub enum Call {
 /// Linux ABI values, spelled out so the program is the same data on every build host.
 const IPPROTO_TCP: u32 = 6;
 const IPPROTO_MPTCP: u32 = 262;
+const IPPROTO_SMC: u32 = 256;
+const AF_SMC: u32 = 43;
 const TCP_FASTOPEN_CONNECT: u32 = 30;
 const MSG_FASTOPEN: u32 = 0x2000_0000;
 const EPERM: u32 = 1;
@@ -169,8 +179,11 @@ pub fn program(arch: Arch) -> Vec<Insn> {
         Ret(RET_ALLOW),
         // socket(domain, type, protocol)
         Label("socket"),
+        Ld(arg_low(0)),
+        Jeq(AF_SMC, L("eacces"), Next),
         Ld(arg_low(2)),
-        Jeq(IPPROTO_MPTCP, L("eacces"), L("allow")),
+        Jeq(IPPROTO_MPTCP, L("eacces"), Next),
+        Jeq(IPPROTO_SMC, L("eacces"), L("allow")),
         // sendto(fd, buf, len, flags, addr, addrlen), sendmmsg(fd, vec, vlen, flags)
         Label("flags_arg3"),
         Ld(arg_low(3)),
@@ -477,6 +490,27 @@ mod tests {
                     call(arch, Call::Socket, [AF_INET, SOCK_STREAM, proto, 0, 0, 0]),
                     RET_ALLOW
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn smc_sockets_are_eacces_and_other_families_pass() {
+        // linux/socket.h and linux/in.h.
+        assert_eq!((AF_SMC, IPPROTO_SMC), (43, 256));
+        for arch in [Arch::X86_64, Arch::Aarch64] {
+            let smc = |family: u64, proto: u64| {
+                call(arch, Call::Socket, [family, SOCK_STREAM, proto, 0, 0, 0])
+            };
+            // AF_SMC with either of its protocols (SMCPROTO_SMC, SMCPROTO_SMC6), and the
+            // upper half of the family ignored as the kernel does.
+            assert_eq!(smc(43, 0), RET_EACCES);
+            assert_eq!(smc(43 | 0xffff_0000_0000_0000, 1), RET_EACCES);
+            assert_eq!(smc(AF_INET, u64::from(IPPROTO_SMC)), RET_EACCES);
+            assert_eq!(smc(10, u64::from(IPPROTO_SMC)), RET_EACCES);
+            // unix (1), netlink (16), and the family numbers beside SMC's.
+            for family in [1, 16, 42, 44] {
+                assert_eq!(smc(family, 0), RET_ALLOW, "family {family}");
             }
         }
     }

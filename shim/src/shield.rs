@@ -1,34 +1,43 @@
 //! `relay-shim --shield COMMAND`: what a token launch's Claude Code runs each Bash
 //! command through. The daemon sets `CLAUDE_CODE_SHELL_PREFIX` to this binary's path
-//! inside the sandbox (bound read-only there) and `--shield`; Claude Code then runs
-//! `'<shim>' --shield '<the command it built>'` from its shell, which execs the shim.
+//! inside the sandbox (bound read-only there) and `--shield` (or
+//! `--shield-listen=PORTS`); Claude Code then runs `'<shim>' --shield '<the command it
+//! built>'` from its shell, which execs the shim.
 //!
-//! Threat (docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude): a tool runs as
-//! Claude's own uid in Claude's own sandbox, and Claude holds the token in memory; a
-//! prompt-injected command could read it from `/proc/<claude>/mem`. So the shim first
-//! puts itself in a Landlock domain nested below Claude's ([`crate::landlock::shield`]),
-//! which every process the command starts inherits: the kernel refuses all of them
-//! Claude's memory. Then it drops fd 5 (the drained token pipe Claude's children
-//! inherit) and execs the shell Claude Code picked, with the command, in the same
-//! environment and folder.
+//! Threat (docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude): a tool runs as
+//! Claude's own uid in Claude's own sandbox, and Claude holds the token in memory and
+//! sends it with every request; a prompt-injected command could read it from
+//! `/proc/<claude>/mem`, or kill relay's forwarder and listen on the port Claude sends
+//! it to. So the shim first puts itself in a Landlock domain nested below Claude's
+//! ([`crate::landlock::shield`]), which every process the command starts inherits: the
+//! kernel refuses all of them Claude's memory, every signal to a process outside the
+//! domain, and every TCP bind but the template's `listen_ports`. The seccomp filter of
+//! [`crate::seccomp`] closes the sockets Landlock does not count as TCP (MPTCP, SMC)
+//! and io_uring. Then it drops fd 5 (the drained token pipe Claude's children inherit)
+//! and execs the shell Claude Code picked, with the command, in the same environment
+//! and folder.
 //!
-//! Fail closed: a domain the kernel refuses runs nothing (exit 70, one line on stderr,
-//! which Claude Code shows as the command's output).
+//! Fail closed: a domain or a filter the kernel refuses runs nothing (exit 70, one line
+//! on stderr, which Claude Code shows as the command's output).
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::fds::{self, TOKEN_FD};
-use crate::{exit_codes, landlock};
+use crate::{exit_codes, landlock, seccomp};
 
 /// The folders Claude Code 2.1.332 looks in for a shell after `CLAUDE_CODE_SHELL` and
 /// `SHELL`.
 const SHELL_DIRS: [&str; 4] = ["/bin", "/usr/bin", "/usr/local/bin", "/opt/homebrew/bin"];
 
-pub(crate) fn run(command: &OsStr) -> ! {
-    if let Err(e) = landlock::shield() {
+/// Runs `command` shielded, its tools allowed to bind `listen_ports` alone.
+pub(crate) fn run(listen_ports: &[u16], command: &OsStr) -> ! {
+    if let Err(e) = landlock::shield(listen_ports) {
         die(&format!("landlock: {e}"), exit_codes::SETUP);
+    }
+    if let Err(e) = seccomp::install() {
+        die(&format!("seccomp: {e}"), exit_codes::SETUP);
     }
     if fds::is_open(TOKEN_FD) {
         if let Err(e) = fds::set_cloexec(TOKEN_FD, true) {

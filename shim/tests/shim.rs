@@ -1004,3 +1004,85 @@ fn shield_refuses_the_parents_memory_and_leaves_ordinary_work_alone() {
         text(&shielded.stderr)
     );
 }
+
+/// `relay-shim --shield` and `--shield-listen=PORTS` (docs/session-host.md#the-shield):
+/// the command cannot signal a process outside its domain (this test, its parent),
+/// bind a TCP port but the ones listed, or open an MPTCP socket (which Landlock's bind
+/// rule does not see); it still signals what it started itself.
+#[test]
+fn shield_refuses_signals_outside_and_binds_but_its_listen_ports() {
+    if !shield_here() {
+        return;
+    }
+    if Command::new("python3").arg("-c").arg("").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 not found (CI is set: nothing is skipped)"
+        );
+        eprintln!("skip: python3 not found");
+        return;
+    }
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (listen, other) = (free(), free());
+    let script = format!(
+        "kill -0 $PPID 2>/dev/null && echo parent:signalled || echo parent:refused
+        cat & kill -KILL $! && echo own:killed
+        python3 -c '
+import errno, socket
+def bind(port, proto=0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+    try:
+        s.bind((\"127.0.0.1\", port))
+        return \"bound\"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    finally:
+        s.close()
+def mptcp():
+    # The socket itself is refused: socket() raises before bind is tried.
+    try:
+        return bind({other}, 262)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print(\"listen:\" + bind({listen}))
+print(\"other:\" + bind({other}))
+print(\"mptcp:\" + mptcp())
+'"
+    );
+    let run = |flag: &str| {
+        let mut cmd = Command::new(SHIM);
+        cmd.arg(flag)
+            .arg(&script)
+            .stdin(Stdio::null())
+            .env("SHELL", "/bin/bash");
+        output(cmd)
+    };
+    let lines = |o: &Output| -> Vec<String> { text(&o.stdout).lines().map(String::from).collect() };
+    let shielded = run(&format!("--shield-listen={listen}"));
+    assert_eq!(
+        lines(&shielded),
+        [
+            "parent:refused",
+            "own:killed",
+            "listen:bound",
+            "other:EACCES",
+            "mptcp:EACCES"
+        ],
+        "{}",
+        text(&shielded.stderr)
+    );
+    // Plain --shield: no port at all.
+    let none = run("--shield");
+    assert!(
+        lines(&none).contains(&"listen:EACCES".to_string()),
+        "{}{}",
+        text(&none.stdout),
+        text(&none.stderr)
+    );
+}

@@ -87,6 +87,9 @@ pub(super) enum Verb {
     Audit {
         #[command(subcommand)]
         verb: Option<AuditVerb>,
+        /// The last N rows (default 1000, at most 10000), read from the end of the log.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
         #[command(flatten)]
         json: Json,
     },

@@ -207,11 +207,13 @@ pub fn run() -> ExitCode {
                 json: Json { json },
             }),
             json: Json { json: json_before },
+            ..
         } => return audit_scan(&Client::new(&config), json || json_before),
         Verb::Audit {
             verb: None,
+            tail,
             json: Json { json },
-        } => (json, audit(&Client::new(&config))),
+        } => (json, audit(&Client::new(&config), tail)),
         Verb::Terminal(v) => terminal(&Client::new(&config), v),
         Verb::Session(SessionVerb::Message {
             id,
@@ -564,8 +566,13 @@ fn egress(c: &Client, what: &str, id: &str) -> Result<Out, String> {
             .filter_map(|r| {
                 let g = r.egress.as_ref()?;
                 let verdict = if g.allowed { "allowed" } else { "refused" };
+                // A folded row stands for many connections (over the session's budget).
+                let times = match g.folded {
+                    0 => String::new(),
+                    n => format!(" ×{n}"),
+                };
                 Some(format!(
-                    "{verdict}  {}  {} B out, {} B in, {} ms  {}",
+                    "{verdict}{times}  {}  {} B out, {} B in, {} ms  {}",
                     g.target(),
                     g.sent,
                     g.received,
@@ -640,8 +647,12 @@ fn audit_scan(c: &Client, json_out: bool) -> ExitCode {
     emit(&text_line(&text), code)
 }
 
-fn audit(c: &Client) -> Result<Out, String> {
-    let (a, v): (wire::AuditRows, _) = get(c, "GET", "/api/audit")?;
+fn audit(c: &Client, tail: Option<usize>) -> Result<Out, String> {
+    let path = match tail {
+        Some(n) => format!("/api/audit?tail={n}"),
+        None => "/api/audit".to_string(),
+    };
+    let (a, v): (wire::AuditRows, _) = get(c, "GET", &path)?;
     let text = a
         .rows
         .iter()
@@ -667,8 +678,12 @@ fn audit(c: &Client) -> Result<Out, String> {
             }
             if let Some(g) = &r.egress {
                 let at = g.target();
+                let times = match g.folded {
+                    0 => String::new(),
+                    n => format!(" ×{n}"),
+                };
                 line.push_str(&format!(
-                    "  {at}  {} B out, {} B in, {} ms  {}",
+                    "  {at}{times}  {} B out, {} B in, {} ms  {}",
                     g.sent, g.received, g.ms, g.rule
                 ));
             }

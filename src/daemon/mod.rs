@@ -68,6 +68,8 @@ pub struct Daemon {
     pub doctor_probes: Mutex<Option<(u64, Vec<diagnostics::doctor::Check>)>>,
     /// Each proxied session's egress proxy, while it runs.
     pub egress: egress::Registry,
+    /// What each proxied session may have written of its connections, one by one.
+    pub egress_budget: records::budget::Budget,
     /// Why this start runs neither helper (not even for `--version`): a session relay
     /// remembers could have written relay's folder without the pin (`launch::plan::own_pins_hold`).
     pub helpers_withheld: OnceLock<String>,
@@ -333,6 +335,47 @@ impl Daemon {
         self.terminate(id).await;
     }
 
+    /// A session's forwarder died while its sandbox ran (`egress::Lost`): the session
+    /// stops at once, its end saying why ([`egress::FORWARDER_DIED`]), unless relay is
+    /// stopping it for another reason already. The port the forwarder held is free
+    /// until then: no shielded tool may listen on it, and the stop makes the wait short
+    /// (docs/session-host.md#the-egress-proxy). Only `session`'s own proxy counts: once
+    /// stopped (the session ended), or replaced by a resume's, its report is stale. A
+    /// launch still being recorded gets the reason now and stops as its record is done
+    /// ([`Self::stop_marked`]).
+    pub async fn forwarder_died(&self, session: &Arc<egress::Session>) {
+        let id = session.id.as_str();
+        let running = {
+            let mut l = self.ledger();
+            let Some(e) = l.get_mut(id) else { return };
+            if !self.egress.serves(id, session)
+                || !matches!(e.state, EntryState::Running | EntryState::Launching)
+                || e.stop_reason.is_some()
+            {
+                return;
+            }
+            e.stop_reason = Some(egress::FORWARDER_DIED);
+            e.state == EntryState::Running
+        };
+        crate::listen::log(format_args!(
+            "relay: session {id}: its egress forwarder died; stopping it"
+        ));
+        if running {
+            self.terminate(id).await;
+        }
+    }
+
+    /// A launch just recorded whose forwarder died while it was being recorded
+    /// ([`Self::forwarder_died`]) stops now.
+    pub(crate) async fn stop_marked(&self, id: &str) {
+        let marked = self.entry(id).is_some_and(|e| {
+            e.state == EntryState::Running && e.stop_reason == Some(egress::FORWARDER_DIED)
+        });
+        if marked {
+            self.terminate(id).await;
+        }
+    }
+
     /// Asks the host to end a session (SIGTERM, then SIGKILL after the grace); a host
     /// that cannot be asked is logged: its death ends the sessions anyway.
     pub async fn terminate(&self, id: &str) {
@@ -383,6 +426,7 @@ impl Daemon {
         // Its proxy goes before it reads as ended: a resume that finds it dormant never
         // finds its proxy still there (a second proxy for a running id is refused).
         self.egress.stop(&session_id);
+        egress::flush_end(self, &session_id);
         let entry = {
             let mut l = self.ledger();
             let Some(e) = l.get_mut(&session_id) else {

@@ -355,6 +355,7 @@ fn daemon_with(
         web: api::web::WebAuth::default(),
         doctor_probes: Mutex::new(None),
         egress: Default::default(),
+        egress_budget: Default::default(),
         helpers_withheld: OnceLock::new(),
         service: service.map(|s| s.name),
     });
@@ -370,6 +371,7 @@ fn spawn_watcher(watcher: Arc<Daemon>) {
         loop {
             tick.tick().await;
             watcher.check_token().await;
+            crate::daemon::egress::flush_due(&watcher, std::time::Instant::now());
             records::purge::sweep(&watcher, n.is_multiple_of(60)).await;
             n += 1;
         }
@@ -550,13 +552,31 @@ pub async fn serve(
 }
 
 /// The sessions of earlier runs, before the host or any API can start one; what of
-/// them still runs (a kill of relay in bwrap's one unguarded moment) ends; then what the
-/// launches a stop of relay cut short before their record had made goes.
+/// them still runs (a kill of relay in bwrap's one unguarded moment) ends, found by the
+/// sandboxes recorded at launch (`records::strays`); then what the launches a stop of
+/// relay cut short before their record had made goes.
 fn restore_records(daemon: &Daemon) -> Result<(), String> {
     let (cut_short, restarted) = records::ledger::restore(daemon)?;
-    let mut ids = restarted;
-    ids.extend(cut_short.iter().map(|m| m.id.clone()));
-    for (pid, id) in records::strays::end(&ids) {
+    let mut recorded = Vec::new();
+    for (id, sandbox) in restarted {
+        match sandbox {
+            Some(sb) => recorded.push((id, sb)),
+            // Ended by no name: only what relay recorded of a sandbox is ended.
+            None if cfg!(target_os = "linux") => tracing::info!(
+                session = %id,
+                "session {id} was running when relay stopped, and no sandbox of it is on \
+                 file (recorded by an earlier relay, or not found at launch): nothing of \
+                 it is ended"
+            ),
+            None => {}
+        }
+    }
+    recorded.extend(
+        cut_short
+            .iter()
+            .filter_map(|m| Some((m.id.clone(), m.sandbox.clone()?))),
+    );
+    for (pid, id) in records::strays::end(&recorded) {
         tracing::warn!(
             session = %id,
             pid,

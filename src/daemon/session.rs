@@ -76,6 +76,10 @@ pub struct Entry {
     /// A `relay doctor` probe: never listed (terminals, sessions, the Settings page),
     /// purged as soon as doctor has read its log.
     pub probe: bool,
+    /// Its bwrap sandbox as the kernel knows it, found once the host answered the
+    /// launch: what the next start ends of it after a kill of relay
+    /// (`crate::daemon::records::strays`). None until then, and for other launches.
+    pub sandbox: Option<crate::daemon::records::strays::Sandbox>,
 }
 
 impl Entry {

@@ -437,6 +437,12 @@ pub struct Template {
     /// `session_sandbox.egress` (docs/settings.md#network).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<String>,
+    /// The TCP ports a token launch's shielded tools may listen on (a dev server, a
+    /// test server; `0`: one the kernel picks); every other bind is refused
+    /// (docs/settings.md#terminal_templates). Never the forwarder's proxy port nor a
+    /// port the egress list or a routing URL sends to loopback.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listen_ports: Vec<u16>,
     /// What this template's Seatbelt sandboxes may reach that every other one is
     /// refused: the keychain, the clipboard, Apple Events to named apps, named Mach
     /// services (docs/settings.md#macos). Ignored by bubblewrap.
@@ -477,6 +483,7 @@ impl Template {
             writable_exceptions: vec![],
             network: None,
             egress: vec![],
+            listen_ports: vec![],
             macos: MacOptIns::default(),
         }
     }
@@ -666,6 +673,7 @@ const TEMPLATE_KEYS: &[&str] = &[
     "writable_exceptions",
     "network",
     "egress",
+    "listen_ports",
     "macos",
 ];
 const MACOS_KEYS: &[&str] = &["keychain", "clipboard", "automation", "mach"];
@@ -807,7 +815,7 @@ fn wanted(field: Option<&str>, serde_says: &str) -> String {
         Some("writable_exceptions") => "a list of paths or names",
         Some("automation") => "a list of bundle ids",
         Some("mach") => "a list of Mach service names",
-        Some("denied_loopback_ports") => "a list of port numbers",
+        Some("denied_loopback_ports" | "listen_ports") => "a list of port numbers",
         Some("env") => "an object of names and string values",
         Some("claude_token_on_change") => "\"stop\" or \"keep\"",
         Some("backend") => "\"auto\", \"seatbelt\" or \"bwrap\"",
@@ -949,6 +957,7 @@ fn validate(s: &Settings) -> Result<(), Invalid> {
     let mut ids = std::collections::HashMap::new();
     for (i, t) in s.terminal_templates.iter().enumerate() {
         validate_template(t, i, &mut ids)?;
+        check_listen_ports(t, i, &s.session_sandbox)?;
     }
     if !s.api.listen.is_empty() {
         let at = || top.clone().key("api").key("listen");
@@ -966,6 +975,50 @@ fn validate(s: &Settings) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// A template's `listen_ports`: none the forwarder of its proxied sandbox listens on
+/// (its proxy port, each loopback address its egress list bridges), nor the port of a
+/// loopback address its routing URLs name: a tool listening there would get Claude's
+/// requests, bearer and all (docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude).
+fn check_listen_ports(t: &Template, i: usize, sandbox: &SessionSandbox) -> Result<(), Invalid> {
+    if t.listen_ports.is_empty() {
+        return Ok(());
+    }
+    use crate::daemon::egress::{held_ports, routing_entries, Rules};
+    let proxied = !sandbox.network_off && matches!(t.network, None | Some(NetworkMode::Proxied));
+    let mut list = routing_entries(&t.env);
+    if proxied {
+        list.extend(sandbox.egress.iter().cloned());
+        list.extend(t.egress.iter().cloned());
+    }
+    // Each entry was checked on its own above.
+    let rules = Rules::parse(&list).unwrap_or_default();
+    let bridges = rules.bridges();
+    let mut held: Vec<u16> = bridges.iter().map(|b| b.port()).collect();
+    if proxied {
+        held = held_ports(&rules);
+    }
+    let Some(x) = t.listen_ports.iter().position(|p| held.contains(p)) else {
+        return Ok(());
+    };
+    let port = t.listen_ports[x];
+    let why = match bridges.iter().find(|b| b.port() == port) {
+        Some(b) if proxied => format!("the sandbox's forwarder listens on it for {b}"),
+        Some(b) => format!("the template's routing URL sends Claude's requests to {b}"),
+        None => "the sandbox's forwarder listens on it, the egress proxy's port".to_string(),
+    };
+    Err(invalid(
+        KeyPath::default()
+            .key("terminal_templates")
+            .index(i)
+            .key("listen_ports")
+            .index(x),
+        format!(
+            "{port}: {why}, where Claude's traffic goes; a tool listening there would \
+             take it (and the token with it)"
+        ),
+    ))
 }
 
 /// A name macOS gives an app or a Mach service, as relay takes it in `macos`: 1-255
@@ -1616,6 +1669,101 @@ mod tests {
         assert!(valid_permission_mode("bypassPermissions"));
         assert!(!valid_permission_mode(""));
         assert!(valid_model("sonnet") && !valid_model("") && !valid_model("-m"));
+    }
+
+    /// `listen_ports`: read as port numbers; refused, naming the entry and why, when one
+    /// is a port the template's forwarder or gateway holds (docs/settings.md#terminal_templates).
+    #[test]
+    fn listen_ports_never_name_a_port_claudes_traffic_goes_to() {
+        let p = Path::new("/cfg/settings.json");
+        let file = |template: &str, sandbox: &str| {
+            format!(
+                r#"{{"session_sandbox": {{{sandbox}}}, "terminal_templates": [{{"id": "a", "command": "x"}}, {template}]}}"#
+            )
+        };
+        let ok = |template: &str, sandbox: &str| -> Vec<u16> {
+            let l = parse(p, file(template, sandbox).as_bytes()).unwrap();
+            assert!(l.unknown_keys.is_empty(), "{:?}", l.unknown_keys);
+            l.settings.terminal_templates[1].listen_ports.clone()
+        };
+        let refused = |template: &str, sandbox: &str| -> (String, String) {
+            let e = parse(p, file(template, sandbox).as_bytes()).err().unwrap();
+            (e.key, e.problem)
+        };
+        let gateway = r#""env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:4000/v1"}"#;
+        assert_eq!(
+            ok(
+                &format!(
+                    r#"{{"id": "b", "command": "x", {gateway}, "listen_ports": [3000, 0, 5173]}}"#
+                ),
+                ""
+            ),
+            vec![3000, 0, 5173]
+        );
+        assert!(Template::new("t", "t", "x").listen_ports.is_empty());
+        let want = |x: usize, port: u16, why: &str| {
+            (
+                format!("terminal_templates[1].listen_ports[{x}]"),
+                format!(
+                    "{port}: {why}, where Claude's traffic goes; a tool listening there would \
+                     take it (and the token with it)"
+                ),
+            )
+        };
+        for (template, sandbox, x, port, why) in [
+            // The proxy port, whichever the forwarder takes.
+            (r#"{"id": "b", "command": "x", "listen_ports": [3000, 3128]}"#.to_string(), "", 1, 3128,
+             "the sandbox's forwarder listens on it, the egress proxy's port".to_string()),
+            (r#"{"id": "b", "command": "x", "egress": ["127.0.0.1:3128"], "listen_ports": [3129]}"#.to_string(),
+             "", 0, 3129, "the sandbox's forwarder listens on it, the egress proxy's port".to_string()),
+            // A bridge: the template's, the settings', its routing URL's.
+            (r#"{"id": "b", "command": "x", "egress": ["127.0.0.1:5432"], "listen_ports": [5432]}"#.to_string(),
+             "", 0, 5432, "the sandbox's forwarder listens on it for 127.0.0.1:5432".to_string()),
+            (r#"{"id": "b", "command": "x", "network": "proxied", "listen_ports": [6379]}"#.to_string(),
+             r#""egress": ["[::1]:6379"]"#, 0, 6379, "the sandbox's forwarder listens on it for [::1]:6379".to_string()),
+            (format!(r#"{{"id": "b", "command": "x", {gateway}, "listen_ports": [4000]}}"#),
+             "", 0, 4000, "the sandbox's forwarder listens on it for 127.0.0.1:4000".to_string()),
+            // On the host's network the gateway's port is Claude's all the same.
+            (format!(r#"{{"id": "b", "command": "x", "network": "host", {gateway}, "listen_ports": [4000]}}"#),
+             "", 0, 4000, "the template's routing URL sends Claude's requests to 127.0.0.1:4000".to_string()),
+            (format!(r#"{{"id": "b", "command": "x", {gateway}, "listen_ports": [4000]}}"#),
+             r#""network_off": true"#, 0, 4000, "the template's routing URL sends Claude's requests to 127.0.0.1:4000".to_string()),
+        ] {
+            assert_eq!(refused(&template, sandbox), want(x, port, &why), "{template}");
+        }
+        // Without a forwarder (the host's network, or none), its ports are free to take,
+        // and a bridge of another template is not this one's.
+        for (template, sandbox) in [
+            (
+                r#"{"id": "b", "command": "x", "network": "host", "egress": ["127.0.0.1:5432"], "listen_ports": [3128, 5432]}"#,
+                "",
+            ),
+            (
+                r#"{"id": "b", "command": "x", "network": "none", "listen_ports": [3128]}"#,
+                "",
+            ),
+            (
+                r#"{"id": "b", "command": "x", "listen_ports": [3128]}"#,
+                r#""network_off": true"#,
+            ),
+        ] {
+            assert!(!ok(template, sandbox).is_empty(), "{template}");
+        }
+        let other = r#"{"terminal_templates": [{"id": "a", "command": "x", "egress": ["127.0.0.1:5432"]},
+            {"id": "b", "command": "x", "listen_ports": [5432]}]}"#;
+        assert!(parse(p, other.as_bytes()).is_ok());
+        // Not a port number: serde's refusal, in words.
+        let e = refused(
+            r#"{"id": "b", "command": "x", "listen_ports": [80, 70000]}"#,
+            "",
+        );
+        assert_eq!(
+            e,
+            (
+                "terminal_templates[1].listen_ports[1]".to_string(),
+                "expected a port number (0 to 65535), got 70000".to_string()
+            )
+        );
     }
 
     #[test]

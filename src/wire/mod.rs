@@ -372,7 +372,7 @@ pub struct AuditRow<S = String> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_names: Option<Vec<String>>,
     /// A token launch whose sandbox was built: whether its Claude's tools run shielded,
-    /// in a Landlock domain of their own (docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude).
+    /// in a Landlock domain of their own (docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shield: Option<bool>,
     /// `session_end`: how many times the host masked a token in the session's output
@@ -399,6 +399,15 @@ pub struct Egress {
     pub received: u64,
     /// How long it was open.
     pub ms: u64,
+    /// A row standing for this many connections to the same target with the same
+    /// verdict, folded once the session went over its budget (its bytes summed, its
+    /// time the longest): docs/routes.md#logs-and-their-bounds. Absent on a row of one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub folded: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Egress {
@@ -813,6 +822,7 @@ mod tests {
                 sent: 10,
                 received: 20,
                 ms: 3,
+                folded: 7,
             }),
         };
         round_trip(&row);

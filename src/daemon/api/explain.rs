@@ -9,11 +9,12 @@ use std::path::Path;
 
 use crate::daemon::error::ApiError;
 
-use crate::daemon::launch::authorize::{project_holding, which};
+use crate::daemon::launch::authorize::{self, project_holding, which};
 use crate::daemon::launch::guard;
 use crate::daemon::launch::plan::{env_names, plan_sandbox, SandboxPlan};
-use crate::daemon::launch::{claude_home, relay_env, shield};
-use crate::daemon::{settings, Daemon};
+use crate::daemon::launch::{claude_home, relay_env, relay_routing, shield};
+use crate::daemon::settings::{self, Project, Settings, Template};
+use crate::daemon::Daemon;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 use crate::sandbox::explain::{self, Explanation};
 use crate::sandbox::resolve::expand_home as expand;
@@ -49,35 +50,7 @@ pub fn template(
     let (true, directory) = dir else {
         return Err(not_a_folder(&asked));
     };
-    // The project, as `relay sandbox` finds it: the deepest one holding the folder.
-    let Some(project) = project_holding(&s, &directory, &d.home)
-        .and_then(|id| s.projects.iter().find(|p| p.id == id))
-    else {
-        return Err(ApiError::new(
-            Code::UnknownProject,
-            format!("no project in settings holds {}", directory.display()),
-        ));
-    };
-    let template = match s.template(template) {
-        // A Claude launch runs the one Claude program (docs/settings.md).
-        _ if template == CLAUDE_CODE_TEMPLATE => s.claude_template(),
-        Some(t) => t.clone(),
-        None => {
-            return Err(ApiError::new(
-                Code::UnknownTemplate,
-                format!("no terminal template {template:?} in settings"),
-            ))
-        }
-    };
-    if !project.allows(&template.id) {
-        return Err(ApiError::new(
-            Code::TemplateNotAllowed,
-            format!(
-                "project {} does not allow template {}",
-                project.id, template.id
-            ),
-        ));
-    }
+    let (project, template) = project_and_template(&s, &directory, template, &d.home)?;
     // The temp folder a launch would make, by its pattern: no id is minted.
     let temp_dir = d.tmp.join("relay-<id>");
     if !template.sandbox {
@@ -140,13 +113,24 @@ pub fn template(
             );
         }
     }
+    // A launch of it with the token would be refused for its routing: said here first.
+    let routing_note = token_launch
+        .then(|| authorize::cleartext_routing(&s, &template, &relay_routing()))
+        .flatten()
+        .map(|why| format!("a launch of this template that gets the token is refused: {why}"));
     let mut shield_note = None;
     if token_launch {
         let path = guard::token_launch_path(&path_env, &planned.writable, &planned.reach.pins);
         env.insert("PATH".into(), path.to_string_lossy().into_owned());
         env.extend(claude_home::env(&temp_dir.join("home-<hex>")));
         let shim = d.host.shim_helper.real_path();
-        let shielded = shield::apply(backend, shim.as_deref().map_err(String::as_str), &mut env);
+        let reserved = shield::reserved_ports(planned.egress.as_ref(), &template.env);
+        let shielded = shield::apply(
+            backend,
+            shim.as_deref().map_err(String::as_str),
+            (&template.listen_ports, &reserved),
+            &mut env,
+        );
         shield_note = Some(shielded.note);
     }
     let passthrough = s.env_passthrough_for(&template);
@@ -166,7 +150,48 @@ pub fn template(
         ));
     }
     e.notes.extend(shield_note);
+    e.notes.extend(routing_note);
     Ok(e)
+}
+
+/// The project holding `directory`, as `relay sandbox` finds it (the deepest one), and
+/// the template `name` if that project allows it.
+fn project_and_template(
+    s: &Settings,
+    directory: &Path,
+    name: &str,
+    home: &Path,
+) -> Result<(Project, Template), ApiError> {
+    // The project, as `relay sandbox` finds it: the deepest one holding the folder.
+    let Some(project) =
+        project_holding(s, directory, home).and_then(|id| s.projects.iter().find(|p| p.id == id))
+    else {
+        return Err(ApiError::new(
+            Code::UnknownProject,
+            format!("no project in settings holds {}", directory.display()),
+        ));
+    };
+    let template = match s.template(name) {
+        // A Claude launch runs the one Claude program (docs/settings.md).
+        _ if name == CLAUDE_CODE_TEMPLATE => s.claude_template(),
+        Some(t) => t.clone(),
+        None => {
+            return Err(ApiError::new(
+                Code::UnknownTemplate,
+                format!("no terminal template {name:?} in settings"),
+            ))
+        }
+    };
+    if !project.allows(&template.id) {
+        return Err(ApiError::new(
+            Code::TemplateNotAllowed,
+            format!(
+                "project {} does not allow template {}",
+                project.id, template.id
+            ),
+        ));
+    }
+    Ok((project.clone(), template))
 }
 
 fn not_a_folder(p: &Path) -> ApiError {

@@ -190,7 +190,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::TerminalAttach(id) => terminals::attach(d, &id, req).await,
         Route::TerminalStop(id) => stop(&d, &id, SessionKind::Pty).await,
         Route::TerminalPurge(id) => purge(&d, &id, SessionKind::Pty).await,
-        Route::Audit => system::audit(&d),
+        Route::Audit => system::audit(&d, &req).await,
         Route::AuditScan => system::audit_scan(&d).await,
         Route::Doctor => system::doctor(&d).await,
         Route::DoctorRead => http::json(200, &super::diagnostics::doctor::read_only(&d).await),
@@ -198,8 +198,8 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::SessionSandbox(id) => sandbox::of(&d, &id, SessionKind::Claude),
         Route::TerminalSandbox(id) => sandbox::of(&d, &id, SessionKind::Pty),
         Route::SandboxExplain => sandbox::explain(&d, &req),
-        Route::SessionEgress(id) => system::egress(&d, &id, SessionKind::Claude),
-        Route::TerminalEgress(id) => system::egress(&d, &id, SessionKind::Pty),
+        Route::SessionEgress(id) => system::egress(&d, &id, SessionKind::Claude).await,
+        Route::TerminalEgress(id) => system::egress(&d, &id, SessionKind::Pty).await,
         Route::Tokens => system::tokens(&d),
         Route::MethodNotAllowed => {
             refuse(Code::MethodNotAllowed, "method not allowed on this route")

@@ -121,28 +121,50 @@ fn token_file(
     }
 }
 
-/// `GET /api/audit`: the last 1000 rows, oldest first (a line that is not a row is
-/// left out).
-pub(super) fn audit(d: &Daemon) -> Resp {
-    let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
-    let rows: Vec<wire::AuditRow> = text
-        .lines()
-        .rev()
-        .take(1000)
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
+/// What a reader of the audit log reads at most from the ends of its files: a log of
+/// any size costs the daemon this much, never the whole file.
+pub const AUDIT_READ_MAX: u64 = 8 * 1024 * 1024;
+/// The rows `GET /api/audit` answers by default, and at most (`?tail=N`).
+const AUDIT_ROWS: usize = 1000;
+const AUDIT_ROWS_MAX: usize = 10_000;
+
+/// `GET /api/audit[?tail=N]`: the last `N` rows (1000; at most 10,000), oldest first,
+/// read from the end of the log and its rotated generations (a line that is not a row
+/// is left out).
+pub(super) async fn audit(d: &Daemon, req: &Request<Incoming>) -> Resp {
+    let n = http::query(req, "tail")
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(AUDIT_ROWS)
+        .min(AUDIT_ROWS_MAX);
+    let path = d.audit.path().clone();
+    let rows = tokio::task::spawn_blocking(move || rows_from_end(&path, n, |_| true))
+        .await
+        .unwrap_or_default();
     http::json(200, &wire::AuditRows { rows })
+}
+
+/// The last `n` rows of the audit log that `keep` accepts, oldest first.
+fn rows_from_end(
+    path: &std::path::Path,
+    n: usize,
+    keep: impl Fn(&wire::AuditRow) -> bool,
+) -> Vec<wire::AuditRow> {
+    let row = |l: &str| serde_json::from_str::<wire::AuditRow>(l).ok().filter(&keep);
+    let mut rows: Vec<wire::AuditRow> =
+        crate::daemon::records::journal::tail(path, n, AUDIT_READ_MAX, |l| row(l).is_some())
+            .iter()
+            .filter_map(|l| row(l))
+            .collect();
+    rows.reverse();
+    rows
 }
 
 /// At most this many connections answered for one session, its latest.
 const EGRESS_ROWS: usize = 1000;
 
 /// `GET /api/{sessions,terminals}/{id}/egress`: the connections one session asked its
-/// egress proxy for, oldest first, from the audit log (docs/routes.md).
-pub(super) fn egress(d: &Daemon, id: &str, kind: crate::protocol::SessionKind) -> Resp {
+/// egress proxy for, oldest first, from the end of the audit log (docs/routes.md).
+pub(super) async fn egress(d: &Daemon, id: &str, kind: crate::protocol::SessionKind) -> Resp {
     if d.entry(id).filter(|e| e.kind == kind).is_none() {
         let what = if kind == crate::protocol::SessionKind::Pty {
             "terminal"
@@ -151,16 +173,15 @@ pub(super) fn egress(d: &Daemon, id: &str, kind: crate::protocol::SessionKind) -
         };
         return super::refuse(wire::Code::NotFound, format!("no {what} {id}"));
     }
-    let text = std::fs::read_to_string(d.audit.path()).unwrap_or_default();
-    let mut rows: Vec<wire::AuditRow> = text
-        .lines()
-        .rev()
-        .filter(|l| l.contains("\"egress\""))
-        .filter_map(|l| serde_json::from_str::<wire::AuditRow>(l).ok())
-        .filter(|r| r.action == "egress" && r.session_id.as_deref() == Some(id))
-        .take(EGRESS_ROWS)
-        .collect();
-    rows.reverse();
+    let path = d.audit.path().clone();
+    let id = id.to_string();
+    let rows = tokio::task::spawn_blocking(move || {
+        rows_from_end(&path, EGRESS_ROWS, |r| {
+            r.action == "egress" && r.session_id.as_deref() == Some(id.as_str())
+        })
+    })
+    .await
+    .unwrap_or_default();
     http::json(200, &wire::AuditRows { rows })
 }
 

@@ -235,7 +235,7 @@ fn kernel_check(d: &Daemon, s: &Settings) -> Check {
 }
 
 /// Whether a token launch's Claude Code runs its tools shielded on this machine
-/// (`launch::shield`, docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude): `ok` with
+/// (`launch::shield`, docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude): `ok` with
 /// Landlock ABI 6 under bubblewrap, `warn` on an older kernel (launches run unshielded),
 /// `skip` under Seatbelt, which has no Landlock.
 fn shield_check(s: &Settings) -> Check {
@@ -246,7 +246,9 @@ fn shield_check(s: &Settings) -> Check {
             Status::Ok,
             format!(
                 "in force: a token launch's Claude Code runs every Bash command in a Landlock \
-                 domain of its own (ABI {abi}), where no tool can read Claude's memory"
+                 domain of its own (ABI {abi}), where no tool can read Claude's memory, \
+                 signal Claude or relay's egress forwarder, or listen on a TCP port but the \
+                 template's listen_ports"
             ),
             None,
         ),
@@ -255,7 +257,8 @@ fn shield_check(s: &Settings) -> Check {
             Status::Warn,
             format!(
                 "not in force: {why}; token launches still run, but a Bash command Claude \
-                 runs can read Claude's memory, the token with it"
+                 runs can read Claude's memory, the token with it, signal Claude and relay's \
+                 egress forwarder, and listen on the port Claude's requests go to"
             ),
             Some("run relay on Linux 6.12 or later with Landlock enabled (landlock in the kernel's lsm= list)"),
         ),

@@ -37,10 +37,15 @@ pub const FORWARD_VAR: &str = relay_shim::forward::FORWARD_VAR;
 /// The proxy port inside a sandbox, unless a bridge takes it.
 pub const PROXY_PORT: u16 = 3128;
 
+/// Why a session ended when its forwarder died while its sandbox ran (its
+/// `session.exited` event, `session_end` audit row and ledger entry say so).
+pub const FORWARDER_DIED: &str = "forwarder_died";
+
 /// One session's proxy, while it runs.
 struct Running {
     socket: PathBuf,
     task: tokio::task::JoinHandle<()>,
+    session: Arc<Session>,
 }
 
 /// What the proxy of one session knows of it.
@@ -54,6 +59,11 @@ pub struct Session {
 /// Where a record of a connection goes (the daemon's events and audit log).
 pub type Sink = Arc<dyn Fn(&Session, crate::wire::Egress) + Send + Sync>;
 
+/// What a bwrap session's proxy calls when its forwarder died: the lifeline, the
+/// socket's first connection, ended while the sandbox's launcher still ran
+/// ([`proxy::serve`]).
+pub type Lost = Arc<dyn Fn(&Arc<Session>) + Send + Sync>;
+
 /// Every proxied session's listener.
 #[derive(Default)]
 pub struct Registry {
@@ -62,13 +72,15 @@ pub struct Registry {
 
 impl Registry {
     /// Binds `<dir>/<id>.sock` (0600, a stale one replaced) and serves it for `id` with
-    /// `rules` until [`Registry::stop`]. Refused while the id has a proxy still.
+    /// `rules` until [`Registry::stop`], calling `lost` if its forwarder dies. Refused
+    /// while the id has a proxy still.
     pub fn start(
         &self,
         dir: &Path,
         id: &str,
         rules: Rules,
         sink: Sink,
+        lost: Lost,
     ) -> std::io::Result<PathBuf> {
         self.refuse_running(id)?;
         use std::os::unix::fs::DirBuilderExt;
@@ -78,9 +90,19 @@ impl Registry {
             .create(dir)?;
         let socket = dir.join(format!("{id}.sock"));
         let listener = crate::http::bind_private(&socket)?;
-        let task = tokio::spawn(proxy::serve(listener, session(id, rules), sink));
-        self.keep(id, socket.clone(), task);
+        let session = session(id, rules);
+        let task = tokio::spawn(proxy::serve(listener, session.clone(), sink, lost));
+        self.keep(id, socket.clone(), task, session);
         Ok(socket)
+    }
+
+    /// Whether `session` is the proxy `id` runs now: not one stopped since (its session
+    /// ended), nor an earlier launch's.
+    pub fn serves(&self, id: &str, session: &Arc<Session>) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .get(id)
+            .is_some_and(|r| Arc::ptr_eq(&r.session, session))
     }
 
     /// A proxy `id` still has belongs to a launch of it under way or running (every end
@@ -96,11 +118,24 @@ impl Registry {
         }
     }
 
-    fn keep(&self, id: &str, socket: PathBuf, task: tokio::task::JoinHandle<()>) {
+    fn keep(
+        &self,
+        id: &str,
+        socket: PathBuf,
+        task: tokio::task::JoinHandle<()>,
+        session: Arc<Session>,
+    ) {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string(), Running { socket, task });
+            .insert(
+                id.to_string(),
+                Running {
+                    socket,
+                    task,
+                    session,
+                },
+            );
     }
 
     /// Seatbelt: listens on a loopback port of its own (chosen by the kernel, bound
@@ -112,8 +147,9 @@ impl Registry {
         std_listener.set_nonblocking(true)?;
         let port = std_listener.local_addr()?.port();
         let listener = tokio::net::TcpListener::from_std(std_listener)?;
-        let task = tokio::spawn(proxy::serve_tcp(listener, session(id, rules), sink));
-        self.keep(id, PathBuf::new(), task);
+        let session = session(id, rules);
+        let task = tokio::spawn(proxy::serve_tcp(listener, session.clone(), sink));
+        self.keep(id, PathBuf::new(), task, session);
         Ok(port)
     }
 
@@ -141,33 +177,98 @@ fn session(id: &str, rules: Rules) -> Arc<Session> {
     })
 }
 
-/// Where the daemon's proxies record each connection: an `egress` event and audit row.
+/// Where the daemon's proxies record each connection: an `egress` event and audit row,
+/// within the session's budget ([`crate::daemon::records::budget`]).
 pub fn sink(d: &Arc<crate::daemon::Daemon>) -> Sink {
     let d = Arc::downgrade(d);
     Arc::new(move |session: &Session, egress: crate::wire::Egress| {
         let Some(d) = d.upgrade() else { return };
-        let outcome = if egress.allowed {
-            crate::wire::Outcome::Allowed
-        } else {
-            crate::wire::Outcome::Denied
-        };
-        let row = d.audit.record(&crate::daemon::records::journal::AuditRow {
-            action: "egress",
-            session_id: Some(session.id.clone()),
-            outcome,
-            egress: Some(egress.clone()),
-            ..Default::default()
-        });
-        if let Err(e) = row {
-            tracing::warn!(session = %session.id, "audit: egress row: {e}");
+        let decision = d
+            .egress_budget
+            .admit(&session.id, egress, std::time::Instant::now());
+        if decision.tell {
+            over_budget(&d, &session.id);
         }
-        d.events.emit(&crate::daemon::records::journal::Event {
-            name: "egress",
-            status: Some(outcome.as_str()),
-            session_id: Some(session.id.clone()),
-            egress: Some(egress),
-            ..Default::default()
-        });
+        for row in decision.rows {
+            record(&d, &session.id, row);
+        }
+    })
+}
+
+/// One `egress` audit row and event.
+fn record(d: &crate::daemon::Daemon, session: &str, egress: crate::wire::Egress) {
+    let outcome = if egress.allowed {
+        crate::wire::Outcome::Allowed
+    } else {
+        crate::wire::Outcome::Denied
+    };
+    let row = d.audit.record(&crate::daemon::records::journal::AuditRow {
+        action: "egress",
+        session_id: Some(session.to_string()),
+        outcome,
+        egress: Some(egress.clone()),
+        ..Default::default()
+    });
+    if let Err(e) = row {
+        tracing::warn!(session = %session, "audit: egress row: {e}");
+    }
+    d.events.emit(&crate::daemon::records::journal::Event {
+        name: "egress",
+        status: Some(outcome.as_str()),
+        session_id: Some(session.to_string()),
+        egress: Some(egress),
+        ..Default::default()
+    });
+}
+
+/// The session went over its budget: said once, in an `egress_budget` row and event.
+fn over_budget(d: &crate::daemon::Daemon, session: &str) {
+    use crate::daemon::records::budget::{ROWS_PER_WINDOW, WINDOW};
+    let why = format!(
+        "more than {ROWS_PER_WINDOW} connections in {} s: from now on the rest of each \
+         minute is folded into one counted row per target",
+        WINDOW.as_secs()
+    );
+    let row = d.audit.record(&crate::daemon::records::journal::AuditRow {
+        action: "egress_budget",
+        session_id: Some(session.to_string()),
+        outcome: crate::wire::Outcome::Denied,
+        error: Some(why.clone()),
+        ..Default::default()
+    });
+    if let Err(e) = row {
+        tracing::warn!(session = %session, "audit: egress_budget row: {e}");
+    }
+    d.events.emit(&crate::daemon::records::journal::Event {
+        name: "egress_budget",
+        session_id: Some(session.to_string()),
+        reason: Some(why),
+        ..Default::default()
+    });
+}
+
+/// The folded rows whose window is over at `now` (the daemon's tick, every second).
+pub fn flush_due(d: &crate::daemon::Daemon, now: std::time::Instant) {
+    for (session, row) in d.egress_budget.due(now) {
+        record(d, &session, row);
+    }
+}
+
+/// The session ended: its folded rows are written, and its budget forgotten.
+pub fn flush_end(d: &crate::daemon::Daemon, session: &str) {
+    for row in d.egress_budget.end(session) {
+        record(d, session, row);
+    }
+}
+
+/// What the daemon does when a session's forwarder died: stops the session, saying why
+/// ([`FORWARDER_DIED`], `Daemon::forwarder_died`).
+pub fn lost(d: &Arc<crate::daemon::Daemon>) -> Lost {
+    let d = Arc::downgrade(d);
+    Arc::new(move |session: &Arc<Session>| {
+        let Some(d) = d.upgrade() else { return };
+        let session = session.clone();
+        tokio::spawn(async move { d.forwarder_died(&session).await });
     })
 }
 
@@ -200,12 +301,32 @@ fn proxy_vars(url: &str) -> Vec<(String, String)> {
     env
 }
 
+/// The port the forwarder's proxy listens on beside `bridges`: [`PROXY_PORT`], or the
+/// next one no bridge takes.
+fn proxy_port(bridges: &[std::net::SocketAddr]) -> u16 {
+    (PROXY_PORT..=u16::MAX)
+        .find(|p| !bridges.iter().any(|b| b.port() == *p))
+        .unwrap_or(PROXY_PORT)
+}
+
+/// The loopback ports a bwrap sandbox's forwarder listens on for `rules`: the proxy's
+/// and each bridge's. No tool of a token launch may listen on one (a template's
+/// `listen_ports` naming one is refused): whoever does takes Claude's traffic there.
+pub fn held_ports(rules: &Rules) -> Vec<u16> {
+    let bridges = rules.bridges();
+    let mut ports = vec![proxy_port(&bridges)];
+    for b in &bridges {
+        if !ports.contains(&b.port()) {
+            ports.push(b.port());
+        }
+    }
+    ports
+}
+
 /// What a proxied launch's forwarder is told, and the proxy variables its target gets.
 pub fn launch_env(rules: &Rules) -> Vec<(String, String)> {
     let bridges = rules.bridges();
-    let port = (PROXY_PORT..=u16::MAX)
-        .find(|p| !bridges.iter().any(|b| b.port() == *p))
-        .unwrap_or(PROXY_PORT);
+    let port = proxy_port(&bridges);
     let mut forward = format!("{INSIDE_SOCKET} {port}");
     for b in &bridges {
         forward.push(' ');
@@ -357,16 +478,30 @@ mod tests {
         Arc::new(|_: &Session, _: crate::wire::Egress| {})
     }
 
+    fn unheard() -> Lost {
+        Arc::new(|_: &Arc<Session>| {})
+    }
+
     #[tokio::test]
     async fn a_session_has_one_proxy_on_a_private_socket_until_it_is_stopped() {
         use std::os::unix::fs::PermissionsExt;
         let t = tempfile::tempdir().unwrap();
         let dir = t.path().join("egress");
         let reg = Registry::default();
-        let socket = reg.start(&dir, "s-1", Rules::default(), quiet()).unwrap();
+        let socket = reg
+            .start(&dir, "s-1", Rules::default(), quiet(), unheard())
+            .unwrap();
         assert_eq!(socket, dir.join("s-1.sock"));
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&dir), mode(&socket)), (0o700, 0o600));
+        // The forwarder's lifeline comes first.
+        let mut lifeline = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(
+            &mut lifeline,
+            relay_shim::forward::LIFELINE.as_bytes(),
+        )
+        .await
+        .unwrap();
         let s = tokio::net::UnixStream::connect(&socket).await.unwrap();
         assert_eq!(
             refused_through(s, b"relay-egress 1 proxy\n").await,
@@ -374,23 +509,35 @@ mod tests {
         );
         // A second launch of the id takes nothing over, on either kind of proxy.
         let e = reg
-            .start(&dir, "s-1", Rules::default(), quiet())
+            .start(&dir, "s-1", Rules::default(), quiet(), unheard())
             .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
         let e = reg
             .start_port("s-1", Rules::default(), quiet())
             .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        let first = reg.running.lock().unwrap()["s-1"].session.clone();
+        assert!(reg.serves("s-1", &first));
         reg.stop("s-1");
         assert!(!socket.exists());
-        reg.start(&dir, "s-1", Rules::default(), quiet()).unwrap();
+        // Stopped, it is no proxy of the id's, nor is it once the id starts again.
+        assert!(!reg.serves("s-1", &first));
+        reg.start(&dir, "s-1", Rules::default(), quiet(), unheard())
+            .unwrap();
+        assert!(!reg.serves("s-1", &first));
+        assert!(!reg.serves("s-2", &first));
         reg.stop("s-1");
         // A proxy whose task ended (its listener failed) is no launch's any more.
         let ended = tokio::spawn(async {});
         while !ended.is_finished() {
             tokio::task::yield_now().await;
         }
-        reg.keep("s-2", PathBuf::new(), ended);
+        reg.keep(
+            "s-2",
+            PathBuf::new(),
+            ended,
+            session("s-2", Rules::default()),
+        );
         reg.refuse_running("s-2").unwrap();
     }
 
@@ -407,6 +554,79 @@ mod tests {
         // Stopped, the id may start again.
         reg.start_port("s-p", Rules::default(), quiet()).unwrap();
         reg.stop("s-p");
+    }
+
+    #[tokio::test]
+    async fn over_its_budget_a_session_is_told_once_and_its_end_writes_the_folded_rows() {
+        use crate::daemon::records::budget::ROWS_PER_WINDOW;
+        let t = tempfile::tempdir().unwrap();
+        let d = crate::daemon::serve::test_daemon(t.path());
+        let sink = sink(&d);
+        let session = session("s-b", Rules::default());
+        let refused = crate::wire::Egress {
+            host: "flood.example".into(),
+            port: 443,
+            rule: "the rule".into(),
+            ..Default::default()
+        };
+        for _ in 0..ROWS_PER_WINDOW + 5 {
+            sink(&session, refused.clone());
+        }
+        let rows = || -> Vec<serde_json::Value> {
+            std::fs::read_to_string(d.audit.path())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let of = |rows: &[serde_json::Value], action: &str| {
+            rows.iter().filter(|r| r["action"] == action).count()
+        };
+        let before = rows();
+        assert_eq!(of(&before, "egress"), ROWS_PER_WINDOW as usize);
+        assert_eq!(of(&before, "egress_budget"), 1, "told once");
+        let told = before
+            .iter()
+            .find(|r| r["action"] == "egress_budget")
+            .unwrap();
+        assert_eq!(
+            (told["session_id"].as_str(), told["outcome"].as_str()),
+            (Some("s-b"), Some("denied"))
+        );
+        assert!(told["error"].as_str().unwrap().contains("folded"), "{told}");
+        let events = d.events.wait_after(0, std::time::Duration::ZERO).await;
+        let said: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["name"] == "egress_budget")
+            .collect();
+        assert_eq!(said.len(), 1, "{events:?}");
+        assert_eq!(said[0]["session_id"], "s-b");
+        assert_eq!(said[0]["reason"], told["error"]);
+        // Nothing is due within the minute; the end writes the folded row.
+        let now = std::time::Instant::now();
+        flush_due(&d, now);
+        assert_eq!(rows().len(), before.len());
+        flush_end(&d, "s-b");
+        let after = rows();
+        let folded = after.last().unwrap();
+        assert_eq!(
+            (
+                folded["action"].as_str(),
+                folded["egress"]["folded"].as_u64()
+            ),
+            (Some("egress"), Some(5)),
+            "{folded}"
+        );
+        assert_eq!(after.len(), before.len() + 1);
+        // Over again in a new window: what is folded is written at the tick after it.
+        for _ in 0..ROWS_PER_WINDOW + 2 {
+            sink(&session, refused.clone());
+        }
+        let n = rows().len();
+        flush_due(&d, now + crate::daemon::records::budget::WINDOW * 2);
+        let last = rows();
+        assert_eq!(last.len(), n + 1);
+        assert_eq!(last.last().unwrap()["egress"]["folded"], 2);
     }
 
     #[tokio::test]
@@ -470,5 +690,25 @@ mod tests {
         let forward = &env.iter().find(|(k, _)| k == FORWARD_VAR).unwrap().1;
         assert_eq!(forward, "/run/relay/egress.sock 3129 127.0.0.1:3128");
         assert!(env.contains(&("HTTPS_PROXY".into(), "http://127.0.0.1:3129".into())));
+    }
+
+    /// The ports no tool may listen on: the forwarder's proxy port and each bridge's,
+    /// once each; hosts that are not loopback hold none.
+    #[test]
+    fn the_forwarder_holds_the_proxy_port_and_each_bridges() {
+        let held = |list: &[&str]| {
+            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            held_ports(&Rules::parse(&list).unwrap())
+        };
+        assert_eq!(held(&[]), vec![3128]);
+        assert_eq!(held(&["api.anthropic.com", "example.org:8080"]), vec![3128]);
+        assert_eq!(
+            held(&["127.0.0.1:4000", "[::1]:4000", "127.0.0.1:5432"]),
+            vec![3128, 4000, 5432]
+        );
+        assert_eq!(
+            held(&["127.0.0.1:3128", "127.0.0.1:3129"]),
+            vec![3130, 3128, 3129]
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! One proxied session's connections. Each starts with the forwarder's line
-//! (`relay-egress 1 proxy` or `relay-egress 1 bridge <address>`), then:
+//! One proxied session's connections. The first is the forwarder's lifeline
+//! ([`serve`]); each other starts with the forwarder's line (`relay-egress 1 proxy` or
+//! `relay-egress 1 bridge <address>`), then:
 //!
 //! - **proxy**: HTTP/1.1 from the sandbox's tools. `CONNECT host:port` opens a tunnel
 //!   (TLS stays end to end: relay never terminates it); an absolute `http://` request is
@@ -25,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use super::rules::Verdict;
-use super::{Session, Sink};
+use super::{Lost, Session, Sink};
 use crate::wire::Egress;
 
 /// The forwarder's first line, at most this long.
@@ -56,9 +57,37 @@ pub async fn serve_tcp(listener: TcpListener, session: Arc<Session>, sink: Sink)
 }
 
 /// Accepts the session's connections until the task is aborted.
-pub async fn serve(listener: UnixListener, session: Arc<Session>, sink: Sink) {
+///
+/// The first is the forwarder's lifeline (`relay-egress 1 lifeline`, which
+/// `relay-shim enter` opens before the target exists, so nothing in the sandbox can be
+/// first, and which the forwarder alone keeps). It is read to its end, outside the cap:
+/// an end while the sandbox's launcher still runs is the forwarder's death, and `lost`
+/// is called. The launcher (bwrap's outer process) ends before the kernel tears the
+/// sandbox's pid namespace down, the forwarder with it, so an ordinary end is never
+/// taken for one (docs/session-host.md#the-egress-proxy). A first connection that says
+/// anything else is no lifeline, and counts as one lost; a later one that says it is
+/// one is closed as any unknown line.
+pub async fn serve(listener: UnixListener, session: Arc<Session>, sink: Sink, lost: Lost) {
+    let first = loop {
+        match listener.accept().await {
+            Ok((s, _)) => break s,
+            Err(e) => {
+                tracing::debug!("egress {}: accept: {e}", session.id);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let watch = lifeline(first, session.clone(), lost);
+    tokio::pin!(watch);
+    let mut watching = true;
     loop {
-        let accepted = listener.accept().await.map(|(s, _)| s);
+        let accepted = tokio::select! {
+            a = listener.accept() => a.map(|(s, _)| s),
+            () = &mut watch, if watching => {
+                watching = false;
+                continue;
+            }
+        };
         if let Some((stream, permit)) = admit(accepted, &session).await {
             let (session, sink) = (session.clone(), sink.clone());
             tokio::spawn(async move {
@@ -86,6 +115,34 @@ async fn admit<S>(
     };
     let permit = session.permits.clone().try_acquire_owned().ok()?;
     Some((stream, permit))
+}
+
+/// The lifeline's first line, as [`preamble`] reads it.
+fn lifeline_line() -> &'static str {
+    relay_shim::forward::LIFELINE.trim_end_matches('\n')
+}
+
+/// Reads the lifeline to its end (the forwarder sends nothing after its line; anything
+/// is read and dropped), then calls `lost` if the launcher of the sandbox that opened
+/// it, found as it was accepted, still runs.
+async fn lifeline(mut stream: UnixStream, session: Arc<Session>, lost: Lost) {
+    let launcher = crate::peer::peer_pid(&stream).and_then(crate::peer::launcher_of);
+    if preamble(&mut stream).await.as_deref() == Some(lifeline_line()) {
+        let mut buf = [0u8; 64];
+        while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+    } else {
+        tracing::warn!(
+            "egress {}: the first connection is not the forwarder's lifeline",
+            session.id
+        );
+    }
+    if launcher.is_some_and(crate::peer::still_runs) {
+        tracing::warn!(
+            "egress {}: the forwarder died while its sandbox runs",
+            session.id
+        );
+        lost(&session);
+    }
 }
 
 async fn connection(mut stream: UnixStream, session: &Arc<Session>, sink: &Sink) {
@@ -155,6 +212,7 @@ impl Record {
                 sent: self.counts.sent.load(Ordering::Relaxed),
                 received: self.counts.received.load(Ordering::Relaxed),
                 ms: self.started.elapsed().as_millis() as u64,
+                folded: 0,
             },
         );
     }
@@ -421,6 +479,25 @@ mod tests {
         s
     }
 
+    /// The forwarder's lifeline, made by this process (which runs: its end counts as
+    /// the forwarder's death).
+    fn lifeline_to(path: &std::path::Path) -> std::os::unix::net::UnixStream {
+        use std::io::Write;
+        let mut s = std::os::unix::net::UnixStream::connect(path).unwrap();
+        s.write_all(relay_shim::forward::LIFELINE.as_bytes())
+            .unwrap();
+        s
+    }
+
+    /// A `lost` hook, and what it was called with: each session's id.
+    fn lost_hook() -> (Lost, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let lost: Lost = Arc::new(move |s: &Arc<Session>| {
+            let _ = tx.send(s.id.clone());
+        });
+        (lost, rx)
+    }
+
     /// A session holds at most [`MAX_CONNECTIONS`] of relay's connections: the next one
     /// is closed at once, before anything is read from it, and once one of the held
     /// ones goes a new one is served (docs/session-host.md#the-egress-proxy).
@@ -431,7 +508,10 @@ mod tests {
         let listener = UnixListener::bind(&path).unwrap();
         let session = super::super::session("s-cap", Rules::default());
         let sink: Sink = Arc::new(|_: &Session, _: Egress| {});
-        let task = tokio::spawn(serve(listener, session, sink));
+        let (lost, _) = lost_hook();
+        let task = tokio::spawn(serve(listener, session, sink, lost));
+        // The lifeline is outside the cap.
+        let _lifeline = lifeline_to(&path);
         let mut held = Vec::new();
         for _ in 0..MAX_CONNECTIONS {
             held.push(proxied(&path).await);
@@ -465,12 +545,14 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
         task.abort();
     }
-    /// A proxy for `entries` on a socket of its own, and the records its sink gets.
+    /// A proxy for `entries` on a socket of its own, its lifeline held, and the records
+    /// its sink gets.
     struct Proxy {
         _dir: tempfile::TempDir,
         path: std::path::PathBuf,
         records: tokio::sync::mpsc::UnboundedReceiver<Egress>,
         task: tokio::task::JoinHandle<()>,
+        _lifeline: std::os::unix::net::UnixStream,
     }
 
     fn proxy(entries: &[String]) -> Proxy {
@@ -482,12 +564,15 @@ mod tests {
             let _ = tx.send(e);
         });
         let session = super::super::session("s-t", Rules::parse(entries).unwrap());
-        let task = tokio::spawn(serve(listener, session, sink));
+        let (lost, _) = lost_hook();
+        let task = tokio::spawn(serve(listener, session, sink, lost));
+        let _lifeline = lifeline_to(&path);
         Proxy {
             _dir: dir,
             path,
             records,
             task,
+            _lifeline,
         }
     }
 
@@ -724,6 +809,175 @@ mod tests {
             r.allowed && r.rule.contains(&format!("127.0.0.1:{gone}: ")),
             "{r:?}"
         );
+    }
+
+    /// The first connection is the lifeline: outside the cap, read to its end, and its
+    /// end while its launcher (here this very process) runs is the forwarder's death,
+    /// reported once; the proxy goes on serving. A later one saying it is a lifeline is
+    /// closed and changes nothing.
+    #[tokio::test]
+    async fn the_lifelines_end_while_the_sandbox_runs_is_the_forwarders_death() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let session = super::super::session("s-life", Rules::default());
+        let sink: Sink = Arc::new(|_: &Session, _: Egress| {});
+        let (lost, mut said) = lost_hook();
+        let task = tokio::spawn(serve(listener, session, sink, lost));
+        let lifeline = lifeline_to(&path);
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            held.push(proxied(&path).await);
+        }
+        // The last one under the cap is served though the lifeline is open.
+        let mut last = held.pop().unwrap();
+        let ask = b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n";
+        last.write_all(ask).await.unwrap();
+        assert!(head(&mut last).await.starts_with("HTTP/1.1 403"));
+        drop((last, held));
+        let mut second = UnixStream::connect(&path).await.unwrap();
+        second
+            .write_all(relay_shim::forward::LIFELINE.as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(rest(&mut second).await, "");
+        drop(second);
+        assert!(said.try_recv().is_err(), "a second lifeline counted");
+        drop(lifeline);
+        let id = tokio::time::timeout(BOUND, said.recv())
+            .await
+            .expect("the lifeline's end was not reported")
+            .unwrap();
+        assert_eq!(id, "s-life");
+        // Still serving, and nothing more is reported.
+        let mut s = proxied(&path).await;
+        s.write_all(ask).await.unwrap();
+        assert!(head(&mut s).await.starts_with("HTTP/1.1 403"));
+        assert!(said.try_recv().is_err());
+        task.abort();
+    }
+
+    /// A first connection that is not the forwarder's lifeline leaves the session
+    /// without one: reported as lost at once, and closed.
+    #[tokio::test]
+    async fn a_first_connection_that_is_no_lifeline_is_reported_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let session = super::super::session("s-none", Rules::default());
+        let sink: Sink = Arc::new(|_: &Session, _: Egress| {});
+        let (lost, mut said) = lost_hook();
+        let task = tokio::spawn(serve(listener, session, sink, lost));
+        let mut s = proxied(&path).await;
+        let id = tokio::time::timeout(BOUND, said.recv())
+            .await
+            .expect("not reported")
+            .unwrap();
+        assert_eq!(id, "s-none");
+        assert_eq!(rest(&mut s).await, "");
+        task.abort();
+    }
+
+    /// A process of its own that holds a lifeline: it connects and says its line, closes
+    /// it when `close` is dropped, and exits when `end` is. Forked: only plain syscalls
+    /// in the child.
+    struct Peer {
+        pid: libc::pid_t,
+        close: Option<OwnedFd>,
+        end: Option<OwnedFd>,
+    }
+
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    impl Peer {
+        fn start(path: &std::path::Path) -> Peer {
+            use std::os::unix::ffi::OsStrExt;
+            // Close-on-exec (std's pipe): a sibling test's child keeps no end past its
+            // exec.
+            let pipe = || -> (OwnedFd, OwnedFd) {
+                let (r, w) = std::io::pipe().unwrap();
+                (r.into(), w.into())
+            };
+            let (close_r, close) = pipe();
+            let (end_r, end) = pipe();
+            // Safety: sockaddr_un is plain data; all zeroes is a valid value.
+            let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, b) in addr.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+                *d = *b as libc::c_char;
+            }
+            let line = relay_shim::forward::LIFELINE.as_bytes();
+            let (cr, er) = (close_r.as_raw_fd(), end_r.as_raw_fd());
+            let (cw, ew) = (close.as_raw_fd(), end.as_raw_fd());
+            // Safety: the child runs only async-signal-safe calls on data made before the
+            // fork, then _exit.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0);
+            if pid == 0 {
+                // Safety: as above.
+                unsafe {
+                    let mut b = 0u8;
+                    // The write ends are the test's alone: their drop is the signal.
+                    libc::close(cw);
+                    libc::close(ew);
+                    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+                    libc::connect(fd, std::ptr::addr_of!(addr).cast(), len);
+                    libc::write(fd, line.as_ptr().cast(), line.len());
+                    libc::read(cr, std::ptr::addr_of_mut!(b).cast(), 1);
+                    libc::close(fd);
+                    libc::read(er, std::ptr::addr_of_mut!(b).cast(), 1);
+                    libc::_exit(0);
+                }
+            }
+            Peer {
+                pid,
+                close: Some(close),
+                end: Some(end),
+            }
+        }
+
+        /// Ends it and reaps it.
+        fn end(&mut self) {
+            self.close.take();
+            self.end.take();
+            // Safety: waitpid on this test's own child.
+            unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+        }
+    }
+
+    /// Polls `fut` once: whatever it does before its first wait is done.
+    async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> bool {
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *fut).poll(cx).is_pending())).await
+    }
+
+    /// The launcher is found as the lifeline is accepted (here the process that made it,
+    /// in this namespace): its lifeline closed while it runs is a death; closed because
+    /// it ended (as a sandbox's teardown closes the forwarder's) is none.
+    #[tokio::test]
+    async fn a_lifeline_that_ends_with_its_launcher_is_no_death() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        for launcher_ends in [true, false] {
+            let (lost, mut said) = lost_hook();
+            let session = super::super::session("s-peer", Rules::default());
+            let mut peer = Peer::start(&path);
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut watch = Box::pin(lifeline(stream, session, lost));
+            assert!(poll_once(&mut watch).await, "the lifeline ended at once");
+            if launcher_ends {
+                peer.end();
+            } else {
+                peer.close.take();
+            }
+            tokio::time::timeout(BOUND, watch).await.unwrap();
+            assert_eq!(
+                said.try_recv().ok(),
+                (!launcher_ends).then(|| "s-peer".to_string())
+            );
+            peer.end();
+        }
     }
 
     #[tokio::test]

@@ -7,13 +7,17 @@
 //!
 //! Order of the checks: caller not inside a session → project given and known →
 //! directory inside the project → template known and allowed → model and permission
-//! mode well-formed → `claude_token_file` well-formed → the program found (a launch that
-//! gets the token must run an absolute path).
+//! mode well-formed → `claude_token_file` well-formed → a launch that gets the token
+//! routed over TLS or to loopback only → the program found (a launch that gets the
+//! token must run an absolute path).
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use super::guard;
+use crate::daemon::egress::ROUTING_URL_VARS;
 use crate::daemon::error::ApiError;
 use crate::daemon::settings::{self, Project, Settings, Template};
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
@@ -88,6 +92,9 @@ pub struct Environment<'a> {
     pub caller_inside_session: bool,
     /// A resume: what the dormant session ran with.
     pub prior: Option<Prior>,
+    /// relay's own values of the routing URL variables ([`ROUTING_URL_VARS`]): a
+    /// sandboxed launch inherits them where its template sets none.
+    pub relay_routing: &'a BTreeMap<String, String>,
 }
 
 /// What a resumed session keeps from its last run.
@@ -249,42 +256,14 @@ pub fn authorize(
         claude_launch,
         &c,
     )?;
-    // The token settings: every configured file is denied on every sandboxed launch, and
-    // a sandboxed Claude launch passes its project's token (`relay doctor`'s canary runs
-    // its own probe, which needs none).
-    let (token_path, deny) = match (
-        settings::project_token_path(s, &project.id, env.home),
-        settings::configured_tokens(s, env.home),
-    ) {
-        (Ok(p), Ok(all)) => (p, all.into_iter().map(|t| t.path).collect()),
-        (Err(e), _) | (_, Err(e)) if sandboxed => return Err(c.refuse_sandbox(e)),
-        (p, _) => (p.unwrap_or(None), vec![]),
-    };
-    let token = TokenDecision {
-        pass: token_path.is_some() && sandboxed && claude_launch && input.probe_argv.is_none(),
-        path: token_path,
-        deny,
-    };
-    // Not even opted in: a launch that gets the token would read what any session
-    // could have written in the home folder (docs/THREAT-MODEL.md#what-a-token-launch-reads).
-    if let Some(what) =
-        holds_home(&directory, env.home).filter(|_| token.pass && !input.relay_probe)
-    {
-        return Err(c.refuse(
-            Code::HomeDirectory,
-            format!(
-                "{} is {what}, and a Claude launch that gets the token never runs there (it \
-                 would read what any session could have written in it): start it in a \
-                 folder below it ({})",
-                directory.display(),
-                match input.project_from_directory {
-                    // `relay sandbox` has no --directory: it runs where it is started.
-                    true => "cd there",
-                    false => "cd there, or pass --directory",
-                },
-            ),
-        ));
-    }
+    let token = token_decision(
+        s,
+        input,
+        env,
+        (&project, &template, &directory),
+        (sandboxed, claude_launch),
+        &c,
+    )?;
     let sandbox = match sandboxed {
         true => Some(launcher(s, env.home, &c)?),
         false => None,
@@ -333,6 +312,186 @@ pub fn authorize(
         unfound,
         token,
         relay_probe: input.relay_probe,
+    })
+}
+
+/// Which token a launch gets and which token files it is denied, and the refusals that
+/// hold only for a launch that gets one: in the home folder, or routed in cleartext.
+fn token_decision(
+    s: &Settings,
+    input: &LaunchInput,
+    env: &Environment,
+    (project, template, directory): (&Project, &Template, &Path),
+    (sandboxed, claude_launch): (bool, bool),
+    c: &Check,
+) -> Result<TokenDecision, Refusal> {
+    // The token settings: every configured file is denied on every sandboxed launch, and
+    // a sandboxed Claude launch passes its project's token (`relay doctor`'s canary runs
+    // its own probe, which needs none).
+    let (token_path, deny) = match (
+        settings::project_token_path(s, &project.id, env.home),
+        settings::configured_tokens(s, env.home),
+    ) {
+        (Ok(p), Ok(all)) => (p, all.into_iter().map(|t| t.path).collect()),
+        (Err(e), _) | (_, Err(e)) if sandboxed => return Err(c.refuse_sandbox(e)),
+        (p, _) => (p.unwrap_or(None), vec![]),
+    };
+    let token = TokenDecision {
+        pass: token_path.is_some() && sandboxed && claude_launch && input.probe_argv.is_none(),
+        path: token_path,
+        deny,
+    };
+    // Not even opted in: a launch that gets the token would read what any session
+    // could have written in the home folder (docs/THREAT-MODEL.md#what-a-token-launch-reads).
+    if let Some(what) = holds_home(directory, env.home).filter(|_| token.pass && !input.relay_probe)
+    {
+        return Err(c.refuse(
+            Code::HomeDirectory,
+            format!(
+                "{} is {what}, and a Claude launch that gets the token never runs there (it \
+                     would read what any session could have written in it): start it in a \
+                     folder below it ({})",
+                directory.display(),
+                match input.project_from_directory {
+                    // `relay sandbox` has no --directory: it runs where it is started.
+                    true => "cd there",
+                    false => "cd there, or pass --directory",
+                },
+            ),
+        ));
+    }
+    // The bearer never crosses the network in cleartext
+    // (docs/THREAT-MODEL.md#cleartext-routing).
+    if let Some(why) = cleartext_routing(s, template, env.relay_routing).filter(|_| token.pass) {
+        return Err(c.refuse_sandbox(why));
+    }
+    Ok(token)
+}
+
+/// Where a routing URL sends the bearer, read as Claude Code's URL parser (WHATWG's)
+/// reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Empty or blank: Claude Code takes its default, `https://api.anthropic.com`.
+    Default,
+    /// `https://`: whatever the host, over TLS.
+    Tls,
+    /// `http://` to this machine: `127.0.0.0/8`, `[::1]` or `localhost`.
+    Loopback,
+    /// `http://` to any other host, or one written in a way relay does not read as
+    /// loopback (`127.1`, `0x7f.0.0.1`, a percent-encoded or full-width name): the
+    /// host, for the refusal.
+    Cleartext(String),
+    /// No `http` or `https` scheme, or `http` without a host.
+    Other,
+}
+
+/// How `value` routes the bearer. The value is cleaned as the WHATWG parser cleans it
+/// (C0 controls and spaces trimmed at both ends, tabs and newlines dropped anywhere),
+/// the scheme read without regard to case, and for `http` the host taken after any
+/// slashes or backslashes, up to the first `/`, `\`, `?` or `#`, after the last `@`
+/// (user info), before the port. Only a strict `127.x.y.z`, an IPv6 literal of `::1` or
+/// `localhost` is loopback, with nothing but digits for a port: anything else that
+/// could name another host is [`Route::Cleartext`].
+pub fn route(value: &str) -> Route {
+    let url: String = value
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    if url.is_empty() {
+        return Route::Default;
+    }
+    let Some((scheme, rest)) = url.split_once(':') else {
+        return Route::Other;
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        "https" => Route::Tls,
+        "http" => {
+            let authority = rest
+                .trim_start_matches(['/', '\\'])
+                .split(['/', '\\', '?', '#'])
+                .next()
+                .unwrap_or_default();
+            let host_port = authority.rsplit('@').next().unwrap_or_default();
+            if host_port.is_empty() {
+                // `http://`, `http://user@`: no host, no URL.
+                return Route::Other;
+            }
+            match loopback(host_port) {
+                true => Route::Loopback,
+                false => Route::Cleartext(host_port.to_string()),
+            }
+        }
+        _ => Route::Other,
+    }
+}
+
+/// Whether `host[:port]` names this machine: see [`route`].
+fn loopback(host_port: &str) -> bool {
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(inner) => match inner.split_once(']') {
+            Some((v6, port)) => (v6.parse::<Ipv6Addr>().is_ok_and(|a| a.is_loopback()), port),
+            None => return false,
+        },
+        None => {
+            let at = host_port.find(':').unwrap_or(host_port.len());
+            let host = &host_port[..at];
+            let named = host.eq_ignore_ascii_case("localhost");
+            let v4 = host.parse::<Ipv4Addr>().is_ok_and(|a| a.is_loopback());
+            (named || v4, &host_port[at..])
+        }
+    };
+    host && (port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit())))
+}
+
+/// Why a launch of `template` that gets the token would send it in cleartext, naming
+/// the setting: a routing URL ([`ROUTING_URL_VARS`], the template's `env` first, else
+/// relay's own environment as the launch inherits it) that is neither `https://` nor
+/// `http://` to loopback. `None` when every one is safe or unset. Never the value
+/// (user info or a query can hold a secret of its own): the host at most.
+pub fn cleartext_routing(
+    s: &Settings,
+    template: &Template,
+    relay_routing: &BTreeMap<String, String>,
+) -> Option<String> {
+    ROUTING_URL_VARS.iter().find_map(|name| {
+        let (value, from) = match template.env.get(*name) {
+            Some(v) => {
+                let at = s
+                    .terminal_templates
+                    .iter()
+                    .position(|t| t.id == template.id);
+                let key = match at {
+                    Some(i) => format!(
+                        "terminal_templates[{i}].env.{name} in {}",
+                        settings::FILE_NAME
+                    ),
+                    None => format!("the {} template's env.{name}", template.id),
+                };
+                (v, key)
+            }
+            None => (
+                relay_routing.get(*name)?,
+                format!("{name} in relay's own environment (the shell that started relay serve)"),
+            ),
+        };
+        let what = match route(value) {
+            Route::Default | Route::Tls | Route::Loopback => return None,
+            Route::Cleartext(host) => format!(
+                "is plain http:// to {host:?}, a host that is not this machine, so the token \
+                 would cross the network in cleartext"
+            ),
+            Route::Other => "is not an https:// URL".to_string(),
+        };
+        Some(format!(
+            "{from} {what}: a launch that gets the token sends it only over https://, or over \
+             http:// to a gateway on this machine (127.0.0.1, [::1] or localhost); change \
+             {name} there"
+        ))
     })
 }
 
@@ -428,10 +587,7 @@ fn find_project<'s>(
                 let dir = input.directory.clone().unwrap_or_default();
                 return Err(c.refuse(
                     Code::UnknownProject,
-                    format!(
-                        "no project in settings holds {dir}, or two hold it from one folder \
-                         (each may run on its own token): name one with --project"
-                    ),
+                    why_no_project(s, &expand_home(&dir, home), home),
                 ));
             }
         }
@@ -720,6 +876,66 @@ pub(in crate::daemon) fn project_holding(s: &Settings, dir: &Path, home: &Path) 
     }
 }
 
+/// Why no one project holds `dir` (`relay sandbox`, which runs where it is started and
+/// has no `--project`), and what to do: the folder is gone, a project that would hold it
+/// has no folder, two hold it from one folder, or none does.
+fn why_no_project(s: &Settings, dir: &Path, home: &Path) -> String {
+    let shown = dir.display();
+    match std::fs::metadata(dir) {
+        Err(_) => {
+            return format!(
+                "the current folder {shown} does not exist (removed, or renamed, since this \
+                 shell went there): cd into an existing folder of a project"
+            )
+        }
+        Ok(m) if !m.is_dir() => return format!("{shown} is not a folder"),
+        Ok(_) => {}
+    }
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let holding: Vec<&str> = s
+        .projects
+        .iter()
+        .filter(|p| {
+            std::fs::canonicalize(expand_home(&p.path, home)).is_ok_and(|r| real.starts_with(r))
+        })
+        .map(|p| p.id.as_str())
+        .collect();
+    if holding.len() > 1 {
+        return format!(
+            "projects {} hold {shown} from one folder (each may run on its own token): give \
+             them different folders in settings.json",
+            holding.join(" and ")
+        );
+    }
+    // Projects that hold nothing at all, for the folder they name is not one.
+    let broken: Vec<String> = s
+        .projects
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let path = expand_home(&p.path, home);
+            let what = match std::fs::metadata(&path) {
+                Err(_) => "does not exist",
+                Ok(m) if !m.is_dir() => "is not a folder",
+                Ok(_) => return None,
+            };
+            Some(format!(
+                "project {}'s folder {} {what} (projects[{i}].path)",
+                p.id,
+                path.display()
+            ))
+        })
+        .collect();
+    let note = match broken.is_empty() {
+        true => String::new(),
+        false => format!("; {}", broken.join("; ")),
+    };
+    format!(
+        "no project in settings holds {shown}: cd into a project's folder, or add a project \
+         whose path holds it to settings.json (`relay status` shows where it is){note}"
+    )
+}
+
 /// What to do about a program name relay did not find on the launch's `PATH`
 /// ([cli.md](../../docs/cli.md#relay-sandbox-template)).
 fn not_found_hint(program: &str, path_env: &OsStr, template_id: &str, kind: SessionKind) -> String {
@@ -748,10 +964,66 @@ mod tests {
     use crate::daemon::settings::{BackendChoice, SessionSandbox};
     use std::os::unix::fs::PermissionsExt;
 
+    /// `relay sandbox` where no one project holds the folder: each reason says what to do,
+    /// and none names a flag `relay sandbox` does not have.
+    #[test]
+    fn without_a_project_the_refusal_says_why_and_what_to_do() {
+        let w = World::new();
+        let mut s = w.settings();
+        let home = w.home();
+        let why = |s: &Settings, dir: &str| why_no_project(s, &home.join(dir), &home);
+        let none = why(&s, "other");
+        assert_eq!(
+            none,
+            format!(
+                "no project in settings holds {}: cd into a project's folder, or add a project \
+                 whose path holds it to settings.json (`relay status` shows where it is)",
+                home.join("other").display()
+            )
+        );
+        let gone = why(&s, "proj/gone");
+        assert!(
+            gone.contains("does not exist (removed, or renamed"),
+            "{gone}"
+        );
+        std::fs::write(home.join("other/f"), "x").unwrap();
+        let file = why(&s, "other/f");
+        assert!(file.ends_with("other/f is not a folder"), "{file}");
+        // A project whose folder is missing, and one whose folder is a file: named.
+        let mut q = s.projects[0].clone();
+        (q.id, q.path) = ("q".into(), "~/missing".into());
+        let mut r = q.clone();
+        (r.id, r.path) = ("r".into(), "~/other/f".into());
+        s.projects.extend([q, r]);
+        let broken = why(&s, "other");
+        assert!(
+            broken.starts_with("no project in settings holds")
+                && broken.ends_with(&format!(
+                    "; project q's folder {} does not exist (projects[1].path); project r's \
+                     folder {} is not a folder (projects[2].path)",
+                    home.join("missing").display(),
+                    home.join("other/f").display()
+                )),
+            "{broken}"
+        );
+        // Two projects from one folder.
+        s.projects[1].path = "~/proj".into();
+        let two = why(&s, "proj/sub");
+        assert!(
+            two.starts_with("projects p and q hold") && two.contains("different folders"),
+            "{two}"
+        );
+        for text in [none, gone, file, broken, two] {
+            assert!(!text.contains("--project"), "{text}");
+        }
+    }
+
     /// A home with a project folder `proj` (with `proj/sub`), a folder outside it, a
     /// launcher, and two executable Claude programs.
     struct World {
         dir: tempfile::TempDir,
+        /// relay's own routing variables, as `relay serve`'s environment has them.
+        relay_routing: BTreeMap<String, String>,
     }
 
     impl World {
@@ -765,7 +1037,10 @@ mod tests {
                 std::fs::write(&p, "#!/bin/sh\n").unwrap();
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
             }
-            World { dir }
+            World {
+                dir,
+                relay_routing: BTreeMap::new(),
+            }
         }
 
         fn home(&self) -> PathBuf {
@@ -825,6 +1100,7 @@ mod tests {
                     relay_path: &relay_path,
                     caller_inside_session: inside,
                     prior,
+                    relay_routing: &self.relay_routing,
                 },
             )
         }
@@ -1422,6 +1698,246 @@ mod tests {
         for bad in ["", "-a", ".a", "_a", "a/b", "a b", "../x", &"a".repeat(129)] {
             assert!(!valid_claude_session_id(bad), "{bad}");
         }
+    }
+
+    /// The routing URL as Claude Code's parser (WHATWG's) reads it: blank is the
+    /// default, `https://` is TLS, `http://` is loopback only for `127.x.y.z`, `[::1]` and
+    /// `localhost` after the cleaning, the slashes, the user info and the port; every
+    /// other spelling that could reach another host is cleartext, and one relay does
+    /// not read as loopback is refused rather than guessed.
+    #[test]
+    fn a_routing_url_is_read_as_claude_codes_parser_reads_it() {
+        for blank in ["", "   ", "\t\n", "\u{0} \u{1f}"] {
+            assert_eq!(route(blank), Route::Default, "{blank:?}");
+        }
+        for tls in [
+            "https://api.example.com",
+            "HTTPS://gw.example",
+            "HttpS://gw.example/v1",
+            " https://gw.example ",
+            "\u{1}https://gw.example\u{0}",
+            "ht\ntps://gw.example",
+            "ht\rtps://gw.example",
+            "ht\ttps://gw.example",
+            "https:gw.example",
+            "https://127.0.0.1.evil.example",
+        ] {
+            assert_eq!(route(tls), Route::Tls, "{tls:?}");
+        }
+        for local in [
+            "http://127.0.0.1:4000",
+            "http://127.0.0.1",
+            "http://127.255.1.2:80/v1",
+            "http://localhost:4000/v1",
+            "http://LocalHost",
+            "http://[::1]:4000",
+            "http://[::1]",
+            "http://[0:0:0:0:0:0:0:1]/",
+            "HTTP://127.0.0.1:4000",
+            "HtTp://localhost",
+            " http://127.0.0.1:4000 ",
+            "\u{1}http://127.0.0.1:4000\u{0}",
+            "http://127.0.0.1:40\r\n00",
+            "http://127.0.0.\t1:4000",
+            "http://user:pw@127.0.0.1:4000",
+            "http://evil.example@127.0.0.1:4000",
+            "http:127.0.0.1:4000",
+            "http:/127.0.0.1:4000",
+            "http:\\\\127.0.0.1:4000\\v1",
+            "http://127.0.0.1:",
+            "http://127.0.0.1?x=1",
+            "http://127.0.0.1#f",
+            "http://localhost/path@evil.example",
+        ] {
+            assert_eq!(route(local), Route::Loopback, "{local:?}");
+        }
+        for (remote, host) in [
+            ("http://gw.example.com:4000/v1", "gw.example.com:4000"),
+            ("HTTP://EVIL.EXAMPLE", "EVIL.EXAMPLE"),
+            ("ht\ttp://gw.example", "gw.example"),
+            (" http://gw.example ", "gw.example"),
+            ("http://10.0.0.1:4000", "10.0.0.1:4000"),
+            ("http://128.0.0.1", "128.0.0.1"),
+            ("http://126.255.255.255", "126.255.255.255"),
+            ("http://0.0.0.0:4000", "0.0.0.0:4000"),
+            ("http://127.0.0.1.evil.example", "127.0.0.1.evil.example"),
+            ("http://127.0.0.1\t.evil.example", "127.0.0.1.evil.example"),
+            (
+                "http://127.0.0.1%2eevil.example",
+                "127.0.0.1%2eevil.example",
+            ),
+            ("http://127.0.0.1@evil.example", "evil.example"),
+            ("http://127.0.0.1:4000@evil.example/", "evil.example"),
+            ("http://localhost@evil.example", "evil.example"),
+            ("http://[::1]@evil.example", "evil.example"),
+            ("http://localhost.evil.example", "localhost.evil.example"),
+            ("http://localhostx", "localhostx"),
+            ("http://evil.example\\@127.0.0.1", "evil.example"),
+            ("http://evil.example#@127.0.0.1", "evil.example"),
+            ("http://evil.example?@127.0.0.1", "evil.example"),
+            ("http://evil.example/@127.0.0.1", "evil.example"),
+            (
+                "http://127.0.0.1:80.evil.example",
+                "127.0.0.1:80.evil.example",
+            ),
+            ("http://127.0.0.1:4000x", "127.0.0.1:4000x"),
+            ("http://[::1].evil.example", "[::1].evil.example"),
+            ("http://[::1]x:4000", "[::1]x:4000"),
+            ("http://[::1", "[::1"),
+            ("http://[::2]:4000", "[::2]:4000"),
+            ("http://[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]"),
+            // Loopback to WHATWG, but not in a form relay reads: refused, not guessed.
+            ("http://127.1", "127.1"),
+            ("http://2130706433", "2130706433"),
+            ("http://%6cocalhost", "%6cocalhost"),
+            // Any number of slashes before the host, as WHATWG skips them.
+            ("http:///v1", "v1"),
+        ] {
+            assert_eq!(route(remote), Route::Cleartext(host.into()), "{remote:?}");
+        }
+        for other in [
+            "ftp://gw.example",
+            "ws://127.0.0.1:4000",
+            "xhttp://127.0.0.1",
+            "httpx://127.0.0.1",
+            "127.0.0.1:4000",
+            "localhost",
+            "gw.example",
+            "http://",
+            "http:",
+            "http://user@",
+        ] {
+            assert_eq!(route(other), Route::Other, "{other:?}");
+        }
+    }
+
+    /// The attack: a token launch whose routing URL is plain `http://` to another host
+    /// would hand the bearer to every hop on the way. Refused, naming the setting and
+    /// never the value; a loopback gateway, `https://`, or a launch without the token
+    /// goes on.
+    #[test]
+    fn a_token_launch_routed_over_cleartext_http_to_a_remote_host_is_refused() {
+        let mut w = World::new();
+        let mut s = w.settings();
+        s.claude_token_file = "~/.token".into();
+        let env = |s: &mut Settings, name: &str, v: &str| {
+            s.terminal_templates[2].env.insert(name.into(), v.into());
+        };
+        env(
+            &mut s,
+            "ANTHROPIC_BASE_URL",
+            "http://user:secret-pw@gw.example.com:4000/v1?key=secret-q",
+        );
+        for input in [session(), terminal("claude-code")] {
+            let r = w.decide(&s, &input).expect_err("refused");
+            assert_eq!(r.error.code, Code::SandboxUnavailable);
+            let msg = &r.error.message;
+            assert!(
+                msg.starts_with("terminal_templates[2].env.ANTHROPIC_BASE_URL in settings.json is plain http:// to \"gw.example.com:4000\""),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("cleartext") && msg.contains("https://"),
+                "{msg}"
+            );
+            assert!(!msg.contains("secret"), "the value leaked: {msg}");
+            assert_eq!(
+                r.noted,
+                Noted {
+                    project: Some("p".into()),
+                    directory: Some(w.path("home/proj").to_string_lossy().into_owned()),
+                    template: Some("claude-code".into()),
+                    sandboxed: Some(true),
+                }
+            );
+        }
+        // The same template without the token, a shell with the same env, the
+        // doctor's canary: nothing to send.
+        let mut shell = s.clone();
+        shell.terminal_templates[0].env = s.terminal_templates[2].env.clone();
+        assert!(w.decide(&shell, &terminal("shell")).is_ok());
+        let probe = LaunchInput {
+            probe_argv: Some(vec!["/bin/true".into()]),
+            ..terminal("claude-code")
+        };
+        assert!(w.decide(&s, &probe).is_ok());
+        let mut no_token = s.clone();
+        no_token.claude_token_file.clear();
+        assert!(w.decide(&no_token, &session()).is_ok());
+        // A loopback gateway, TLS, or blank (Claude Code's default) goes on.
+        for ok in [
+            "http://127.0.0.1:4000",
+            "http://[::1]:4000",
+            "http://localhost:4000",
+            "https://gw.example.com",
+            "",
+        ] {
+            env(&mut s, "ANTHROPIC_BASE_URL", ok);
+            assert!(w.decide(&s, &session()).unwrap().token.pass, "{ok}");
+        }
+        // Not a URL Claude Code could send anything safe to.
+        env(&mut s, "ANTHROPIC_BASE_URL", "gw.example.com:4000");
+        let msg = w.decide(&s, &session()).expect_err("refused").error.message;
+        assert!(
+            msg.contains("ANTHROPIC_BASE_URL in settings.json is not an https:// URL"),
+            "{msg}"
+        );
+        // The other routing variable, checked the same.
+        env(&mut s, "ANTHROPIC_BASE_URL", "https://gw.example.com");
+        env(&mut s, "CLAUDE_CODE_API_BASE_URL", "http://10.0.0.1:4000");
+        let msg = w.decide(&s, &session()).expect_err("refused").error.message;
+        assert!(
+            msg.starts_with("terminal_templates[2].env.CLAUDE_CODE_API_BASE_URL in settings.json is plain http:// to \"10.0.0.1:4000\""),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with("change CLAUDE_CODE_API_BASE_URL there"),
+            "{msg}"
+        );
+        s.terminal_templates[2].env.clear();
+        assert!(w.decide(&s, &session()).is_ok());
+        // relay's own environment, which the launch inherits where the template sets
+        // nothing; the template's value, even blank, wins over it.
+        w.relay_routing
+            .insert("ANTHROPIC_BASE_URL".into(), "http://gw.example.com".into());
+        let msg = w.decide(&s, &session()).expect_err("refused").error.message;
+        assert!(
+            msg.starts_with("ANTHROPIC_BASE_URL in relay's own environment (the shell that started relay serve) is plain http:// to \"gw.example.com\""),
+            "{msg}"
+        );
+        assert!(w.decide(&s, &terminal("shell")).is_ok());
+        for over in ["", "https://gw.example.com", "http://127.0.0.1:4000"] {
+            env(&mut s, "ANTHROPIC_BASE_URL", over);
+            assert!(w.decide(&s, &session()).is_ok(), "{over:?}");
+        }
+        w.relay_routing
+            .insert("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into());
+        s.terminal_templates[2].env.clear();
+        assert!(w.decide(&s, &session()).is_ok());
+    }
+
+    /// The message names the key where the template is in the settings; the built-in
+    /// `claude-code` template (none in the settings) names itself.
+    #[test]
+    fn the_cleartext_refusal_names_the_templates_own_key() {
+        let w = World::new();
+        let s = w.settings();
+        let mut t = template("claude-code", "claude", true);
+        t.env
+            .insert("ANTHROPIC_BASE_URL".into(), "http://gw.example".into());
+        let msg = cleartext_routing(&s, &t, &w.relay_routing).unwrap();
+        assert!(
+            msg.starts_with("terminal_templates[2].env.ANTHROPIC_BASE_URL in settings.json "),
+            "{msg}"
+        );
+        t.id = "built-in".into();
+        let msg = cleartext_routing(&s, &t, &w.relay_routing).unwrap();
+        assert!(
+            msg.starts_with("the built-in template's env.ANTHROPIC_BASE_URL is plain"),
+            "{msg}"
+        );
+        t.env.clear();
+        assert_eq!(cleartext_routing(&s, &t, &w.relay_routing), None);
     }
 
     #[test]

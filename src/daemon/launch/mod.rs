@@ -234,7 +234,12 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
             passthrough: settings.env_passthrough_for(&decision.template),
         }),
     };
+    let bwrap = matches!(&req.sandbox, Some(s) if s.backend == Backend::Bwrap);
     let launched = call_host(&mut at, &id, req, decision.unfound.as_deref()).await?;
+    if bwrap {
+        // Before anything else: what the next start ends of it if relay dies now.
+        crate::daemon::records::strays::note(d, &id, launched.target_pid).await;
+    }
     pause_at("host", &id).await;
     record(&mut at, &id, launched).await
 }
@@ -286,6 +291,15 @@ fn base_env() -> Vec<(String, String)> {
         .collect()
 }
 
+/// relay's own values of the routing URL variables, which a sandboxed launch inherits
+/// where its template sets none (`crate::host::env::build`).
+pub(in crate::daemon) fn relay_routing() -> std::collections::BTreeMap<String, String> {
+    crate::daemon::egress::ROUTING_URL_VARS
+        .iter()
+        .filter_map(|n| Some((n.to_string(), std::env::var(n).ok()?)))
+        .collect()
+}
+
 /// Settings read fresh, then [`authorize`].
 fn decide(
     at: &mut Attempt,
@@ -317,11 +331,13 @@ fn decide(
             claude: e.claude,
         });
     let relay_path = std::env::var_os("PATH").unwrap_or_default();
+    let relay_routing = relay_routing();
     let env = Environment {
         home: &d.home,
         relay_path: &relay_path,
         caller_inside_session: inside,
         prior,
+        relay_routing: &relay_routing,
     };
     match authorize(&settings, input, &env) {
         Ok(decision) if decision.sandboxed && token_typo(&unknown).is_some() => {
@@ -570,6 +586,9 @@ fn sandbox_step(
         notes,
         egress,
     } = plan_sandbox(d, settings, &plan).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
+    // The ports a token launch's tools may never listen on: the forwarder's, the
+    // gateway's (`shield::reserved_ports`).
+    let reserved = shield::reserved_ports(egress.as_ref(), &decision.template.env);
     if let Some(rules) = egress {
         // Its own proxy, listening before the sandbox starts; the forwarder inside (bwrap)
         // or the profile's one allowed port (Seatbelt), and the proxy variables, point
@@ -588,7 +607,8 @@ fn sandbox_step(
             env.extend(crate::daemon::egress::launch_env_port(*port));
         } else {
             env.extend(crate::daemon::egress::launch_env(&rules));
-            if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink) {
+            let lost = crate::daemon::egress::lost(d);
+            if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink, lost) {
                 return Err(at.refuse(ApiError::sandbox(format!(
                     "egress proxy {}: {e}",
                     d.paths.egress().display()
@@ -610,7 +630,13 @@ fn sandbox_step(
         env.insert("PATH".into(), path.to_string_lossy().into_owned());
         // And what it runs for its tools runs where none can read its memory.
         let shim = d.host.shim_helper.real_path();
-        let shielded = shield::apply(backend, shim.as_deref().map_err(String::as_str), env);
+        let listen = (&decision.template.listen_ports[..], &reserved[..]);
+        let shielded = shield::apply(
+            backend,
+            shim.as_deref().map_err(String::as_str),
+            listen,
+            env,
+        );
         at.row.shield = Some(shielded.in_force);
         shield_note = Some(shielded.note);
     }
@@ -713,6 +739,7 @@ fn entry_for(
         early_exit: None,
         explained: boxed.map(|b| b.explained.clone()),
         probe: decision.relay_probe,
+        sandbox: None,
     }
 }
 
@@ -816,7 +843,10 @@ async fn record(
         env_names: launched.env_names,
         ..Default::default()
     });
-    Ok(d.finish_launch(id))
+    let entry = d.finish_launch(id);
+    // Its forwarder died while the launch was being recorded: it stops now.
+    d.stop_marked(id).await;
+    Ok(entry)
 }
 
 fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -32,13 +32,28 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// A log file grows to this size, then it is rotated (docs/routes.md#logs-and-their-bounds).
+pub const LOG_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// Rotated generations kept beside a log: `<name>.1` (the newest) to `<name>.3`.
+pub const LOG_GENERATIONS: usize = 3;
+
+/// The path of a log's rotated generation `n` (1 is the newest).
+pub fn generation(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
 /// An append-only JSON-lines file (0600, never through a link), kept open between
 /// lines: a line needs no new descriptor, so descriptor pressure cannot lose it. The
 /// file is opened again when its path no longer names the open file (removed or
-/// replaced) and after a failed write.
+/// replaced) and after a failed write. Once it holds more than `max_bytes` it is
+/// rotated: `<name>.2` becomes `<name>.3`, …, the file itself `<name>.1`, the oldest
+/// dropped, and the next line starts a new file.
 struct LineFile {
     path: PathBuf,
     file: Mutex<Option<File>>,
+    max_bytes: u64,
 }
 
 impl LineFile {
@@ -46,6 +61,19 @@ impl LineFile {
         LineFile {
             path,
             file: Mutex::new(None),
+            max_bytes: LOG_MAX_BYTES,
+        }
+    }
+
+    /// Shifts the generations and moves the file to `<name>.1`; the caller drops its
+    /// descriptor. A failed rename leaves the file to grow until the next line tries
+    /// again: no line is lost to a rotation.
+    fn rotate(&self) {
+        for n in (1..LOG_GENERATIONS).rev() {
+            let _ = std::fs::rename(generation(&self.path, n), generation(&self.path, n + 1));
+        }
+        if let Err(e) = std::fs::rename(&self.path, generation(&self.path, 1)) {
+            crate::listen::log(format_args!("relay: rotate {}: {e}", self.path.display()));
         }
     }
 
@@ -92,9 +120,65 @@ impl LineFile {
         let written = file.write_all(&line);
         if written.is_err() {
             *slot = None;
+        } else if file.metadata().is_ok_and(|m| m.len() > self.max_bytes) {
+            self.rotate();
+            *slot = None;
         }
         written
     }
+}
+
+/// The last lines of a log and its rotated generations, newest first, that `keep`
+/// accepts: at most `max_lines` of them, reading at most `max_bytes` from the ends of
+/// the files (newest file first), never a whole file. A line cut by the byte bound is
+/// left out.
+pub fn tail(
+    path: &Path,
+    max_lines: usize,
+    max_bytes: u64,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut out = Vec::new();
+    let mut budget = max_bytes;
+    for n in 0..=LOG_GENERATIONS {
+        if out.len() >= max_lines || budget == 0 {
+            break;
+        }
+        let p = if n == 0 {
+            path.to_path_buf()
+        } else {
+            generation(path, n)
+        };
+        let Ok(mut f) = File::open(&p) else { continue };
+        let Ok(len) = f.metadata().map(|m| m.len()) else {
+            continue;
+        };
+        let from = len.saturating_sub(budget);
+        if f.seek(SeekFrom::Start(from)).is_err() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        if f.take(budget).read_to_end(&mut bytes).is_err() {
+            continue;
+        }
+        budget = budget.saturating_sub(bytes.len() as u64);
+        let text = String::from_utf8_lossy(&bytes);
+        let mut lines: Vec<&str> = text.lines().collect();
+        if from > 0 && !lines.is_empty() {
+            // Begun mid-line.
+            lines.remove(0);
+        }
+        for line in lines.into_iter().rev() {
+            if out.len() >= max_lines {
+                break;
+            }
+            if keep(line) {
+                out.push(line.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// Attempts and pauses for an audit row: a row that cannot be written after these is
@@ -298,6 +382,63 @@ mod tests {
         std::fs::remove_dir(&path).unwrap();
         audit.record(&row("four")).unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("\"four\""));
+    }
+
+    #[test]
+    fn a_log_rotates_at_its_size_keeping_three_generations_and_loses_no_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut log = LineFile::new(path.clone());
+        log.max_bytes = 100;
+        // Each line is 19 bytes: the sixth goes over 100 and rotates.
+        let line = |n: u32| serde_json::json!({ "n": format!("{n:0>10}") });
+        for n in 0..30 {
+            log.append(&line(n)).unwrap();
+        }
+        let lines = |p: &Path| {
+            std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        assert_eq!(lines(&path), 0, "the 30th line rotated the file away");
+        for g in 1..=LOG_GENERATIONS {
+            assert_eq!(lines(&generation(&path, g)), 6, "generation {g}");
+        }
+        assert!(!generation(&path, LOG_GENERATIONS + 1).exists());
+        log.append(&line(30)).unwrap();
+        assert_eq!(lines(&path), 1);
+        // Newest first, across the generations, bounded by lines.
+        let last = tail(&path, 8, u64::MAX, |_| true);
+        let ns: Vec<String> = last
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["n"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let want: Vec<String> = (23..=30).rev().map(|n| format!("{n:0>10}")).collect();
+        assert_eq!(ns, want);
+        // Bounded by bytes: a line cut at the bound is left out, never half read.
+        assert_eq!(tail(&path, 100, 19, |_| true).len(), 1);
+        assert_eq!(tail(&path, 100, 18, |_| true).len(), 0);
+        assert_eq!(tail(&path, 100, 45, |_| true).len(), 2);
+        // Filtered, and the generations read until the lines are found.
+        let odd_digit = |l: &str| {
+            l.trim_end_matches("\"}")
+                .ends_with(['1', '3', '5', '7', '9'])
+        };
+        let odd = tail(&path, 5, u64::MAX, odd_digit);
+        assert_eq!(odd.len(), 5, "{odd:?}");
+        assert!(
+            odd[0].contains("0000000029") && odd[4].contains("0000000021"),
+            "{odd:?}"
+        );
+        // The oldest lines went with the fourth generation.
+        assert_eq!(tail(&path, 100, u64::MAX, |_| true).len(), 19);
+        assert!(tail(&dir.path().join("none"), 10, 100, |_| true).is_empty());
     }
 
     #[test]

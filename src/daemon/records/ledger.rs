@@ -29,6 +29,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::strays::Sandbox;
 use crate::daemon::{Entry, EntryState, Reach};
 use crate::protocol::{ClaudeInit, PtySize, SessionKind};
 
@@ -44,13 +45,16 @@ const FILE_MAX: u64 = 256 * 1024;
 pub const RELAY_RESTARTED: &str = "relay_restarted";
 /// The name of a launch's marker, `<id>.launching` ([`Store::mark_launching`]).
 const LAUNCHING: &str = ".launching";
-/// A marker holds one path.
-const MARKER_MAX: u64 = 4096;
+/// A marker holds one path and a sandbox.
+const MARKER_MAX: u64 = 8192;
+/// How a marker's sandbox line starts ([`Store::note_sandbox`]).
+const SANDBOX_LINE: &str = "sandbox ";
 
 /// One session as the ledger file keeps it. Everything the lists show, what a resume
-/// needs (project, directory, model, permission mode, Claude Code's session id), and
-/// what the pins' check needs after a restart (what its sandbox could write); never
-/// the token, never a pid of an earlier run.
+/// needs (project, directory, model, permission mode, Claude Code's session id), what
+/// the pins' check needs after a restart (what its sandbox could write), and its bwrap
+/// sandbox as the kernel knows it, for the next start to end what a kill of relay left
+/// of it (`strays.rs`); never the token.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub v: u32,
@@ -92,6 +96,11 @@ pub struct Record {
     /// "Planted programs and links").
     #[serde(default)]
     pub reach: ReachRecord,
+    /// Its bwrap sandbox: the first process and namespaces recorded at launch
+    /// (`strays::find`). Absent in records of earlier relays and for launches with no
+    /// sandbox found: then nothing of it is ended at a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +150,7 @@ impl Record {
                 token_paths: e.reach.token_paths.clone(),
                 token_path: None,
             },
+            sandbox: e.sandbox.clone(),
         }
     }
 
@@ -209,6 +219,7 @@ impl Record {
             explained: None,
             // A probe a stop of relay cut short is listed as the terminal it was.
             probe: false,
+            sandbox: self.sandbox,
         };
         (e, was_running)
     }
@@ -230,6 +241,8 @@ pub struct Launching {
     pub id: String,
     /// The canonical temp folder of the `relay serve` that launched it.
     pub tmp: PathBuf,
+    /// Its sandbox, once the launch had found it ([`Store::note_sandbox`]).
+    pub sandbox: Option<Sandbox>,
 }
 
 #[derive(Debug, Default)]
@@ -309,6 +322,12 @@ impl Store {
             .marker_of(id)
             .ok_or_else(|| std::io::Error::other(format!("session id {id:?} is not relay's")))?;
         let mut line = tmp.as_os_str().as_bytes().to_vec();
+        if line.contains(&b'\n') {
+            // The marker's first line is the folder.
+            return Err(std::io::Error::other(
+                "the temp folder's path holds a newline",
+            ));
+        }
         line.push(b'\n');
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -322,6 +341,40 @@ impl Store {
             // start: it goes now, and the launch is refused.
             let _ = std::fs::remove_file(&path);
         })
+    }
+
+    /// Adds the sandbox the launch of `id` runs in ([`super::strays::find`]) to its
+    /// marker, a line `sandbox <json>` after the folder's; a resume, which made no
+    /// marker (its folder was there), gets one now, naming `tmp`. One `write`, no sync,
+    /// as the marker itself: a kill of relay leaves the line whole or not there, and a
+    /// line that does not read is no sandbox. The record written once the launch is
+    /// audited carries the sandbox from then on.
+    pub fn note_sandbox(&self, id: &str, tmp: &Path, sandbox: &Sandbox) -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = self
+            .marker_of(id)
+            .ok_or_else(|| std::io::Error::other(format!("session id {id:?} is not relay's")))?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)?;
+        let mut bytes = Vec::new();
+        if f.metadata()?.len() == 0 {
+            if tmp.as_os_str().as_bytes().contains(&b'\n') {
+                let _ = std::fs::remove_file(&path);
+                return Err(std::io::Error::other(
+                    "the temp folder's path holds a newline",
+                ));
+            }
+            bytes.extend_from_slice(tmp.as_os_str().as_bytes());
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(SANDBOX_LINE.as_bytes());
+        bytes.extend_from_slice(&serde_json::to_vec(sandbox).map_err(std::io::Error::other)?);
+        bytes.push(b'\n');
+        f.write_all(&bytes)
     }
 
     /// Removes `id`'s launch marker; one that is not there is fine.
@@ -409,10 +462,11 @@ impl Store {
                 .strip_suffix(LAUNCHING)
                 .filter(|id| crate::daemon::ids::is_relay_id(id));
             let read = match marker {
-                Some(id) => read_marker(&path).map(|tmp| {
+                Some(id) => read_marker(&path).map(|(tmp, sandbox)| {
                     out.launching.push(Launching {
                         id: id.to_string(),
                         tmp,
+                        sandbox,
                     })
                 }),
                 None => read_record(&path, &text).map(|r| out.records.push(r)),
@@ -457,16 +511,21 @@ impl Store {
     }
 }
 
+/// A sandboxed session [`restore`] ended [`RELAY_RESTARTED`]: its id, and its sandbox
+/// as recorded.
+pub type Restarted = (String, Option<Sandbox>);
+
 /// At start, before the host runs: every record read back into the daemon's ledger. A
 /// session that was running when relay stopped or died is ended now with reason
 /// [`RELAY_RESTARTED`] (its record rewritten, a `session_end` audit row and a
 /// `session.exited` event, as any end has); each file set aside is reported on stderr
 /// and in a `ledger_set_aside` audit row. Returns the markers of launches cut short
-/// (for `purge::launches_cut_short`, once the records are in) and the ids of the
-/// sessions ended [`RELAY_RESTARTED`] (for `strays::end`).
+/// (for `purge::launches_cut_short`, once the records are in) and the sandboxed
+/// sessions ended [`RELAY_RESTARTED`], each with its sandbox as recorded (for
+/// `strays::end`).
 pub(in crate::daemon) fn restore(
     d: &crate::daemon::Daemon,
-) -> Result<(Vec<Launching>, Vec<String>), String> {
+) -> Result<(Vec<Launching>, Vec<Restarted>), String> {
     d.store
         .ensure()
         .map_err(|e| format!("{}: {e}", d.store.dir().display()))?;
@@ -498,7 +557,7 @@ pub(in crate::daemon) fn restore(
         if was_running {
             d.persist(&id);
             d.teardown(&e, RELAY_RESTARTED, None, None, None);
-            restarted.push(id);
+            restarted.push((id, e.sandboxed, e.sandbox));
         }
     }
     if total > 0 || !loaded.set_aside.is_empty() || !loaded.launching.is_empty() {
@@ -511,7 +570,12 @@ pub(in crate::daemon) fn restore(
             loaded.launching.len()
         );
     }
-    Ok((loaded.launching, restarted))
+    let sandboxed = restarted
+        .into_iter()
+        .filter(|(_, sandboxed, _)| *sandboxed)
+        .map(|(id, _, sb)| (id, sb))
+        .collect();
+    Ok((loaded.launching, sandboxed))
 }
 
 /// At shutdown, before the host is told to end every session: each running one ends
@@ -525,8 +589,9 @@ pub(in crate::daemon) fn stopping_all(d: &crate::daemon::Daemon) {
 }
 
 /// A launch's marker: the absolute temp folder it names, read as a record is (no link
-/// followed, no FIFO waited on, bounded).
-fn read_marker(path: &Path) -> Result<PathBuf, String> {
+/// followed, no FIFO waited on, bounded), and the sandbox its second line names, if it
+/// reads as one.
+fn read_marker(path: &Path) -> Result<(PathBuf, Option<Sandbox>), String> {
     use std::os::unix::ffi::OsStrExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -544,12 +609,20 @@ fn read_marker(path: &Path) -> Result<PathBuf, String> {
     f.take(MARKER_MAX + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
-    let line = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let text = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    // The folder, then maybe a sandbox line: one the kill cut short names no sandbox.
+    let (line, sandbox) = match text.iter().position(|b| *b == b'\n') {
+        Some(i) if text[i + 1..].starts_with(SANDBOX_LINE.as_bytes()) => {
+            let json = &text[i + 1 + SANDBOX_LINE.len()..];
+            (&text[..i], serde_json::from_slice::<Sandbox>(json).ok())
+        }
+        _ => (text, None),
+    };
     let tmp = PathBuf::from(std::ffi::OsStr::from_bytes(line));
     if bytes.len() as u64 > MARKER_MAX || !tmp.is_absolute() || line.contains(&b'\n') {
         return Err("not a launch marker (one absolute folder)".into());
     }
-    Ok(tmp)
+    Ok((tmp, sandbox))
 }
 
 /// One record file, read without following a link or blocking on a FIFO, checked
@@ -638,6 +711,7 @@ pub(crate) fn test_record(id: &str, kind: SessionKind, state: EntryState) -> Rec
         sandboxed: true,
         pty: None,
         reach: ReachRecord::default(),
+        sandbox: None,
     }
 }
 
@@ -679,6 +753,7 @@ mod tests {
                 read_write: vec!["/home/ada/project".into()],
                 ..Default::default()
             },
+            sandbox: None,
         }
     }
 
@@ -857,11 +932,13 @@ mod tests {
             vec![
                 Launching {
                     id: "s-0123456789ab".into(),
-                    tmp: tmp.into()
+                    tmp: tmp.into(),
+                    sandbox: None,
                 },
                 Launching {
                     id: "t-0123456789ab".into(),
-                    tmp: "/tmp".into()
+                    tmp: "/tmp".into(),
+                    sandbox: None,
                 },
             ]
         );
@@ -893,6 +970,69 @@ mod tests {
             ]
         );
         assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "/tmp\n");
+    }
+
+    #[test]
+    fn the_sandbox_goes_in_the_marker_then_the_record_and_older_files_read_without_one() {
+        let (_d, s) = store();
+        let sb = Sandbox {
+            boot: "6a1f".into(),
+            pid: 4242,
+            start: 98_765,
+            mnt: 4_026_532_801,
+            pid_ns: 4_026_532_803,
+        };
+        // A launch's marker, then its sandbox; a resume (no marker: its folder was
+        // there) gets one naming its temp folder.
+        s.mark_launching("t-0000000000a1", Path::new("/tmp"))
+            .unwrap();
+        s.note_sandbox("t-0000000000a1", Path::new("/tmp"), &sb)
+            .unwrap();
+        s.note_sandbox("s-0000000000a2", Path::new("/var/tmp"), &sb)
+            .unwrap();
+        // A sandbox line a kill cut short names no sandbox; the folder still reads.
+        std::fs::write(
+            s.dir().join("t-0000000000a3.launching"),
+            "/tmp\nsandbox {\"boot\":\"6a",
+        )
+        .unwrap();
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        let got: Vec<(&str, &Path, Option<&Sandbox>)> = loaded
+            .launching
+            .iter()
+            .map(|m| (m.id.as_str(), m.tmp.as_path(), m.sandbox.as_ref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("s-0000000000a2", Path::new("/var/tmp"), Some(&sb)),
+                ("t-0000000000a1", Path::new("/tmp"), Some(&sb)),
+                ("t-0000000000a3", Path::new("/tmp"), None),
+            ]
+        );
+        // No folder the marker's lines could split: refused.
+        assert!(s
+            .mark_launching("t-0000000000a4", Path::new("/tmp/a\nb"))
+            .is_err());
+        assert!(s
+            .note_sandbox("t-0000000000a5", Path::new("/tmp/a\nb"), &sb)
+            .is_err());
+        assert!(!s.dir().join("t-0000000000a5.launching").exists());
+
+        // The record keeps it; one written without (an earlier relay's) reads as none.
+        let mut r = record("t-0000000000a1", EntryState::Running);
+        r.sandbox = Some(sb.clone());
+        s.write(&r).unwrap();
+        let older = record("t-0000000000a6", EntryState::Running);
+        s.write(&older).unwrap();
+        let text = std::fs::read_to_string(s.dir().join("t-0000000000a6.json")).unwrap();
+        assert!(!text.contains("\"sandbox\""), "{text}");
+        let loaded = s.load();
+        assert_eq!(loaded.records, vec![r.clone(), older.clone()]);
+        let (e, _) = r.into_entry(9);
+        assert_eq!(e.sandbox, Some(sb));
+        assert_eq!(older.into_entry(9).0.sandbox, None);
     }
 
     #[test]

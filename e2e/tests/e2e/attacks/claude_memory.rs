@@ -2,7 +2,7 @@
 //! sandbox and on the token, makes a scripted Bash tool call (`fakeapi`) that walks up
 //! to the Claude process and reads the token out of its memory (`/proc/<pid>/mem`
 //! through `/proc/<pid>/maps`, and its environment). The shield
-//! (docs/THREAT-MODEL.md#claudes-tools-cannot-read-claude) runs every Bash command in a
+//! (docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude) runs every Bash command in a
 //! Landlock domain nested below Claude's: the read is refused and the token is found
 //! nowhere, while the same kind of call still runs git, a build, pipes and renames.
 
@@ -14,8 +14,7 @@ use relay_e2e::random_hex;
 
 use crate::clients::real_claude::claude_code;
 use crate::clients::real_turns::{
-    assert_every_bearer_is, assert_token_nowhere, fake_oauth_token, message, settings,
-    start_session,
+    assert_the_token_went_to_the_stand_in_alone, fake_oauth_token, message, settings, start_session,
 };
 
 /// The attack, as a prompt-injected Claude would run it: find the `claude` process
@@ -191,16 +190,7 @@ fn a_bash_tool_call_cannot_read_the_token_out_of_claudes_memory_and_still_runs_g
     let shield = doctor_check(&report, "shield");
     assert_eq!(shield["status"], "ok", "{shield}");
 
-    assert_every_bearer_is(&api, &requests, &token);
-    let record = std::fs::read(&api.record).unwrap();
-    assert_token_nowhere(
-        &r,
-        &token,
-        &[
-            ("the reply", out.stdout.as_bytes()),
-            ("the tool results", &record),
-        ],
-    );
+    assert_the_token_went_to_the_stand_in_alone(&r, &api, &requests, &token, &out.stdout);
 }
 
 /// Whether `tool` is in one of this process's `PATH` folders.

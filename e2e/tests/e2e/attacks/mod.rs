@@ -4,6 +4,7 @@
 
 mod claude_config;
 mod claude_memory;
+mod claude_neighbours;
 mod home_folder;
 mod in_session;
 mod own_programs;

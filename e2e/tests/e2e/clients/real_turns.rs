@@ -137,6 +137,27 @@ pub(crate) fn assert_every_bearer_is(api: &FakeApi, requests: &[Value], token: &
 }
 
 /// The token in nothing relay or the stand-in wrote but the token file.
+/// Every request's bearer is the token and it went nowhere else: not in the reply, the
+/// tool results the stand-in recorded, relay's output, events or files.
+pub(crate) fn assert_the_token_went_to_the_stand_in_alone(
+    r: &Relay,
+    api: &FakeApi,
+    requests: &[Value],
+    token: &str,
+    reply: &str,
+) {
+    assert_every_bearer_is(api, requests, token);
+    let record = std::fs::read(&api.record).unwrap();
+    assert_token_nowhere(
+        r,
+        token,
+        &[
+            ("the reply", reply.as_bytes()),
+            ("the tool results", &record),
+        ],
+    );
+}
+
 pub(crate) fn assert_token_nowhere(r: &Relay, token: &str, extra: &[(&str, &[u8])]) {
     assert_absent(&r.output(), token, "the daemon's output");
     let events = serde_json::to_vec(&r.all_events()).unwrap();
@@ -260,16 +281,7 @@ fn real_tool_turn_writes_in_the_session_directory_and_cannot_read_the_token_file
         read["text"].as_str().unwrap().contains("Permission denied"),
         "{read}"
     );
-    assert_every_bearer_is(&api, &requests, &token);
-    let record = std::fs::read(&api.record).unwrap();
-    assert_token_nowhere(
-        &r,
-        &token,
-        &[
-            ("the reply", out.stdout.as_bytes()),
-            ("the tool results", &record),
-        ],
-    );
+    assert_the_token_went_to_the_stand_in_alone(&r, &api, &requests, &token, &out.stdout);
 }
 
 #[test]

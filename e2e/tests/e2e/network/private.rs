@@ -445,11 +445,14 @@ fn a_real_claude_turn_reaches_the_stand_in_over_its_bridge_and_is_recorded() {
 
 /// `ANTHROPIC_BASE_URL` at a host off the list. A routing variable puts its own host on
 /// the list, so the way there is a URL the person wrote one way and Claude Code asks for
-/// another: `http://10.1:P` (a gateway by the IPv4 shorthand) puts the name `10.1:P` on
-/// the list, and Claude Code's URL parser asks for `10.0.0.1:P`, which is not on it. The
-/// turn fails with the proxy's reason and how to allow it; no connection leaves relay's
-/// proxy (no allowed egress row), so no listener anywhere gets the bearer, which reaches
-/// nothing but relay's own proxy (it logs no header).
+/// another: `https://10.1:P` (a gateway by the IPv4 shorthand) puts the name `10.1:P` on
+/// the list, and Claude Code's URL parser asks the proxy for a tunnel to `10.0.0.1:P`,
+/// which is not on it. (Over plain `http://` the launch is refused before it starts:
+/// `token::contract::a_token_launch_routed_over_cleartext_http_to_a_remote_host_is_refused`.)
+/// The turn fails at the proxy, whose reason and how to allow it are in the egress
+/// row; no connection leaves relay's proxy (no allowed egress row), so no listener
+/// anywhere gets the bearer, which reaches nothing but relay's own proxy (it logs no
+/// header).
 #[test]
 fn anthropic_base_url_at_a_host_off_the_list_fails_the_turn_clearly_and_no_listener_gets_the_bearer(
 ) {
@@ -459,18 +462,14 @@ fn anthropic_base_url_at_a_host_off_the_list_fails_the_turn_clearly_and_no_liste
     let token = fake_oauth_token();
     r.write_token(&token);
     let mut s = settings(&claude, &api, Some(TOKEN_SETTING));
-    s["terminal_templates"][0]["env"]["ANTHROPIC_BASE_URL"] = json!("http://10.1:4000");
+    s["terminal_templates"][0]["env"]["ANTHROPIC_BASE_URL"] = json!("https://10.1:4000");
     r.write_settings(&s);
     r.launch_daemon();
 
     let id = start_session(&r, &[]);
     let out = message(&r, &id, "hello", &[]);
     assert_ne!(out.status, 0, "the turn reached something: {}", out.stdout);
-    for want in [
-        "error: the turn failed",
-        "403 relay: 10.0.0.1:4000 is not in this session's egress list; add it to the \
-         template's \"egress\" in settings.json",
-    ] {
+    for want in ["error: the turn failed", "the proxy refused the tunnel"] {
         assert!(out.stderr.contains(want), "{want:?} not in: {}", out.stderr);
     }
     assert_eq!(r.cli(&["session", "stop", "--id", &id]).status, 0);
@@ -483,7 +482,10 @@ fn anthropic_base_url_at_a_host_off_the_list_fails_the_turn_clearly_and_no_liste
     assert!(
         rows.iter().any(|row| row["outcome"] == "denied"
             && row["egress"]["host"] == "10.0.0.1"
-            && row["egress"]["port"] == 4000),
+            && row["egress"]["port"] == 4000
+            && row["egress"]["rule"]
+                == "10.0.0.1:4000 is not in this session's egress list; add it to the \
+                    template's \"egress\" in settings.json"),
         "{rows:?}"
     );
     assert!(

@@ -3,6 +3,7 @@
 //! killed at each of its steps leaves nothing behind.
 
 mod faults;
+mod flood;
 mod killed_launch;
 mod leak;
 mod lossless;

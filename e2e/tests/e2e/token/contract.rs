@@ -540,3 +540,128 @@ fn t14_a_session_cannot_rename_the_folders_above_the_config_dir_or_the_token() {
     );
     assert_token_nowhere(&r, &token, &path, &[]);
 }
+
+/// This machine's address on the way out (the source of a route to a documentation
+/// address; no packet is sent), when it has one that is not loopback: a listener there
+/// stands in for a remote host the bearer must never reach in cleartext.
+fn outward_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("203.0.113.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// The attack (issue 35 item 3): a template routes Claude Code to plain `http://` on
+/// another host, so the bearer of every turn crosses the network readable by every hop.
+/// The launch is refused before anything starts, naming the setting (never the value),
+/// `relay sandbox explain` says so first, and the stand-in for that host (a listener on
+/// this machine's own outward address, which the routing URL adds to the egress list)
+/// gets nothing: no session, no turn, no bearer. Without the refusal the real Claude
+/// Code takes a turn there, and the listener records the bearer.
+#[test]
+fn a_token_launch_routed_over_cleartext_http_to_a_remote_host_is_refused() {
+    use crate::clients::real_claude::claude_code;
+    use crate::clients::real_turns::{fake_oauth_token, message, settings};
+    use relay_e2e::fakeapi::FakeApi;
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+
+    let Some(claude) = claude_code() else { return };
+    let ip = outward_address();
+    // Everything the remote host receives, each connection read to its end.
+    let got = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let remote = ip.map(|ip| std::net::TcpListener::bind((ip, 0)).unwrap());
+    let url = match &remote {
+        Some(l) => format!("http://user:pw@{}", l.local_addr().unwrap()),
+        None => {
+            eprintln!("no outward address: the refusal alone is checked");
+            "http://user:pw@203.0.113.1:4000".to_string()
+        }
+    };
+    if let Some(l) = remote {
+        let got = got.clone();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let mut buf = [0u8; 65536];
+                let n = c.read(&mut buf).unwrap_or(0);
+                got.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+    }
+    let mut r = Relay::prepare(None, false);
+    let api = FakeApi::start(&r.root, &json!([{"text": "unused"}]));
+    let token = fake_oauth_token();
+    let path = r.write_token(&token);
+    let mut s = settings(&claude, &api, Some(TOKEN_SETTING));
+    s["terminal_templates"][0]["env"]["ANTHROPIC_BASE_URL"] = json!(url);
+    r.write_settings(&s);
+    r.launch_daemon();
+    let key = "terminal_templates[0].env.ANTHROPIC_BASE_URL in settings.json is plain http://";
+
+    // Said before any launch.
+    let dir = r.project.display().to_string();
+    let x = r.cli_json(&["sandbox", "explain", "claude-code", "--directory", &dir]);
+    assert!(
+        x["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains(key)),
+        "explain does not say it: {x}"
+    );
+
+    let session = r.cli(&["session", "start", "--project", "p1", "--json"]);
+    if session.status == 0 {
+        // The attack, had the launch started: a turn, its bearer sent to the remote host.
+        let v: Value = serde_json::from_str(session.stdout.trim()).unwrap();
+        message(&r, v["id"].as_str().unwrap(), "hello", &[]);
+    }
+    let terminal = r.cli(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "claude-code",
+        "--json",
+    ]);
+    let got = got.lock().unwrap().clone();
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        got.is_empty(),
+        "the remote host got {} bytes ({:?}), the bearer among them: {}",
+        got.len(),
+        text.lines().next().unwrap_or_default(),
+        text.contains(&format!("Bearer {token}"))
+    );
+    for (what, out) in [("session", &session), ("terminal", &terminal)] {
+        assert_ne!(out.status, 0, "the {what} started: {}", out.stdout);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            said.contains(key)
+                && said.contains("cleartext")
+                && said.contains(Code::SandboxUnavailable.as_str()),
+            "the {what}'s refusal: {said}"
+        );
+        assert!(!said.contains("user:pw"), "the value was shown: {said}");
+    }
+    let rows: Vec<Value> = r
+        .audit_rows()
+        .into_iter()
+        .filter(|row| row["action"] == "session_launch")
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(
+            (row["outcome"].as_str(), row["code"].as_str()),
+            (Some("error"), Some(Code::SandboxUnavailable.as_str())),
+            "{row}"
+        );
+        assert!(row["error"].as_str().unwrap().contains(key), "{row}");
+    }
+    // Nothing started, nothing was sent.
+    assert_eq!(r.cli_json(&["session", "list"])["sessions"], json!([]));
+    assert_eq!(r.cli_json(&["terminal", "list"])["terminals"], json!([]));
+    assert!(api.records().is_empty(), "the stand-in got a request");
+    assert_token_nowhere(&r, &token, &path, &[]);
+}
