@@ -9,7 +9,7 @@
 //! `/proc/self/fd/N` (the kernel execs the open file, whatever the folder holds now);
 //! on macOS, which has no `fexecve`, by path once the path still names the same inode
 //! with the same content digest. The folders are also pinned read-only in every
-//! sandbox (`src/daemon/launch/guard.rs`), so the path keeps naming them.
+//! sandbox (`src/daemon/plan/guard.rs`), so the path keeps naming them.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};

@@ -11,6 +11,7 @@ pub mod hostlink;
 pub mod ids;
 pub mod launch;
 pub mod paths;
+pub mod plan;
 pub mod records;
 pub mod serve;
 pub mod session;
@@ -71,7 +72,7 @@ pub struct Daemon {
     /// What each proxied session may have written of its connections, one by one.
     pub egress_budget: records::budget::Budget,
     /// Why this start runs neither helper (not even for `--version`): a session relay
-    /// remembers could have written relay's folder without the pin (`launch::plan::own_pins_hold`).
+    /// remembers could have written relay's folder without the pin (`plan::sandbox::own_pins_hold`).
     pub helpers_withheld: OnceLock<String>,
     /// The login service that started this relay (`relay.service`, `relay.serve`);
     /// `None` when it was started by hand (`GET /api/status`).

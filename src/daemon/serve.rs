@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use super::records::journal::{Audit, Events};
-use super::{api, bridge, hostlink, launch, paths, random_hex, records, settings, Daemon};
+use super::{api, bridge, hostlink, paths, plan, random_hex, records, settings, Daemon};
 use crate::wire;
 
 fn ensure_dir(path: &Path) -> std::io::Result<()> {
@@ -450,7 +450,7 @@ pub async fn serve(
     restore_records(&daemon)?;
     // Neither helper runs, not even for `--version`, while a remembered session could
     // have put its own program in relay's folder; launches say why, a purge still works.
-    let run_helpers = match launch::plan::own_pins_hold(&daemon) {
+    let run_helpers = match plan::sandbox::own_pins_hold(&daemon) {
         Ok(()) => {
             for h in [&host.host_helper, &host.shim_helper] {
                 h.check_version()

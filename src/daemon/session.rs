@@ -138,7 +138,7 @@ pub struct Reach {
     pub held: Vec<(PathBuf, Option<(u64, u64)>)>,
 }
 
-/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/launch/plan.rs`):
+/// What the pins' check reads of a purged session (`pins_hold`, `src/daemon/plan/sandbox.rs`):
 /// the folders it could write and the pins it had, sorted.
 #[derive(PartialEq, Eq, Hash)]
 pub(super) struct PurgedReach {

@@ -1085,14 +1085,14 @@ fn validate_template<'a>(
     if let Some(x) = t
         .writable_exceptions
         .iter()
-        .position(|x| !crate::daemon::launch::exec_files::valid_exception(x))
+        .position(|x| !crate::daemon::plan::exec_files::valid_exception(x))
     {
         return Err(invalid(
             at.key("writable_exceptions").index(x),
             format!(
                 "{:?} is neither a path (absolute or ~/…) nor one of {}",
                 t.writable_exceptions[x],
-                crate::daemon::launch::exec_files::root_names().join(", ")
+                crate::daemon::plan::exec_files::root_names().join(", ")
             ),
         ));
     }

@@ -1,6 +1,6 @@
 //! `GET /api/sandbox/explain`: the sandbox a terminal of a template would get in a
 //! folder, in words, for this platform's backend or the other one — built by the launch
-//! path's own [`plan_sandbox`](crate::daemon::launch::plan::plan_sandbox) and explained by
+//! path's own [`plan_sandbox`](crate::daemon::plan::sandbox::plan_sandbox) and explained by
 //! [`crate::sandbox::explain`], as the Settings page explains a running session's
 //! (docs/routes.md, docs/cli.md `relay sandbox explain`). Nothing is launched, written
 //! or audited, and the token file is not read.
@@ -9,10 +9,11 @@ use std::path::Path;
 
 use crate::daemon::error::ApiError;
 
-use crate::daemon::launch::authorize::{self, project_holding, which};
-use crate::daemon::launch::guard;
-use crate::daemon::launch::plan::{env_names, plan_sandbox, SandboxPlan};
-use crate::daemon::launch::{claude_home, relay_env, relay_routing, shield};
+use crate::daemon::launch::{claude_home, relay_env, relay_routing};
+use crate::daemon::plan::authorize::{self, project_holding, which};
+use crate::daemon::plan::guard;
+use crate::daemon::plan::sandbox::{env_names, plan_sandbox, SandboxPlan};
+use crate::daemon::plan::shield;
 use crate::daemon::settings::{self, Project, Settings, Template};
 use crate::daemon::Daemon;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
@@ -86,7 +87,7 @@ pub fn template(
             token_launch: false,
             token_home: None,
             claude_path_env: &claude_path_env,
-            make_missing: crate::daemon::launch::exec_files::Make::Say,
+            make_missing: crate::daemon::plan::exec_files::Make::Say,
         },
     )
     .map_err(ApiError::sandbox)?;

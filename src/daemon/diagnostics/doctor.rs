@@ -9,8 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::daemon::launch::guard;
 use crate::daemon::launch::{self, LaunchInput};
+use crate::daemon::plan;
+use crate::daemon::plan::guard;
 use crate::daemon::settings::{self, Settings};
 use crate::daemon::Daemon;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
@@ -235,12 +236,12 @@ fn kernel_check(d: &Daemon, s: &Settings) -> Check {
 }
 
 /// Whether a token launch's Claude Code runs its tools shielded on this machine
-/// (`launch::shield`, docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude): `ok` with
+/// (`plan::shield`, docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude): `ok` with
 /// Landlock ABI 6 under bubblewrap, `warn` on an older kernel (launches run unshielded),
 /// `skip` under Seatbelt, which has no Landlock.
 fn shield_check(s: &Settings) -> Check {
     let backend = s.backend();
-    match launch::shield::available(backend) {
+    match plan::shield::available(backend) {
         Ok(abi) => check(
             "shield",
             Status::Ok,
@@ -555,7 +556,7 @@ const INSTALL_CLAUDE: &str = "install Claude Code (its native installer puts it 
 /// installer put one, when it did; else [`INSTALL_CLAUDE`].
 fn install_fix(home: &Path, program: &str) -> String {
     let native = home.join(".local/bin/claude");
-    if program == "claude" && super::super::launch::guard::is_executable(&native) {
+    if program == "claude" && super::super::plan::guard::is_executable(&native) {
         return format!(
             "{} is there but not on the PATH relay was started with: set \"claude_path\": \
              \"~/.local/bin/claude\" in settings.json (no restart needed), then run relay \

@@ -12,14 +12,9 @@
 //! row (a row that cannot be written stops the session and refuses the launch) → the
 //! record on file, the marker gone → 201 (docs/architecture.md#the-ledger-file).
 
-pub mod authorize;
 pub mod claude_config;
 pub mod claude_home;
 pub mod claude_settings;
-pub mod exec_files;
-pub mod guard;
-pub mod plan;
-pub mod shield;
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -27,6 +22,13 @@ use std::sync::Arc;
 
 use crate::daemon::error::ApiError;
 
+use crate::daemon::plan::authorize::{authorize, Decision, Environment, Noted, Prior};
+pub use crate::daemon::plan::authorize::{
+    valid_claude_session_id, which, LaunchInput, CLAUDE_TOKEN_LAUNCH_ARGS,
+    HEADLESS_SANDBOXED_PERMISSION_MODE, PROVIDER_ARGS,
+};
+use crate::daemon::plan::sandbox::{self as plan, plan_sandbox, Planned, SandboxPlan};
+use crate::daemon::plan::{exec_files, guard, shield};
 use crate::daemon::records::journal::{AuditRow, Event};
 use crate::daemon::settings::{self, Settings};
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
@@ -36,12 +38,6 @@ use crate::protocol::{
 };
 use crate::sandbox;
 use crate::wire::{Code, Outcome};
-use authorize::{authorize, Decision, Environment, Noted, Prior};
-pub use authorize::{
-    valid_claude_session_id, which, LaunchInput, CLAUDE_TOKEN_LAUNCH_ARGS,
-    HEADLESS_SANDBOXED_PERMISSION_MODE, PROVIDER_ARGS,
-};
-use plan::{plan_sandbox, Planned, SandboxPlan};
 
 /// Random bytes are missing (the kernel refused them): an internal error, not a reason
 /// to stop the daemon.

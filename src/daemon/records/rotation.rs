@@ -7,7 +7,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::daemon::launch;
+use crate::daemon::plan;
 use crate::daemon::settings::{self, OnTokenChange};
 use crate::daemon::{Daemon, EntryState};
 
@@ -210,7 +210,7 @@ impl Daemon {
                 .reach
                 .token_folders
                 .iter()
-                .find(|(f, id)| launch::guard::identity(f) != *id)
+                .find(|(f, id)| plan::guard::identity(f) != *id)
             else {
                 continue;
             };
@@ -246,7 +246,7 @@ impl Daemon {
                 .reach
                 .held
                 .iter()
-                .find(|(path, id)| launch::guard::identity(path) != *id)
+                .find(|(path, id)| plan::guard::identity(path) != *id)
             {
                 tracing::warn!(
                     session = %e.id,

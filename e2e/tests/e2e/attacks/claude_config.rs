@@ -307,9 +307,9 @@ fn every_file_the_pinned_claude_code_reads_in_its_config_folder_and_home_is_on_r
             log.display().to_string(),
             claude.display().to_string(),
         ];
-        for a in relay::daemon::launch::authorize::CLAUDE_TOKEN_LAUNCH_ARGS
+        for a in relay::daemon::plan::authorize::CLAUDE_TOKEN_LAUNCH_ARGS
             .iter()
-            .chain(relay::daemon::launch::authorize::PROVIDER_ARGS)
+            .chain(relay::daemon::plan::authorize::PROVIDER_ARGS)
         {
             args.push(a.to_string());
         }

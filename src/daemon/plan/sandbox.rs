@@ -403,7 +403,7 @@ fn spec_lists(
             "Claude Code's config folder: its configuration, relay's and read-only",
         );
         read_only.push(config.to_string_lossy().into_owned());
-        for s in super::claude_config::STATE {
+        for s in super::claude_state::STATE {
             let path = config.join(s.name);
             labels.add(&path, &format!("Claude Code's state: {}", s.why));
             state.push(path.to_string_lossy().into_owned());
@@ -939,7 +939,7 @@ mod tests {
         let w = World::new();
         let (proj, temp) = (w.proj(), w.temp());
         let cfg = temp.join("claude-config");
-        super::super::claude_config::seed(&cfg, &proj).unwrap();
+        crate::daemon::launch::claude_config::seed(&cfg, &proj).unwrap();
         let s = w.settings();
         let mut p = w.plan(SessionKind::Claude, Backend::Bwrap, &proj);
         let planned = plan_sandbox(&w.d, &s, &p).unwrap();
@@ -954,7 +954,7 @@ mod tests {
             .iter()
             .map(|r| r.canonical.clone())
             .collect();
-        let want: Vec<PathBuf> = super::super::claude_config::STATE
+        let want: Vec<PathBuf> = super::super::claude_state::STATE
             .iter()
             .map(|s| cfg.join(s.name))
             .collect();
