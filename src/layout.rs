@@ -502,6 +502,31 @@ fn the_import_reader_sees_a_circle_and_leaves_a_folder_and_its_parts_alone() {
     assert_eq!(a_circle(&graph), Some(vec![m("a"), m("b"), m("c")]));
 }
 
+/// The modules `from` (a module and those inside it) imports that lie in `to`.
+fn imports_between(from: &[&str], to: &[&str]) -> Vec<String> {
+    let owned = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let (from, to) = (owned(from), owned(to));
+    import_graph()
+        .into_iter()
+        .filter(|(m, _)| m.starts_with(&from))
+        .flat_map(|(m, edges)| {
+            edges
+                .into_iter()
+                .filter(|t| t.starts_with(&to))
+                .map(move |t| format!("{} imports {}", m.join("::"), t.join("::")))
+        })
+        .collect()
+}
+
+#[test]
+fn a_launchs_plan_imports_nothing_of_its_effects() {
+    // The plan decides; `launch/` carries it out (docs/architecture.md#source-tree).
+    let found = imports_between(&["daemon", "plan"], &["daemon", "launch"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The reader sees such an import.
+    assert!(!imports_between(&["daemon", "launch"], &["daemon", "plan"]).is_empty());
+}
+
 #[test]
 fn the_wire_types_import_nothing_of_the_daemon() {
     for f in files("src/wire", ".rs")

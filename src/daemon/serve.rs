@@ -450,21 +450,22 @@ pub async fn serve(
     restore_records(&daemon)?;
     // Neither helper runs, not even for `--version`, while a remembered session could
     // have put its own program in relay's folder; launches say why, a purge still works.
-    let run_helpers = match plan::sandbox::own_pins_hold(&daemon) {
-        Ok(()) => {
-            for h in [&host.host_helper, &host.shim_helper] {
-                h.check_version()
-                    .map_err(|e| format!("{e}: {HELPERS_FIX}"))?;
+    let run_helpers =
+        match plan::sandbox::own_pins_hold(&daemon.home, &daemon.sandboxed_since_start("")) {
+            Ok(()) => {
+                for h in [&host.host_helper, &host.shim_helper] {
+                    h.check_version()
+                        .map_err(|e| format!("{e}: {HELPERS_FIX}"))?;
+                }
+                true
             }
-            true
-        }
-        Err(why) => {
-            tracing::error!("{why}; relay runs neither helper until then");
-            let _ = daemon.helpers_withheld.set(why);
-            host.withhold();
-            false
-        }
-    };
+            Err(why) => {
+                tracing::error!("{why}; relay runs neither helper until then");
+                let _ = daemon.helpers_withheld.set(why);
+                host.withhold();
+                false
+            }
+        };
     let listen = initial
         .as_ref()
         .map(|s| s.api.listen.clone())

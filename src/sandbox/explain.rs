@@ -497,7 +497,7 @@ pub fn to_text(e: &Explanation) -> String {
 }
 
 /// The network in words, as `backend` (bwrap or not) enforces it.
-fn network_view(network: &Network, bwrap: bool) -> NetworkView {
+pub fn network_view(network: &Network, bwrap: bool) -> NetworkView {
     match network {
         Network::Proxied { egress, .. } => NetworkView {
             mode: "proxied".into(),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::Mode;
@@ -71,19 +71,14 @@ const CONFIG_MAX: u64 = 256 * 1024;
 /// The longest identity value copied.
 const VALUE_MAX: usize = 256;
 
-/// Makes this launch's home: `<temp_dir>/home-<hex>`, new (a folder that exists already
-/// is never reused), 0700, with its `.gitconfig` (the identity from `person_home` and
+/// Makes this launch's home, `home` (`<temp_dir>/home-<hex>`), new (a folder that
+/// exists already is never reused), 0700, with its `.gitconfig` (the identity from `person_home` and
 /// `xdg_config`, relay's `XDG_CONFIG_HOME`). Returns its path.
-pub fn seed(
-    temp_dir: &Path,
-    person_home: &Path,
-    xdg_config: Option<&Path>,
-) -> std::io::Result<PathBuf> {
-    let home = temp_dir.join(format!("home-{}", crate::daemon::ids::random_hex(6)?));
-    std::fs::DirBuilder::new().mode(0o700).create(&home)?;
+pub fn seed(home: &Path, person_home: &Path, xdg_config: Option<&Path>) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().mode(0o700).create(home)?;
     let dir = openat(
         None,
-        &home,
+        home,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )?;
@@ -94,7 +89,7 @@ pub fn seed(
         ".gitconfig",
         &gitconfig(&identity(person_home, xdg_config)),
     )?;
-    Ok(home)
+    Ok(())
 }
 
 /// Writes `text` to a new file `name` in `dir`, 0600: nothing there already is
@@ -109,25 +104,6 @@ fn write_new(dir: &OwnedFd, name: &str, text: &str) -> std::io::Result<()> {
     // Safety: `fd` was just returned by openat(2) and is owned by nobody else.
     let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     file.write_all(text.as_bytes())
-}
-
-/// The environment that points a token launch's programs at `home`, over relay's and
-/// the template's own names.
-pub fn env(home: &Path) -> BTreeMap<String, String> {
-    let home_text = home.to_string_lossy().into_owned();
-    BTreeMap::from([
-        ("HOME".to_string(), home_text.clone()),
-        (
-            "XDG_CONFIG_HOME".to_string(),
-            format!("{home_text}/.config"),
-        ),
-        (
-            "GIT_CONFIG_GLOBAL".to_string(),
-            format!("{home_text}/.gitconfig"),
-        ),
-        ("GIT_CONFIG_NOSYSTEM".to_string(), "1".to_string()),
-        ("GIT_ATTR_NOSYSTEM".to_string(), "1".to_string()),
-    ])
 }
 
 /// The person's `user.name` and `user.email`, as git would take them from the global
@@ -334,9 +310,10 @@ mod tests {
         std::fs::write(person.join(".gitconfig"), "[user]\nname = Ada\n").unwrap();
         let temp = t.path().join("relay-s-1");
         std::fs::create_dir_all(&temp).unwrap();
-        let a = seed(&temp, &person, None).unwrap();
-        let b = seed(&temp, &person, Some(Path::new("relative/is/ignored"))).unwrap();
-        assert_ne!(a, b, "a home is never reused");
+        let (a, b) = (temp.join("home-a"), temp.join("home-b"));
+        seed(&a, &person, None).unwrap();
+        seed(&b, &person, Some(Path::new("relative/is/ignored"))).unwrap();
+        assert!(seed(&a, &person, None).is_err(), "a home is never reused");
         let names: Vec<_> = std::fs::read_dir(&a)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -349,7 +326,7 @@ mod tests {
         );
         // A relative XDG_CONFIG_HOME is not git's: `~/.config` is read instead.
         assert_eq!(std::fs::read_to_string(b.join(".gitconfig")).unwrap(), text);
-        let env = env(&a);
+        let env = crate::daemon::plan::env::home_env(&a);
         assert_eq!(env["HOME"], a.to_string_lossy());
         assert_eq!(
             env["GIT_CONFIG_GLOBAL"],

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::shield::PREFIX_VAR;
+use crate::daemon::plan::shield::PREFIX_VAR;
 use crate::token::plain_io;
 
 /// Larger settings files are refused: nobody writes a megabyte of settings by hand.

@@ -1,20 +1,27 @@
-//! A launch, in named steps: one path shared by sessions, terminals, resume and
-//! `relay sandbox`. Authorization is a pure step of its own (`authorize.rs`); the steps
-//! here carry its decision out. Every refusal has a code, a message, an event and a
-//! `session_launch` audit row.
+//! A launch carries out its plan: effects only. The plan (`crate::daemon::plan`) decided
+//! everything first; `relay sandbox explain` shows that same plan. One path serves
+//! sessions, terminals, resume and `relay sandbox`. Every refusal has a code, a
+//! message, an event and a `session_launch` audit row.
 //!
-//! Order: caller not inside a session → settings readable → [`authorize`] (project,
-//! directory, template, sandbox decision, program, token decision) → the token read, for
-//! a launch that passes it (before any side effect) → the launch's marker in the ledger
-//! folder, then the session temp dir and its Claude config folder → for a token launch, the Claude settings it will see checked for
-//! another sign-in (`claude_settings`) → sandbox spec (the token path denied on every
-//! sandboxed launch) → profile written last → identity secret → host launch → the audit
-//! row (a row that cannot be written stops the session and refuses the launch) → the
-//! record on file, the marker gone → 201 (docs/architecture.md#the-ledger-file).
+//! The steps, in order:
+//! 1. Read the settings, take the daemon's facts once, and [`plan`] the launch.
+//! 2. Read the token, for a launch that passes it (before any side effect).
+//! 3. Note the launch in the ledger folder, then make its temp folder.
+//! 4. Seed Claude's config folder and, for a token launch, check the Claude settings it
+//!    will see and make its home (`claude_config`, `claude_settings`, `claude_home`).
+//! 5. Check the launch's own folders are what the plan said, and make what the plan
+//!    lists, following no link (`made`).
+//! 6. Start the egress proxy.
+//! 7. Render and write the profile.
+//! 8. Hand over the identity secret and call the host.
+//! 9. Write the audit row (a row that cannot be written stops the session and refuses
+//!    the launch), then the record on file, the marker gone, and 201
+//!    (docs/architecture.md#the-ledger-file).
 
 pub mod claude_config;
 pub mod claude_home;
 pub mod claude_settings;
+pub mod made;
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -22,13 +29,14 @@ use std::sync::Arc;
 
 use crate::daemon::error::ApiError;
 
-use crate::daemon::plan::authorize::{authorize, Decision, Environment, Noted, Prior};
+use crate::daemon::egress::Rules;
 pub use crate::daemon::plan::authorize::{
     valid_claude_session_id, which, LaunchInput, CLAUDE_TOKEN_LAUNCH_ARGS,
     HEADLESS_SANDBOXED_PERMISSION_MODE, PROVIDER_ARGS,
 };
-use crate::daemon::plan::sandbox::{self as plan, plan_sandbox, Planned, SandboxPlan};
-use crate::daemon::plan::{exec_files, guard, shield};
+use crate::daemon::plan::authorize::{Decision, Noted};
+use crate::daemon::plan::facts::{Facts, Names};
+use crate::daemon::plan::{plan, Plan, Sandboxed};
 use crate::daemon::records::journal::{AuditRow, Event};
 use crate::daemon::settings::{self, Settings};
 use crate::daemon::{Daemon, Entry, EntryState, Reach};
@@ -171,24 +179,20 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         marked: None,
         egress: None,
     };
-    let (settings, decision) = decide(&mut at, &id, &input)?;
-    let tokens = read_token(&mut at, &decision)?;
-    let temp_dir = temp_dir(&mut at, &id, decision.resume)?;
+    let (settings, mut plan, names) = decide(&mut at, &id, &input)?;
+    let decision = &plan.decision;
+    let tokens = read_token(&mut at, decision)?;
+    temp_dir(&mut at, &id, decision.resume)?;
     pause_at("temp_dir", &id).await;
-    let (mut env, token_home) = session_env(&mut at, &decision, &temp_dir, tokens.pass.is_some())?;
+    own_folders(&mut at, decision, &names, tokens.pass.is_some())?;
     pause_at("claude_config", &id).await;
-    let boxed = match decision.sandbox.clone() {
-        Some(sb) => Some(sandbox_step(
-            &mut at,
-            &settings,
-            &decision,
-            sb,
-            (&id, &temp_dir),
-            token_home.as_deref(),
-            &mut env,
-        )?),
+    let mut env = std::mem::take(&mut plan.env);
+    let boxed = match plan.sandbox.take() {
+        Some(Ok(sb)) => Some(sandbox_step(&mut at, &plan.decision, sb, &names, &mut env)?),
+        Some(Err(e)) => return Err(at.refuse(e)),
         None => None,
     };
+    let decision = plan.decision;
     pause_at("profile", &id).await;
     let secret = crate::daemon::ids::random_hex(32)
         .map_err(|e| at.refuse(no_random("identity secret", e)))?;
@@ -287,21 +291,13 @@ fn base_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// relay's own values of the routing URL variables, which a sandboxed launch inherits
-/// where its template sets none (`crate::host::env::build`).
-pub(in crate::daemon) fn relay_routing() -> std::collections::BTreeMap<String, String> {
-    crate::daemon::egress::ROUTING_URL_VARS
-        .iter()
-        .filter_map(|n| Some((n.to_string(), std::env::var(n).ok()?)))
-        .collect()
-}
-
-/// Settings read fresh, then [`authorize`].
+/// Settings read fresh, the daemon's facts taken once, then [`plan`]: the launch's
+/// decision, sandbox and environment.
 fn decide(
     at: &mut Attempt,
     id: &str,
     input: &LaunchInput,
-) -> Result<(Settings, Decision), ApiError> {
+) -> Result<(Settings, Plan, Names), ApiError> {
     let d = at.d;
     // What a session itself runs can never drive relay, whatever the settings say.
     let inside = input
@@ -317,26 +313,16 @@ fn decide(
         }
         Err(e) => return Err(at.refuse(ApiError::new(Code::SettingsInvalid, e.to_string()))),
     };
-    let prior = input
-        .resume_id
-        .as_ref()
-        .and_then(|_| d.entry(id))
-        .map(|e| Prior {
-            model: e.model,
-            permission_mode: e.permission_mode,
-            claude: e.claude,
-        });
-    let relay_path = std::env::var_os("PATH").unwrap_or_default();
-    let relay_routing = relay_routing();
-    let env = Environment {
-        home: &d.home,
-        relay_path: &relay_path,
-        caller_inside_session: inside,
-        prior,
-        relay_routing: &relay_routing,
-    };
-    match authorize(&settings, input, &env) {
-        Ok(decision) if decision.sandboxed && token_typo(&unknown).is_some() => {
+    let home = crate::daemon::ids::random_hex(6).map_err(|e| at.refuse(no_random("home", e)))?;
+    let facts = Facts::snapshot(
+        d,
+        id,
+        &format!("home-{home}"),
+        input.caller_pid,
+        input.resume_id.is_some(),
+    );
+    match plan(&settings, input, &facts) {
+        Ok(p) if p.decision.sandboxed && token_typo(&unknown).is_some() => {
             let k = token_typo(&unknown)
                 .map(ToString::to_string)
                 .unwrap_or_default();
@@ -347,12 +333,9 @@ fn decide(
                 settings::FILE_NAME
             ))))
         }
-        Ok(decision) => {
-            at.row.project = Some(decision.project.id.clone());
-            at.row.directory = Some(decision.directory.to_string_lossy().into_owned());
-            at.row.template = Some(decision.template.id.clone());
-            at.row.sandboxed = Some(decision.sandboxed);
-            Ok((settings, decision))
+        Ok(p) => {
+            at.note(p.decision.noted());
+            Ok((settings, p, facts.names))
         }
         Err(mut r) => {
             at.note(r.noted);
@@ -447,23 +430,21 @@ fn temp_dir(at: &mut Attempt, id: &str, resume: bool) -> Result<PathBuf, ApiErro
     Ok(temp_dir)
 }
 
-/// The target's environment: the template's, `TMPDIR`, and for a sandboxed Claude its
-/// own seeded config folder (checked for another sign-in when it gets the token); for a
-/// launch that gets the token, a home of relay's (`claude_home`), returned too so the
-/// sandbox pins it.
-type SessionEnv = (std::collections::BTreeMap<String, String>, Option<PathBuf>);
-fn session_env(
+/// The launch's own folders in its temp folder: for a sandboxed Claude, its seeded
+/// config folder (checked for another sign-in when it gets the token), and for a launch
+/// that gets the token, a home of relay's (`claude_home`).
+fn own_folders(
     at: &mut Attempt,
     decision: &Decision,
-    temp_dir: &Path,
+    names: &Names,
     token_launch: bool,
-) -> Result<SessionEnv, ApiError> {
+) -> Result<(), ApiError> {
     if !(decision.sandboxed && decision.claude_launch) {
-        return Ok((relay_env(&decision.template.env, temp_dir, None), None));
+        return Ok(());
     }
     // A relay-owned config folder of its own, seeded so Claude starts straight into work
     // (no theme, login or trust screens), kept across resume.
-    let claude_dir = temp_dir.join("claude-config");
+    let claude_dir = names.claude_dir();
     match claude_config::seed(&claude_dir, &decision.directory) {
         Ok(aside) if !aside.is_empty() => tracing::warn!(
             session = at.row.session_id.as_deref().unwrap_or(""),
@@ -480,55 +461,27 @@ fn session_env(
             )))
         }
     }
+    if !token_launch {
+        return Ok(());
+    }
     // What that folder, the managed settings and the project's settings say must not
     // sign Claude Code in another way beside the token (an `apiKeyHelper`, an API key in
     // `env`, another provider): a resume reads what the session wrote there.
-    if token_launch {
-        if let Err(e) =
-            claude_settings::check_launch(&claude_dir, &decision.directory, &decision.project_real)
-        {
-            return Err(at.refuse(ApiError::sandbox(e)));
-        }
-    }
-    let mut env = relay_env(&decision.template.env, temp_dir, Some(&claude_dir));
-    if !token_launch {
-        return Ok((env, None));
+    if let Err(e) =
+        claude_settings::check_launch(&claude_dir, &decision.directory, &decision.project_real)
+    {
+        return Err(at.refuse(ApiError::sandbox(e)));
     }
     // What Claude Code's own programs read from `HOME` (git's global configuration, a
     // login shell's start-up files) is relay's, not what a session could have written
     // in the person's home (docs/THREAT-MODEL.md#what-a-token-launch-reads).
     let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
-    let home = claude_home::seed(temp_dir, &at.d.home, xdg.as_deref()).map_err(|e| {
+    claude_home::seed(&names.token_home, &at.d.home, xdg.as_deref()).map_err(|e| {
         at.refuse(ApiError::new(
             Code::SpawnFailed,
-            format!("the launch's home in {}: {e}", temp_dir.display()),
+            format!("the launch's home {}: {e}", names.token_home.display()),
         ))
-    })?;
-    env.extend(claude_home::env(&home));
-    Ok((env, Some(home)))
-}
-
-/// The request's `env`: the template's, and over it what relay sets itself — `TMPDIR`,
-/// and for a sandboxed Claude launch (`claude_dir`) its config folder and `IS_SANDBOX`.
-/// (A token launch's `PATH` is set with its sandbox.) `relay sandbox explain` names
-/// the same.
-pub(in crate::daemon) fn relay_env(
-    template_env: &std::collections::BTreeMap<String, String>,
-    temp_dir: &Path,
-    claude_dir: Option<&Path>,
-) -> std::collections::BTreeMap<String, String> {
-    let mut env = template_env.clone();
-    env.insert("TMPDIR".into(), temp_dir.to_string_lossy().into_owned());
-    if let Some(dir) = claude_dir {
-        env.insert(
-            "CLAUDE_CONFIG_DIR".into(),
-            dir.to_string_lossy().into_owned(),
-        );
-        // Claude Code refuses `bypassPermissions` as root unless told it is sandboxed; it
-        // is (docs/session-host.md, "claude (provider) sessions").
-        env.insert("IS_SANDBOX".into(), "1".into());
-    }
-    env
+    })
 }
 
 /// A sandboxed launch's profile and what it reaches.
@@ -538,121 +491,49 @@ struct Boxed {
     explained: Arc<sandbox::explain::Explanation>,
 }
 
-/// The sandbox spec, its explanation, and its profile, written last.
+/// Carries a planned sandbox out: its own folders checked as made, what it lists
+/// made, its egress proxy started, and its profile written last.
 fn sandbox_step(
     at: &mut Attempt,
-    settings: &Settings,
     decision: &Decision,
-    (backend, launcher): (Backend, PathBuf),
-    (id, temp_dir): (&str, &Path),
-    token_home: Option<&Path>,
+    sb: Sandboxed,
+    names: &Names,
     env: &mut std::collections::BTreeMap<String, String>,
 ) -> Result<Boxed, ApiError> {
-    let token_launch = token_home.is_some();
     let d = at.d;
-    let plan = SandboxPlan {
-        id,
-        kind: decision.kind,
+    let Sandboxed {
         backend,
-        template: &decision.template,
-        program: decision.argv.first().map(String::as_str),
-        project_path: &decision.project_path,
-        directory: &decision.directory,
-        directory_asked: &decision.directory_asked,
-        temp_dir,
-        token_deny: &decision.token.deny,
-        token_launch,
-        token_home,
-        claude_path_env: &decision.claude_path_env,
-        // `relay doctor`'s probes run in the project's folder, the home itself for the
-        // first-run project: they make nothing there (what they run comes from folders
-        // every other launch pins).
-        make_missing: if decision.relay_probe {
-            exec_files::Make::Leave
-        } else {
-            exec_files::Make::Make
-        },
-    };
-    let Planned {
+        launcher,
         mut spec,
-        reach,
+        mut reach,
         writable,
-        ports,
-        labels,
-        notes,
+        denied_ports,
         egress,
-    } = plan_sandbox(d, settings, &plan).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
-    // The ports a token launch's tools may never listen on: the forwarder's, the
-    // gateway's (`shield::reserved_ports`).
-    let reserved = shield::reserved_ports(egress.as_ref(), &decision.template.env);
+        makes,
+        mut explained,
+        shield,
+    } = sb;
+    made::check_own(&spec, names, &d.home).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
+    made::make_listed(&mut spec, &makes, &d.home, &writable)
+        .map_err(|e| at.refuse(ApiError::sandbox(e)))?;
+    if backend == Backend::Bwrap {
+        reach.held = made::held(&spec);
+    }
     if let Some(rules) = egress {
-        // Its own proxy, listening before the sandbox starts; the forwarder inside (bwrap)
-        // or the profile's one allowed port (Seatbelt), and the proxy variables, point
-        // the tools at it (docs/session-host.md#the-egress-proxy).
-        let sink = crate::daemon::egress::sink(d);
-        if let sandbox::Network::ProxiedPort { port, .. } = &mut spec.network {
-            match d.egress.start_port(id, rules, sink) {
-                Ok(p) => *port = p,
-                Err(e) => {
-                    return Err(
-                        at.refuse(ApiError::sandbox(format!("egress proxy on 127.0.0.1: {e}")))
-                    )
-                }
-            }
-            at.egress = Some(id.to_string());
-            env.extend(crate::daemon::egress::launch_env_port(*port));
-        } else {
-            env.extend(crate::daemon::egress::launch_env(&rules));
-            let lost = crate::daemon::egress::lost(d);
-            if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink, lost) {
-                return Err(at.refuse(ApiError::sandbox(format!(
-                    "egress proxy {}: {e}",
-                    d.paths.egress().display()
-                ))));
-            }
-            at.egress = Some(id.to_string());
-        }
-        if decision.claude_launch {
-            // Claude Code's telemetry and update checks would only be refused.
-            env.entry("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into())
-                .or_insert_with(|| "1".into());
-        }
+        start_egress(at, names, rules, &mut spec, env)?;
+        explained.network =
+            sandbox::explain::network_view(&spec.network, backend == Backend::Bwrap);
     }
-    let mut shield_note = None;
-    if token_launch {
-        // What Claude Code runs by name (`git` at once) comes from folders no session can
-        // write, or pinned ones.
-        let path = guard::token_launch_path(&decision.launch_path_env, &writable, &reach.pins);
-        env.insert("PATH".into(), path.to_string_lossy().into_owned());
-        // And what it runs for its tools runs where none can read its memory.
-        let shim = d.host.shim_helper.real_path();
-        let listen = (&decision.template.listen_ports[..], &reserved[..]);
-        let shielded = shield::apply(
-            backend,
-            shim.as_deref().map_err(String::as_str),
-            listen,
-            env,
-        );
-        at.row.shield = Some(shielded.in_force);
-        shield_note = Some(shielded.note);
-    }
-    // The Settings page explains this very spec (docs/routes.md), and the names of the
-    // environment this launch will get.
-    let host_paths = sandbox::HostPaths::current();
-    let mut explained = sandbox::explain::explain(&spec, backend, &host_paths, &labels);
-    explained.environment = Some(plan::env_names(
-        d,
-        env,
-        Some(&settings.env_passthrough_for(&decision.template)),
-        token_launch,
-        decision.kind == SessionKind::Pty,
-    ));
-    explained.notes.extend(notes);
-    explained.notes.extend(shield_note);
+    at.row.shield = shield;
     let explained = Arc::new(explained);
     let (bytes, ext) = match backend {
         Backend::Seatbelt => (
-            sandbox::render_sbpl_with(&spec, &host_paths, &decision.template.macos).into_bytes(),
+            sandbox::render_sbpl_with(
+                &spec,
+                &sandbox::HostPaths::current(),
+                &decision.template.macos,
+            )
+            .into_bytes(),
             "sb",
         ),
         Backend::Bwrap => match sandbox::bwrap_profile::encode(&sandbox::render_bwrap(&spec)) {
@@ -660,20 +541,7 @@ fn sandbox_step(
             Err(e) => return Err(at.refuse(ApiError::sandbox(format!("bwrap profile: {e}")))),
         },
     };
-    // Its own name per attempt: two resumes of one id never share a profile.
-    let suffix =
-        crate::daemon::ids::random_hex(4).map_err(|e| at.refuse(no_random("profile name", e)))?;
-    let profile = d.paths.profiles().join(format!("{id}-{suffix}.{ext}"));
-    let _ = std::fs::remove_file(&profile);
-    if let Err(e) = write_new_0600(&profile, &bytes) {
-        // A file created but not filled (a full disk) goes too.
-        let _ = std::fs::remove_file(&profile);
-        return Err(at.refuse(ApiError::sandbox(format!(
-            "write profile {}: {e}",
-            profile.display()
-        ))));
-    }
-    at.profile = Some(profile.clone());
+    let profile = write_profile(at, &names.id, ext, &bytes)?;
     // Denied ports matter only on the host's network (a proxied or cut-off sandbox has
     // loopback of its own).
     let shared_net =
@@ -683,11 +551,64 @@ fn sandbox_step(
             backend,
             profile_path: profile,
             launcher: Some(launcher),
-            denied_loopback_ports: if shared_net { ports } else { vec![] },
+            denied_loopback_ports: if shared_net { denied_ports } else { vec![] },
         },
         reach,
         explained,
     })
+}
+
+/// The launch's own egress proxy, listening before the sandbox starts; the forwarder
+/// inside (bwrap) or the profile's one allowed port (Seatbelt), and the proxy
+/// variables, point the tools at it (docs/session-host.md#the-egress-proxy).
+fn start_egress(
+    at: &mut Attempt,
+    names: &Names,
+    rules: Rules,
+    spec: &mut sandbox::Spec,
+    env: &mut std::collections::BTreeMap<String, String>,
+) -> Result<(), ApiError> {
+    let (d, id) = (at.d, names.id.as_str());
+    let sink = crate::daemon::egress::sink(d);
+    if let sandbox::Network::ProxiedPort { port, .. } = &mut spec.network {
+        match d.egress.start_port(id, rules, sink) {
+            Ok(p) => *port = p,
+            Err(e) => {
+                return Err(at.refuse(ApiError::sandbox(format!("egress proxy on 127.0.0.1: {e}"))))
+            }
+        }
+        at.egress = Some(id.to_string());
+        env.extend(crate::daemon::egress::launch_env_port(*port));
+        return Ok(());
+    }
+    let lost = crate::daemon::egress::lost(d);
+    if let Err(e) = d.egress.start(&d.paths.egress(), id, rules, sink, lost) {
+        return Err(at.refuse(ApiError::sandbox(format!(
+            "egress proxy {}: {e}",
+            d.paths.egress().display()
+        ))));
+    }
+    at.egress = Some(id.to_string());
+    Ok(())
+}
+
+/// The profile, written last, under a name of its own per attempt: two resumes of one
+/// id never share a profile.
+fn write_profile(at: &mut Attempt, id: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf, ApiError> {
+    let suffix =
+        crate::daemon::ids::random_hex(4).map_err(|e| at.refuse(no_random("profile name", e)))?;
+    let profile = at.d.paths.profiles().join(format!("{id}-{suffix}.{ext}"));
+    let _ = std::fs::remove_file(&profile);
+    if let Err(e) = write_new_0600(&profile, bytes) {
+        // A file created but not filled (a full disk) goes too.
+        let _ = std::fs::remove_file(&profile);
+        return Err(at.refuse(ApiError::sandbox(format!(
+            "write profile {}: {e}",
+            profile.display()
+        ))));
+    }
+    at.profile = Some(profile.clone());
+    Ok(profile)
 }
 
 /// The ledger entry of a launch about to start.

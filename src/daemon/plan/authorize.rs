@@ -61,6 +61,10 @@ pub struct LaunchInput {
     /// status`, run in the project's folder whatever it is (the canary checks the mask
     /// where a grant covers the token's folder). Never set from a request.
     pub relay_probe: bool,
+    /// `relay sandbox explain --backend`: plan for this backend. When it is not the
+    /// settings' one, its launcher is not looked for, as nothing is launched. Never set
+    /// from a launch request.
+    pub explain_backend: Option<Backend>,
 }
 
 /// Put before every other argument of a Claude launch that gets the token: options of
@@ -153,6 +157,18 @@ pub struct Decision {
     pub token: TokenDecision,
     /// One of `relay doctor`'s own probes.
     pub relay_probe: bool,
+}
+
+impl Decision {
+    /// What a refusal after this decision notes in its audit row.
+    pub fn noted(&self) -> Noted {
+        Noted {
+            project: Some(self.project.id.clone()),
+            directory: Some(self.directory.to_string_lossy().into_owned()),
+            template: Some(self.template.id.clone()),
+            sandboxed: Some(self.sandboxed),
+        }
+    }
 }
 
 /// The facts the audit row of a refused launch carries, as far as authorization got.

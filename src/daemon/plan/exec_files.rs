@@ -14,12 +14,7 @@
 //! A template's `writable_exceptions` reopens an entry; `relay sandbox explain` names
 //! each reopened path and each one left open.
 
-use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
-
-use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::Mode;
 
 use crate::protocol::Backend;
 use crate::sandbox::resolve::expand_home;
@@ -424,15 +419,14 @@ pub struct Input<'a> {
     pub make: Make,
 }
 
-/// What a bwrap launch does with a missing name it needs made.
+/// What a plan does with a missing name a bwrap launch needs made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Make {
-    /// Make it, then pin it (a launch).
-    Make,
+    /// List it in [`Pins::makes`] and pin it as the launch will make it (a launch, and
+    /// `relay sandbox explain`, which says it so).
+    List,
     /// Leave it missing, unrendered (`relay doctor`'s probes, which make nothing).
     Leave,
-    /// Say it as a launch would have it, made (`relay sandbox explain`: never rendered).
-    Say,
 }
 
 /// The pins, why each is there, and what `relay sandbox explain` says about the rest.
@@ -441,6 +435,25 @@ pub struct Pins {
     pub pins: Vec<ResolvedPath>,
     pub labels: Vec<(PathBuf, String)>,
     pub notes: Vec<String>,
+    /// What the launch makes before its sandbox starts, each pinned as made.
+    pub makes: Vec<ToMake>,
+}
+
+/// A missing name a bwrap launch makes, as its reader takes no file at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToMake {
+    /// The name as the list has it.
+    pub path: PathBuf,
+    /// The read-write grant that holds it, and the name below it.
+    pub holder: PathBuf,
+    pub rel: PathBuf,
+    /// A folder (else a file with `text`).
+    pub dir: bool,
+    pub text: &'static str,
+    /// Who runs it or reads it as code.
+    pub reader: &'static str,
+    /// The pin the plan holds for it.
+    pub canonical: PathBuf,
 }
 
 /// One candidate: a path of the list under one base folder.
@@ -807,7 +820,11 @@ fn reopened<'e>(cand: &Candidate, input: &'e Input) -> Option<&'e str> {
 
 /// Resolves one candidate and pins it, making it first where bwrap needs it made.
 fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String> {
-    let resolved = resolve_unlinked(input, cand, text_of(&cand.path)?)?;
+    let resolved = resolve_unlinked(
+        input.home,
+        input.session_writable,
+        (&cand.path, cand.entry.reader),
+    )?;
     let why = format!(
         "{} runs it or reads it as code: read-only in every sandbox",
         cand.entry.reader
@@ -859,64 +876,67 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
         Missing::BashProfile => bash_profile_text(input.home),
     };
     let made = "made by relay before each bwrap launch, as bwrap can hold only what exists";
-    match input.make {
-        Make::Make => {}
-        Make::Leave => {
-            out.labels.push((resolved.canonical.clone(), why));
-            out.pins.push(resolved);
-            return Ok(());
-        }
-        Make::Say => {
-            let kind = match cand.entry.shape {
-                Shape::Dir | Shape::GitLink => PathKind::Dir,
-                Shape::File => PathKind::File,
-            };
-            out.labels
-                .push((resolved.canonical.clone(), format!("{why} ({made})")));
-            out.pins.push(ResolvedPath { kind, ..resolved });
-            return Ok(());
-        }
+    if input.make == Make::Leave {
+        out.labels.push((resolved.canonical.clone(), why));
+        out.pins.push(resolved);
+        return Ok(());
     }
     let rel = resolved
         .canonical
         .strip_prefix(&cand.holder)
         .map_err(|_| format!("{}: outside {}", cand.path.display(), cand.holder.display()))?;
     let dir = matches!(cand.entry.shape, Shape::Dir | Shape::GitLink);
-    make(&cand.holder, rel, dir, text).map_err(|e| {
-        format!(
-            "{} ({}) does not exist, and relay could not make it to hold it read-only: {e}",
-            cand.path.display(),
-            cand.entry.reader
-        )
-    })?;
-    // Resolved again, links checked again: a session could have swapped one in.
-    let resolved = resolve_unlinked(input, cand, text_of(&cand.path)?)?;
-    if resolved.kind == PathKind::Missing {
-        return Err(format!("{}: made, then gone", cand.path.display()));
-    }
+    out.makes.push(ToMake {
+        path: cand.path.clone(),
+        holder: cand.holder.clone(),
+        rel: rel.to_path_buf(),
+        dir,
+        text,
+        reader: cand.entry.reader,
+        canonical: resolved.canonical.clone(),
+    });
+    let kind = if dir { PathKind::Dir } else { PathKind::File };
     out.labels
         .push((resolved.canonical.clone(), format!("{why} ({made})")));
-    out.pins.push(resolved);
+    out.pins.push(ResolvedPath { kind, ..resolved });
     Ok(())
 }
 
-/// `text` resolved, refused when its walk follows a link in a folder some session can
+/// Where a name the launch made is now, its links checked again (a session could have
+/// swapped one in meanwhile). Errors are `sandbox_unavailable` messages.
+pub fn found_made(
+    home: &Path,
+    session_writable: &[PathBuf],
+    m: &ToMake,
+) -> Result<ResolvedPath, String> {
+    let resolved = resolve_unlinked(home, session_writable, (&m.path, m.reader))?;
+    if resolved.kind == PathKind::Missing {
+        return Err(format!("{}: made, then gone", m.path.display()));
+    }
+    Ok(resolved)
+}
+
+/// `path` resolved, refused when its walk follows a link in a folder some session can
 /// write (it could point it at a file of its own).
-fn resolve_unlinked(input: &Input, cand: &Candidate, text: &str) -> Result<ResolvedPath, String> {
+fn resolve_unlinked(
+    home: &Path,
+    session_writable: &[PathBuf],
+    (path, reader): (&Path, &str),
+) -> Result<ResolvedPath, String> {
     let (resolved, link_dirs) =
-        sandbox::resolve::resolve_in(text, input.home, sandbox::Role::Read, &[])
+        sandbox::resolve::resolve_in(text_of(path)?, home, sandbox::Role::Read, &[])
             .map_err(|e| e.to_string())?;
     if let Some(dir) = link_dirs
         .iter()
-        .find(|d| input.session_writable.iter().any(|w| d.starts_with(w)))
+        .find(|d| session_writable.iter().any(|w| d.starts_with(w)))
     {
         return Err(format!(
             "{} ({}) is reached through a symlink in {}, which a sandboxed session can write, \
              so it could point it at a file of its own; replace the link with the real file \
              or folder, grant a narrower folder, or name it in the template's \
              writable_exceptions (docs/session-host.md#execution-bearing-files)",
-            cand.path.display(),
-            cand.entry.reader,
+            path.display(),
+            reader,
             dir.display()
         ));
     }
@@ -945,63 +965,10 @@ fn text_of(p: &Path) -> Result<&str, String> {
         .ok_or_else(|| format!("{}: not valid UTF-8", p.display()))
 }
 
-/// Makes `rel` below `holder`, one component at a time, following no link: folders 0700,
-/// the file (if not a folder) 0600 with `text`. What exists already is kept.
-fn make(holder: &Path, rel: &Path, dir: bool, text: &str) -> std::io::Result<()> {
-    let open_dir = |at: Option<i32>, name: &Path| -> std::io::Result<OwnedFd> {
-        let fd = openat(
-            at,
-            name,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        // Safety: `fd` was just returned by openat(2) and is owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    };
-    let mut at = open_dir(None, holder)?;
-    let parts: Vec<&std::ffi::OsStr> = rel
-        .components()
-        .map(|c| match c {
-            Component::Normal(n) => Ok(n),
-            _ => Err(std::io::Error::other("not a plain relative path")),
-        })
-        .collect::<Result<_, _>>()?;
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        if last && !dir {
-            let fd = match openat(
-                Some(at.as_raw_fd()),
-                *part,
-                OFlag::O_WRONLY
-                    | OFlag::O_CREAT
-                    | OFlag::O_EXCL
-                    | OFlag::O_NOFOLLOW
-                    | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o600),
-            ) {
-                Ok(fd) => fd,
-                // Made meanwhile: it is pinned as it is.
-                Err(nix::errno::Errno::EEXIST) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            };
-            // Safety: as above.
-            let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-            file.write_all(text.as_bytes())?;
-            return Ok(());
-        }
-        match nix::sys::stat::mkdirat(Some(at.as_raw_fd()), *part, Mode::from_bits_truncate(0o700))
-        {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(e) => return Err(e.into()),
-        }
-        at = open_dir(Some(at.as_raw_fd()), Path::new(part))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::launch::made::make;
     use crate::sandbox::Grant;
 
     fn rw(path: &Path) -> Grant {
@@ -1054,8 +1021,27 @@ mod tests {
                 .collect::<Vec<_>>(),
             path_env: std::ffi::OsStr::new("/usr/bin:/bin"),
             exceptions: &exceptions,
-            make: if make { Make::Make } else { Make::Say },
+            make: Make::List,
         })
+        .and_then(|p| {
+            if make {
+                made(p, &c.home, grants)
+            } else {
+                Ok(p)
+            }
+        })
+    }
+
+    /// The pins after a launch made what the plan lists, as the launch pins them.
+    fn made(mut p: Pins, home: &Path, grants: &[Grant]) -> Result<Pins, String> {
+        let writable: Vec<PathBuf> = grants.iter().map(|g| g.path.canonical.clone()).collect();
+        for m in std::mem::take(&mut p.makes) {
+            let found = crate::daemon::launch::made::make_one(&m, home, &writable)?;
+            if let Some(pin) = p.pins.iter_mut().find(|pin| pin.canonical == m.canonical) {
+                *pin = found;
+            }
+        }
+        Ok(p)
     }
 
     fn pinned(p: &Pins) -> Vec<PathBuf> {
@@ -1435,8 +1421,9 @@ mod tests {
             session_writable: std::slice::from_ref(&c.home),
             path_env: std::ffi::OsStr::new("~/go/bin:/usr/bin"),
             exceptions: &exceptions,
-            make: Make::Make,
+            make: Make::List,
         })
+        .and_then(|p| made(p, &c.home, &grants))
         .unwrap();
         assert!(pinned(&p).contains(&c.home.join("go/bin")));
         assert!(c.home.join("go/bin").is_dir());
@@ -1480,7 +1467,7 @@ mod tests {
                 session_writable: std::slice::from_ref(&ssh),
                 path_env: std::ffi::OsStr::new("/usr/bin:/bin"),
                 exceptions: &exceptions,
-                make: Make::Say,
+                make: Make::List,
             })
         };
         let err = with(&[]).unwrap_err();
@@ -1544,8 +1531,9 @@ mod tests {
             session_writable: std::slice::from_ref(&tools),
             path_env: std::ffi::OsStr::new(&path_env),
             exceptions: &exceptions,
-            make: Make::Make,
+            make: Make::List,
         })
+        .and_then(|p| made(p, &c.home, &grants))
         .unwrap();
         assert!(pinned(&p).contains(&bin), "{:?}", pinned(&p));
     }
@@ -1713,7 +1701,7 @@ mod tests {
                 session_writable: &[grant.to_path_buf()],
                 path_env,
                 exceptions: &[],
-                make: Make::Say,
+                make: Make::List,
             })
         };
         let path = std::env::join_paths([&bin]).unwrap();

@@ -5,10 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
+use super::facts::{Facts, Names};
 use super::{exec_files, guard};
 use crate::daemon::egress::{self, Rules};
 use crate::daemon::settings::{NetworkMode, Settings, Template};
-use crate::daemon::{Daemon, Entry, EntryState, Reach};
+use crate::daemon::{Entry, EntryState, Reach};
 use crate::protocol::{Backend, SessionKind};
 use crate::sandbox::resolve::expand_home;
 use crate::sandbox::{self, Network, SpecInput};
@@ -51,6 +52,8 @@ pub(in crate::daemon) struct Planned {
     pub notes: Vec<String>,
     /// A proxied launch's allowlist, for its egress proxy.
     pub egress: Option<Rules>,
+    /// What the launch makes before the sandbox starts.
+    pub makes: Vec<exec_files::ToMake>,
 }
 
 /// What Claude Code needs with a setup token, on every proxied Claude launch
@@ -61,7 +64,7 @@ pub(in crate::daemon) const CLAUDE_CODE_EGRESS: &[&str] = &["api.anthropic.com"]
 /// defaults, the template's, Claude Code's own on a Claude launch, and the host of each
 /// routing URL the launch gets). A note when the template's choice cannot be had here.
 fn network_of(
-    d: &Daemon,
+    f: &Facts,
     settings: &Settings,
     p: &SandboxPlan,
     ports: &[u16],
@@ -89,13 +92,14 @@ fn network_of(
     // Where the launch's routing variables send Claude Code: the template's, else
     // relay's own (the host passes those on).
     let mut routing = std::collections::BTreeMap::new();
+    let relay_routing = f.relay_routing();
     for name in egress::ROUTING_URL_VARS {
         if let Some(v) = p
             .template
             .env
             .get(*name)
+            .or_else(|| relay_routing.get(*name))
             .cloned()
-            .or_else(|| std::env::var(name).ok())
         {
             routing.insert(name.to_string(), v);
         }
@@ -132,7 +136,7 @@ fn network_of(
             }
         }
         Backend::Bwrap => Network::Proxied {
-            socket: d.paths.egress().join(format!("{id}.sock")),
+            socket: f.paths.egress().join(format!("{id}.sock")),
             egress: list,
         },
     };
@@ -152,7 +156,7 @@ impl Labels {
 /// Builds the spec of one sandboxed launch from the settings. Errors are
 /// `sandbox_unavailable` messages.
 pub(in crate::daemon) fn plan_sandbox(
-    d: &Daemon,
+    f: &Facts,
     settings: &Settings,
     p: &SandboxPlan,
 ) -> Result<Planned, String> {
@@ -160,11 +164,11 @@ pub(in crate::daemon) fn plan_sandbox(
         roots: writable,
         pins: mut pin_folders,
         own: own_folders,
-    } = writable_and_pins(d, settings, p)?;
+    } = writable_and_pins(f, settings, p)?;
     let mut labels = Labels::default();
-    let lists = spec_lists(d, p, &pin_folders, &mut labels)?;
-    let ports = denied_ports(d, settings);
-    let (network, egress, network_note) = network_of(d, settings, p, &ports)?;
+    let lists = spec_lists(f, p, &pin_folders, &mut labels)?;
+    let ports = denied_ports(f, settings);
+    let (network, egress, network_note) = network_of(f, settings, p, &ports)?;
     let mut spec = sandbox::build_spec(
         &SpecInput {
             read: &lists.read,
@@ -176,12 +180,13 @@ pub(in crate::daemon) fn plan_sandbox(
             network,
             workdir: p.directory,
             interactive: p.kind == SessionKind::Pty,
-            file_mask: d.paths.mask(),
-            deny_unix_sockets: vec![d.paths.socket(), d.paths.bridge(), d.paths.host_socket()],
+            file_mask: f.paths.mask(),
+            deny_unix_sockets: vec![f.paths.socket(), f.paths.bridge(), f.paths.host_socket()],
         },
-        &d.home,
+        &f.home,
     )
     .map_err(|e| e.to_string())?;
+    as_made(&mut spec, &f.names);
     let mut reach = reach_of(&spec);
     // relay's own folder is never a session's to write, not even unpinned: `relay`
     // runs from it at the person's next command, which no later refusal covers.
@@ -199,12 +204,12 @@ pub(in crate::daemon) fn plan_sandbox(
     // What the person's tools run later is read-only wherever a write grant holds it.
     let exec = exec_files::plan(&exec_files::Input {
         backend: p.backend,
-        home: &d.home,
+        home: &f.home,
         grants: &spec.grants,
         temp_dir: p.temp_dir,
         directory: p.directory,
         session_writable: &writable,
-        path_env: &std::env::var_os("PATH").unwrap_or_default(),
+        path_env: &f.relay_path(),
         exceptions: &p.template.writable_exceptions,
         make: p.make_missing,
     })?;
@@ -226,15 +231,8 @@ pub(in crate::daemon) fn plan_sandbox(
     });
     pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
     reach.pins = pin_folders;
-    if p.backend == Backend::Bwrap {
-        reach.held = crate::sandbox::policy::effective_read_only(&spec)
-            .into_iter()
-            .filter(|pin| pin.kind != sandbox::PathKind::Missing)
-            .map(|pin| (pin.canonical.clone(), guard::identity(&pin.canonical)))
-            .collect();
-    }
     for tp in p.token_deny {
-        deny_token(d, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
+        deny_token(f, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
     }
     let mut notes = exec.notes;
     notes.extend(network_note);
@@ -250,24 +248,72 @@ pub(in crate::daemon) fn plan_sandbox(
         labels: labels.0,
         notes,
         egress,
+        makes: exec.makes,
     })
+}
+
+/// The launch's own folders — its temp folder, and inside it Claude's config folder,
+/// its state and a token launch's home — are in the spec as the launch will make them
+/// (before it does): where relay makes them, never through a link. The launch checks
+/// each one once made (`launch::made::check_own`).
+fn as_made(spec: &mut sandbox::Spec, names: &Names) {
+    let paths = spec
+        .grants
+        .iter_mut()
+        .map(|g| &mut g.path)
+        .chain(spec.read_only.iter_mut())
+        .chain(spec.state.iter_mut());
+    for p in paths {
+        if let Some((canonical, kind)) = own_folder(names, &p.written) {
+            p.canonical = canonical;
+            p.kind = kind;
+        }
+    }
+}
+
+/// Where relay makes `written` when it is one of a launch's own folders, and what it
+/// makes there.
+pub(in crate::daemon) fn own_folder(
+    names: &Names,
+    written: &Path,
+) -> Option<(PathBuf, sandbox::PathKind)> {
+    let rest = written.strip_prefix(&names.temp_dir).ok()?;
+    let file = rest
+        .strip_prefix("claude-config")
+        .ok()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| {
+            super::claude_state::STATE
+                .iter()
+                .any(|s| s.name == name && !s.folder)
+        });
+    let kind = if file {
+        sandbox::PathKind::File
+    } else {
+        sandbox::PathKind::Dir
+    };
+    let canonical = match rest.as_os_str().is_empty() {
+        true => names.temp_real.clone(),
+        false => names.temp_real.join(rest),
+    };
+    Some((canonical, kind))
 }
 
 /// The folders some session can write, after checking that no link in them redirects
 /// the project folder or the session directory; and the folders of what a token launch
 /// runs that lie in them (to be pinned read-only). A token launch also needs the pins
 /// to have held for every session relay remembers.
-fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result<Writable, String> {
-    let live_rw: Vec<PathBuf> = d
-        .live_sandboxed(p.id)
+fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<Writable, String> {
+    let live_rw: Vec<PathBuf> = f
+        .live
         .iter()
         .flat_map(|e| e.reach.read_write.iter().cloned())
         .collect();
-    let writable = guard::session_writable_roots(settings, &d.home, &live_rw);
+    let writable = guard::session_writable_roots(settings, &f.home, &live_rw);
     // Links never redirect the project folder or the session directory.
     for place in [p.project_path, p.directory_asked] {
         if let Some(text) = place.to_str() {
-            sandbox::resolve::resolve_in(text, &d.home, sandbox::Role::Read, &writable)
+            sandbox::resolve::resolve_in(text, &f.home, sandbox::Role::Read, &writable)
                 .map_err(|e| e.to_string())?;
         }
     }
@@ -277,9 +323,9 @@ fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result
     // token existed would get the token later.
     let pins: Vec<guard::ProgramPins> = guard::token_programs(settings)
         .iter()
-        .map(|prog| guard::program_pins(prog, &d.home, p.claude_path_env))
+        .map(|prog| guard::program_pins(prog, &f.home, p.claude_path_env))
         .collect();
-    let own = own_pins(d);
+    let own = own_pins(&f.relay_programs, &f.home);
     let mut pin_folders: Vec<PathBuf> = Vec::new();
     // Only where some session could write: elsewhere a pin changes nothing.
     for f in pins.iter().chain(&own).flat_map(|p| p.folders.iter()) {
@@ -287,11 +333,11 @@ fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result
             pin_folders.push(f.clone());
         }
     }
-    guard::launcher_outside_sessions(&settings.launcher(&d.home), &writable)?;
-    let remembered = d.sandboxed_since_start(p.id);
-    pins_hold(&own, &writable, &remembered, "relay's own program")?;
+    guard::launcher_outside_sessions(&settings.launcher(&f.home), &writable)?;
+    let remembered = &f.remembered;
+    pins_hold(&own, &writable, remembered, "relay's own program")?;
     if p.token_launch {
-        pins_hold(&pins, &writable, &remembered, "the Claude program")?;
+        pins_hold(&pins, &writable, remembered, "the Claude program")?;
     }
     Ok(Writable {
         roots: writable,
@@ -303,21 +349,21 @@ fn writable_and_pins(d: &Daemon, settings: &Settings, p: &SandboxPlan) -> Result
 /// relay's own programs run outside every sandbox (the helpers at every launch and
 /// host start, `relay` at the person's next command): their folders are pinned like the
 /// Claude program's (docs/THREAT-MODEL.md#relays-own-programs).
-fn own_pins(d: &Daemon) -> Vec<guard::ProgramPins> {
-    guard::relay_programs()
+fn own_pins(programs: &[PathBuf], home: &Path) -> Vec<guard::ProgramPins> {
+    programs
         .iter()
         .filter_map(|prog| prog.to_str())
-        .map(|prog| guard::program_pins(prog, &d.home, std::ffi::OsStr::new("")))
+        .map(|prog| guard::program_pins(prog, home, std::ffi::OsStr::new("")))
         .collect()
 }
 
 /// Whether every session relay remembers left relay's own folder alone: checked at
 /// start, before either helper runs, and by every launch.
-pub(in crate::daemon) fn own_pins_hold(d: &Daemon) -> Result<(), String> {
+pub(in crate::daemon) fn own_pins_hold(home: &Path, remembered: &[Entry]) -> Result<(), String> {
     pins_hold(
-        &own_pins(d),
+        &own_pins(&guard::relay_programs(), home),
         &[],
-        &d.sandboxed_since_start(""),
+        remembered,
         "relay's own program",
     )
 }
@@ -344,7 +390,7 @@ struct SpecLists {
 
 /// The template's lists plus what every sandboxed launch gets (docs/settings.md).
 fn spec_lists(
-    d: &Daemon,
+    f: &Facts,
     p: &SandboxPlan,
     pins: &[PathBuf],
     labels: &mut Labels,
@@ -352,7 +398,7 @@ fn spec_lists(
     let t = p.template;
     let mut read = t.read.clone();
     for r in &t.read {
-        labels.add(&expand_home(r, &d.home), "the template's read");
+        labels.add(&expand_home(r, &f.home), "the template's read");
     }
     if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
         for dir in program_dirs(&program) {
@@ -362,26 +408,26 @@ fn spec_lists(
     }
     // The shim starts every sandboxed target through `relay-shim enter` inside, which
     // gives it its environment and folder there (docs/session-host.md).
-    let shim = d.host.shim_helper.real_path()?;
+    let shim = f.shim.clone()?;
     labels.add(&shim, "relay-shim, which starts the tool inside (enter)");
     read.push(shim.to_string_lossy().into_owned());
     labels.add(p.directory, "the session's directory");
     labels.add(p.temp_dir, "its own temp folder (TMPDIR)");
     let mut read_write = t.read_write.clone();
     for rw in &t.read_write {
-        labels.add(&expand_home(rw, &d.home), "the template's read_write");
+        labels.add(&expand_home(rw, &f.home), "the template's read_write");
     }
     read_write.push(p.directory.to_string_lossy().into_owned());
     read_write.push(p.temp_dir.to_string_lossy().into_owned());
     let mut deny = t.deny.clone();
     for dn in &t.deny {
-        labels.add(&expand_home(dn, &d.home), "the template's deny");
+        labels.add(&expand_home(dn, &f.home), "the template's deny");
     }
     labels.add(
-        &d.paths.config,
+        &f.paths.config,
         "relay's config dir: settings, api-token, sockets, profiles, logs",
     );
-    deny.push(d.paths.config.to_string_lossy().into_owned());
+    deny.push(f.paths.config.to_string_lossy().into_owned());
     for f in pins {
         labels.add(f, "what a token launch runs (pinned)");
     }
@@ -426,9 +472,9 @@ fn spec_lists(
 }
 
 /// The settings' denied loopback ports and relay's own API port, sorted.
-fn denied_ports(d: &Daemon, settings: &Settings) -> Vec<u16> {
+fn denied_ports(f: &Facts, settings: &Settings) -> Vec<u16> {
     let mut ports = settings.session_sandbox.denied_loopback_ports.clone();
-    if let Some(port) = d.api_port() {
+    if let Some(port) = f.api_port {
         ports.push(port);
     }
     ports.sort_unstable();
@@ -457,14 +503,14 @@ fn reach_of(spec: &sandbox::Spec) -> Reach {
 /// A configured token path, denied on every sandboxed launch: its own folder masked
 /// whole where it can be (a token saved there later by rename stays hidden).
 fn deny_token(
-    d: &Daemon,
+    f: &Facts,
     backend: Backend,
     tp: &Path,
     spec: &mut sandbox::Spec,
     reach: &mut Reach,
     labels: &mut Labels,
 ) -> Result<(), String> {
-    let td = guard::token_deny(tp, &d.home, &reach.grants, backend == Backend::Seatbelt)?;
+    let td = guard::token_deny(tp, &f.home, &reach.grants, backend == Backend::Seatbelt)?;
     for dp in &td.deny {
         let why = if dp == tp {
             "claude_token_file: the token is only ever on fd 5"
@@ -472,7 +518,7 @@ fn deny_token(
             "claude_token_file's own folder, masked whole: the token is only ever on fd 5"
         };
         labels.add(dp, why);
-        let r = sandbox::resolve(&dp.to_string_lossy(), &d.home, sandbox::Role::Deny)
+        let r = sandbox::resolve(&dp.to_string_lossy(), &f.home, sandbox::Role::Deny)
             .map_err(|e| e.to_string())?;
         spec.deny.push(r);
     }
@@ -563,15 +609,15 @@ fn could_change_unpinned(folder: &Path, reach: &Reach) -> bool {
 /// explain` and the Settings page show. `allowlist` is the launch's `env_passthrough`
 /// when it is sandboxed.
 pub(in crate::daemon) fn env_names(
-    d: &Daemon,
+    f: &Facts,
     request_env: &std::collections::BTreeMap<String, String>,
     allowlist: Option<&[String]>,
     token_launch: bool,
     pty: bool,
 ) -> sandbox::explain::EnvNames {
-    let bridge = d.paths.bridge();
+    let bridge = f.paths.bridge();
     let built = crate::host::env::build(crate::host::env::EnvInput {
-        base: std::env::vars_os().collect(),
+        base: f.relay_env.to_vec(),
         template: request_env,
         host_names: crate::host::env::host_names("<id>", Some(&bridge)),
         token_launch,
@@ -738,11 +784,11 @@ mod tests {
         assert!(pins_hold(&pins, &[], &[root], "the Claude program").is_err());
     }
 
-    /// A daemon of its own (host not started) whose home holds `proj`, with one sandboxed
-    /// `shell` template granting nothing more.
+    /// The facts of a machine of its own whose home holds `proj`, with one sandboxed
+    /// `shell` template granting nothing more: a literal, no daemon.
     struct World {
         _dir: tempfile::TempDir,
-        d: std::sync::Arc<Daemon>,
+        f: Facts,
         template: Template,
         temp: PathBuf,
     }
@@ -750,9 +796,29 @@ mod tests {
     impl World {
         fn new() -> World {
             let dir = tempfile::tempdir().unwrap();
-            let d = crate::daemon::serve::test_daemon(dir.path());
-            std::fs::create_dir_all(d.home.join("proj")).unwrap();
-            std::fs::create_dir_all(d.tmp.join("relay-s-1")).unwrap();
+            let root = std::fs::canonicalize(dir.path()).unwrap();
+            for sub in ["config", "home/proj", "tmp/relay-s-1", "helpers"] {
+                std::fs::create_dir_all(root.join(sub)).unwrap();
+            }
+            let shim = root.join("helpers/relay-shim");
+            std::fs::write(&shim, "relay-shim").unwrap();
+            let tmp = root.join("tmp");
+            let f = Facts {
+                home: root.join("home"),
+                paths: crate::daemon::paths::Paths {
+                    config: root.join("config"),
+                },
+                relay_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+                api_port: None,
+                shim: Ok(shim),
+                relay_programs: guard::relay_programs(),
+                live: vec![],
+                remembered: vec![],
+                caller_inside_session: false,
+                prior: None,
+                host_paths: Default::default(),
+                names: Names::new(&tmp, &tmp, "s-1", "home-t"),
+            };
             let mut template = Template::new("shell", "shell", "/bin/sh");
             template.sandbox = true;
             // Read from the template, not from the test's own environment.
@@ -760,10 +826,10 @@ mod tests {
                 "ANTHROPIC_BASE_URL".into(),
                 "https://api.anthropic.com".into(),
             );
-            let temp = d.tmp.join("relay-s-1");
+            let temp = tmp.join("relay-s-1");
             World {
                 _dir: dir,
-                d,
+                f,
                 template,
                 temp,
             }
@@ -812,7 +878,7 @@ mod tests {
         }
 
         fn proj(&self) -> PathBuf {
-            self.d.home.join("proj")
+            self.f.home.join("proj")
         }
 
         fn temp(&self) -> PathBuf {
@@ -838,7 +904,7 @@ mod tests {
             t.id = id.into();
             let mut p = w.plan(kind, Backend::Bwrap, &proj);
             p.template = &t;
-            list(&network_of(&w.d, &s, &p, &[]).unwrap().0)
+            list(&network_of(&w.f, &s, &p, &[]).unwrap().0)
         };
         // The routing variable's host (the same as Claude Code's own) counts once.
         assert_eq!(
@@ -864,10 +930,10 @@ mod tests {
             ]
         );
         let p = w.plan(SessionKind::Pty, Backend::Bwrap, &proj);
-        let Network::Proxied { socket, .. } = network_of(&w.d, &s, &p, &[]).unwrap().0 else {
+        let Network::Proxied { socket, .. } = network_of(&w.f, &s, &p, &[]).unwrap().0 else {
             panic!()
         };
-        assert_eq!(socket, w.d.paths.egress().join("s-1.sock"));
+        assert_eq!(socket, w.f.paths.egress().join("s-1.sock"));
     }
 
     #[test]
@@ -877,20 +943,20 @@ mod tests {
         w.template.egress = vec!["127.0.0.1:5432".into(), "[::1]:6379".into()];
         let s = w.settings();
         let p = w.plan(SessionKind::Pty, Backend::Seatbelt, &proj);
-        let Network::ProxiedPort { bridges, .. } = network_of(&w.d, &s, &p, &[]).unwrap().0 else {
+        let Network::ProxiedPort { bridges, .. } = network_of(&w.f, &s, &p, &[]).unwrap().0 else {
             panic!()
         };
         assert_eq!(bridges, vec![5432, 6379]);
         w.template.egress = vec!["127.0.0.2:5432".into()];
         let p = w.plan(SessionKind::Pty, Backend::Seatbelt, &proj);
-        let e = network_of(&w.d, &s, &p, &[]).unwrap_err();
+        let e = network_of(&w.f, &s, &p, &[]).unwrap_err();
         assert!(
             e.contains("127.0.0.2:5432") && e.contains("must be 127.0.0.1"),
             "{e}"
         );
         // bwrap bridges any loopback address into the sandbox's own loopback.
         let p = w.plan(SessionKind::Pty, Backend::Bwrap, &proj);
-        assert!(network_of(&w.d, &s, &p, &[]).is_ok());
+        assert!(network_of(&w.f, &s, &p, &[]).is_ok());
     }
 
     #[test]
@@ -899,7 +965,7 @@ mod tests {
         let (proj, temp) = (w.proj(), w.temp());
         let s = w.settings();
         let p = w.plan(SessionKind::Pty, Backend::Bwrap, &proj);
-        let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+        let planned = plan_sandbox(&w.f, &s, &p).unwrap();
         assert!(planned.spec.interactive);
         assert_eq!(planned.ports, vec![22, 8080]);
         assert_eq!(planned.reach.read_write, vec![proj.clone(), temp.clone()]);
@@ -920,7 +986,7 @@ mod tests {
             (&proj, "the session's directory"),
             (&temp, "its own temp folder (TMPDIR)"),
             (
-                &w.d.paths.config,
+                &w.f.paths.config,
                 "relay's config dir: settings, api-token, sockets, profiles, logs",
             ),
         ] {
@@ -931,7 +997,7 @@ mod tests {
             );
         }
         let p = w.plan(SessionKind::Claude, Backend::Bwrap, &proj);
-        assert!(!plan_sandbox(&w.d, &s, &p).unwrap().spec.interactive);
+        assert!(!plan_sandbox(&w.f, &s, &p).unwrap().spec.interactive);
     }
 
     #[test]
@@ -942,11 +1008,11 @@ mod tests {
         crate::daemon::launch::claude_config::seed(&cfg, &proj).unwrap();
         let s = w.settings();
         let mut p = w.plan(SessionKind::Claude, Backend::Bwrap, &proj);
-        let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+        let planned = plan_sandbox(&w.f, &s, &p).unwrap();
         assert!(!planned.spec.read_only.iter().any(|r| r.canonical == cfg));
         assert!(planned.spec.state.is_empty());
         p.token_launch = true;
-        let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+        let planned = plan_sandbox(&w.f, &s, &p).unwrap();
         assert!(planned.spec.read_only.iter().any(|r| r.canonical == cfg));
         let state: Vec<PathBuf> = planned
             .spec
@@ -978,7 +1044,7 @@ mod tests {
     }
 
     #[test]
-    fn a_repositorys_hooks_and_config_are_pinned_and_held_under_bwrap_alone() {
+    fn a_repositorys_hooks_and_config_are_pinned_and_held_once_made() {
         let w = World::new();
         let proj = w.proj();
         std::fs::create_dir_all(proj.join(".git/hooks")).unwrap();
@@ -986,13 +1052,15 @@ mod tests {
         std::fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         let s = w.settings();
         let planned =
-            plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &proj)).unwrap();
+            plan_sandbox(&w.f, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &proj)).unwrap();
         let read_only: Vec<PathBuf> = planned
             .spec
             .read_only
             .iter()
             .map(|r| r.canonical.clone())
             .collect();
+        // The launch (bwrap alone) holds each once made.
+        let held = crate::daemon::launch::made::held(&planned.spec);
         for pinned in [proj.join(".git/hooks"), proj.join(".git/config")] {
             assert_eq!(
                 read_only.iter().filter(|r| **r == pinned).count(),
@@ -1000,29 +1068,17 @@ mod tests {
                 "{pinned:?} in {read_only:?}"
             );
             assert!(
-                planned
-                    .reach
-                    .held
-                    .iter()
-                    .any(|(p, id)| *p == pinned && id.is_some()),
-                "{pinned:?} not held: {:?}",
-                planned.reach.held
+                held.iter().any(|(p, id)| *p == pinned && id.is_some()),
+                "{pinned:?} not held: {held:?}"
             );
         }
-        let planned = plan_sandbox(
-            &w.d,
-            &s,
-            &w.plan(SessionKind::Pty, Backend::Seatbelt, &proj),
-        )
-        .unwrap();
-        assert!(planned.reach.held.is_empty(), "{:?}", planned.reach.held);
     }
 
     #[test]
     fn a_program_folder_some_session_can_write_is_pinned_and_one_outside_every_grant_is_not() {
         let mut w = World::new();
         let proj = w.proj();
-        let outside = w.d.home.parent().unwrap().join("outside");
+        let outside = w.f.home.parent().unwrap().join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::create_dir_all(proj.join("bin")).unwrap();
         std::fs::write(outside.join("claude"), "\x7fELF").unwrap();
@@ -1035,17 +1091,17 @@ mod tests {
         w.template.command = "/bin/sh".into();
         let mut s = w.settings();
         s.claude_path = proj.join("bin/claude").to_string_lossy().into_owned();
-        let work = w.d.home.join("work");
+        let work = w.f.home.join("work");
         std::fs::create_dir_all(&work).unwrap();
         let planned =
-            plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &work)).unwrap();
+            plan_sandbox(&w.f, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &work)).unwrap();
         assert_eq!(planned.reach.pins, vec![proj.join("bin")]);
         // A session inside that folder: the pin would hold its own read-write grant, so
         // it is left out, and the folder is not counted as pinned either.
         let inside = proj.join("bin/work");
         std::fs::create_dir_all(&inside).unwrap();
         let planned =
-            plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &inside)).unwrap();
+            plan_sandbox(&w.f, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &inside)).unwrap();
         assert!(!planned.spec.read_only.is_empty());
         assert_eq!(planned.reach.pins, Vec::<PathBuf>::new());
     }
@@ -1060,15 +1116,14 @@ mod tests {
             .unwrap()
             .to_path_buf();
         let s = w.settings();
-        let e = plan_sandbox(&w.d, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &own))
+        let e = plan_sandbox(&w.f, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &own))
             .err()
             .expect("relay's own folder refused");
         assert!(e.contains("holds relay's own programs"), "{e}");
 
-        assert_eq!(own_pins_hold(&w.d), Ok(()));
+        assert_eq!(own_pins_hold(&w.f.home, &[]), Ok(()));
         let wrote = session("s-wrote", &[own.to_str().unwrap()], &[]);
-        w.d.ledger().insert(wrote.id.clone(), wrote);
-        let e = own_pins_hold(&w.d).unwrap_err();
+        let e = own_pins_hold(&w.f.home, &[wrote]).unwrap_err();
         assert!(
             e.contains("relay's own program") && e.contains("s-wrote"),
             "{e}"
@@ -1079,15 +1134,15 @@ mod tests {
     fn each_token_file_is_denied_with_its_own_folder_and_a_reached_folder_is_held_under_bwrap() {
         let w = World::new();
         let proj = w.proj();
-        let folder = w.d.home.join(".config/claude-ltt");
+        let folder = w.f.home.join(".config/claude-ltt");
         std::fs::create_dir_all(&folder).unwrap();
         let token = folder.join("token");
         std::fs::write(&token, "t").unwrap();
         let s = w.settings();
         let deny = [token.clone()];
         for (backend, dir) in [
-            (Backend::Bwrap, w.d.home.clone()),
-            (Backend::Seatbelt, w.d.home.clone()),
+            (Backend::Bwrap, w.f.home.clone()),
+            (Backend::Seatbelt, w.f.home.clone()),
             (Backend::Bwrap, proj.clone()),
         ] {
             let mut p = w.plan(SessionKind::Pty, backend, &dir);
@@ -1095,7 +1150,7 @@ mod tests {
             let mut t = w.template.clone();
             t.allow_home_directory = true;
             p.template = &t;
-            let planned = plan_sandbox(&w.d, &s, &p).unwrap();
+            let planned = plan_sandbox(&w.f, &s, &p).unwrap();
             let denied: Vec<PathBuf> = planned
                 .spec
                 .deny
@@ -1120,7 +1175,7 @@ mod tests {
                     planned.labels
                 );
             }
-            let reached = dir == w.d.home && backend == Backend::Bwrap;
+            let reached = dir == w.f.home && backend == Backend::Bwrap;
             assert_eq!(
                 planned
                     .reach
@@ -1140,7 +1195,7 @@ mod tests {
     #[test]
     fn a_token_folder_holding_folders_that_a_grant_reaches_is_refused_under_bwrap_alone() {
         let w = World::new();
-        let folder = w.d.home.join(".config/claude-ltt");
+        let folder = w.f.home.join(".config/claude-ltt");
         std::fs::create_dir_all(folder.join("inner")).unwrap();
         let token = folder.join("token");
         std::fs::write(&token, "t").unwrap();
@@ -1148,12 +1203,12 @@ mod tests {
         let deny = [token.clone()];
         let mut t = w.template.clone();
         t.allow_home_directory = true;
-        let home = w.d.home.clone();
+        let home = w.f.home.clone();
         let planned = |backend| {
             let mut p = w.plan(SessionKind::Pty, backend, &home);
             p.token_deny = &deny;
             p.template = &t;
-            plan_sandbox(&w.d, &s, &p).map(|planned| planned.reach.token_paths)
+            plan_sandbox(&w.f, &s, &p).map(|planned| planned.reach.token_paths)
         };
         let e = planned(Backend::Bwrap).expect_err("refused under bwrap");
         assert!(e.contains("folder of its own"), "{e}");
@@ -1165,7 +1220,7 @@ mod tests {
         let w = World::new();
         let env =
             std::collections::BTreeMap::from([("RELAY_TEST_NAME".to_string(), "v".to_string())]);
-        let names = env_names(&w.d, &env, Some(&[]), false, true);
+        let names = env_names(&w.f, &env, Some(&[]), false, true);
         assert!(
             names.names.contains(&"RELAY_TEST_NAME".to_string()),
             "{names:?}"

@@ -68,8 +68,14 @@ fn prefix(shim: &Path, listen: &[u16]) -> Option<String> {
 /// loopback address the launch's routing variables name (`ANTHROPIC_BASE_URL=
 /// http://127.0.0.1:4000`: in a sandbox on the host's network, Claude's gateway itself),
 /// from `template_env`, else relay's own environment, as the egress list takes them.
-pub fn reserved_ports(egress: Option<&Rules>, template_env: &BTreeMap<String, String>) -> Vec<u16> {
-    reserved_with(egress, template_env, |name| std::env::var(name).ok())
+pub fn reserved_ports(
+    egress: Option<&Rules>,
+    template_env: &BTreeMap<String, String>,
+    relay_routing: &BTreeMap<String, String>,
+) -> Vec<u16> {
+    reserved_with(egress, template_env, |name| {
+        relay_routing.get(name).cloned()
+    })
 }
 
 /// [`reserved_ports`], relay's environment read through `relay_env` (the tests' seam).
@@ -344,7 +350,7 @@ mod tests {
         assert_eq!(reserved_with(None, &over, relays), vec![4000, 4001]);
         // The one relay reads: the template's two variables set, relay's own is not read.
         assert_eq!(
-            reserved_ports(Some(&rules), &over),
+            reserved_ports(Some(&rules), &over, &BTreeMap::new()),
             vec![3128, 5432, 4000, 4001]
         );
     }

@@ -249,3 +249,63 @@ fn sandbox_explain_for_the_other_backend_and_its_refusals() {
     assert_eq!(run.status, 4, "{}", run.stderr);
     assert!(run.stdout.contains("ran"), "{}", run.stdout);
 }
+
+/// `v` as text with the names a launch mints made the pattern explain shows: its id,
+/// and its home's random suffix.
+fn as_explained(v: &Value, id: &str) -> Value {
+    let text = v.to_string().replace(id, "<id>");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("/home-") {
+        let (head, tail) = rest.split_at(at + "/home-".len());
+        out.push_str(head);
+        let hex = tail.bytes().take_while(u8::is_ascii_hexdigit).count();
+        out.push_str(if hex == 12 { "<hex>" } else { &tail[..hex] });
+        rest = &tail[hex..];
+    }
+    out.push_str(rest);
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn a_claude_code_terminal_explained_is_the_one_launched_with_the_token() {
+    let token = fake_token();
+    let r = Relay::start(base_settings(Some(TOKEN_SETTING)));
+    r.write_token(&token);
+    let d = r.project.display().to_string();
+    let x = r.cli_json(&["sandbox", "explain", "claude-code", "--directory", &d]);
+    let t = r.auth_status_terminal("claude-code");
+    let tid = t["id"].as_str().unwrap();
+    let (st, live, _) = r.api("GET", &format!("/api/terminals/{tid}/sandbox"), None);
+    assert_eq!(st, 200, "{live}");
+    let live = as_explained(&live, tid);
+    // Every path, the network with its egress list, and the environment's names: the
+    // launch's own (its shield, its PATH, its home, its proxy) and explain's agree.
+    for list in [
+        "read",
+        "denied",
+        "read_only",
+        "denied_sockets",
+        "system",
+        "network",
+        "environment",
+    ] {
+        assert_eq!(live[list], x[list], "{list} differs from the launch's");
+    }
+    let names = x["environment"]["names"].as_array().unwrap();
+    for name in [
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "HTTPS_PROXY",
+        "GIT_CONFIG_GLOBAL",
+        "PATH",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
+    // The writable places: the same but for how explain words the temp folder.
+    let paths = |v: &Value| places(v, "write");
+    assert_eq!(paths(&live), paths(&x));
+    for text in [&x.to_string(), &live.to_string()] {
+        relay_e2e::assert_absent(text.as_bytes(), &token, "the explanations");
+    }
+}

@@ -598,16 +598,15 @@ fn a_token_launch_routed_over_cleartext_http_to_a_remote_host_is_refused() {
     r.launch_daemon();
     let key = "terminal_templates[0].env.ANTHROPIC_BASE_URL in settings.json is plain http://";
 
-    // Said before any launch.
+    // Said before any launch: explain is the launch's own plan, refused for the same
+    // reason.
     let dir = r.project.display().to_string();
-    let x = r.cli_json(&["sandbox", "explain", "claude-code", "--directory", &dir]);
+    let x = r.cli(&["sandbox", "explain", "claude-code", "--directory", &dir]);
+    assert_eq!(x.status, 1, "{}", x.stdout);
     assert!(
-        x["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n.as_str().unwrap().contains(key)),
-        "explain does not say it: {x}"
+        x.stderr.contains(key) && x.stderr.contains(Code::SandboxUnavailable.as_str()),
+        "explain does not say it: {}",
+        x.stderr
     );
 
     let session = r.cli(&["session", "start", "--project", "p1", "--json"]);
