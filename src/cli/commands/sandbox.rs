@@ -237,15 +237,4 @@ mod tests {
             "/api/sandbox/explain?template=a%26b&directory=~&backend=seatbelt"
         );
     }
-
-    /// The `--json` line of a run that ended: its exit status and signal.
-    #[test]
-    fn the_json_line_of_an_ended_run_has_its_status_and_signal() {
-        let exited = json!({"exit_status": 3, "signal": null});
-        assert_eq!(
-            exit_line("t-1", &exited),
-            json!({"id": "t-1", "exit_status": 3, "signal": null})
-        );
-        assert_eq!(exit_code(&exited), 3);
-    }
 }
