@@ -522,56 +522,6 @@ pub(crate) fn exit_line(id: &str, v: &Value) -> Value {
     json!({"id": id, "exit_status": v["exit_status"], "signal": signal})
 }
 
-/// `relay terminal attach --id ID`: this terminal joins a running terminal until it
-/// ends (exit with its status, as `relay sandbox` does), the detach keys are typed
-/// (exit 0, it runs on) or this terminal goes away (128 + the signal, it runs on).
-pub fn terminal(
-    config: &Path,
-    id: &str,
-    detach_keys: Option<&str>,
-    json_out: bool,
-    config_flag: Option<&PathBuf>,
-) -> std::process::ExitCode {
-    use std::process::ExitCode;
-    let keys = match self::detach_keys(config, detach_keys) {
-        Ok(k) => k,
-        Err(e) => return super::fail(e),
-    };
-    let client = Client::new(config);
-    let end = Attach {
-        client: &client,
-        id,
-        keys: &keys,
-        to_stderr: json_out,
-        lossless: false,
-        forget: false,
-        resume_hint: None,
-        end_input: false,
-    }
-    .run();
-    let (code, line) = match end {
-        Err(e) => return super::fail(e),
-        Ok(End::Exited(result) | End::Gone(result)) => {
-            (ExitCode::from(exit_code(&result)), exit_line(id, &result))
-        }
-        Ok(End::Detached) => {
-            eprint!("{}", detached_note(id, config_flag));
-            (
-                ExitCode::SUCCESS,
-                serde_json::json!({"id": id, "detached": true}),
-            )
-        }
-        Ok(End::Signal(sig)) => (
-            ExitCode::from((128 + sig).clamp(0, 255) as u8),
-            serde_json::json!({"id": id, "detached": true, "signal": sig}),
-        ),
-    };
-    if json_out {
-        return super::emit(format!("{line}\n").as_bytes(), code);
-    }
-    code
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,6 +41,15 @@ impl Answer {
         }
     }
 
+    /// A 2xx answer as its wire type `T` and as it came (what `--json` prints); a
+    /// refusal is its message.
+    pub fn read<T: DeserializeOwned>(&self, route: &str) -> Result<(T, Value), String> {
+        if !(200..300).contains(&self.status) {
+            return Err(self.error_text());
+        }
+        Ok((self.typed(route)?, self.json()))
+    }
+
     /// Whether the body is a refusal (`wire::ErrorBody`).
     pub fn is_refusal(&self) -> bool {
         serde_json::from_slice::<ErrorBody>(&self.body).is_ok()
@@ -95,6 +104,26 @@ impl Client {
     pub fn send(&self, method: &str, path: &str, body: &impl Serialize) -> Result<Answer, String> {
         let payload = serde_json::to_vec(body).map_err(|e| format!("request body: {e}"))?;
         self.call_bytes(method, path, payload)
+    }
+
+    /// `method path` without a body, its answer read as `T` ([`Answer::read`]).
+    pub fn call_as<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> Result<(T, Value), String> {
+        self.call(method, path)?.read(&format!("{method} {path}"))
+    }
+
+    /// `method path` with `body`, its answer read as `T` ([`Answer::read`]).
+    pub fn send_as<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<(T, Value), String> {
+        self.send(method, path, body)?
+            .read(&format!("{method} {path}"))
     }
 
     fn call_bytes(&self, method: &str, path: &str, payload: Vec<u8>) -> Result<Answer, String> {
@@ -251,5 +280,26 @@ mod tests {
         let b = answer(502, "<html>");
         assert!(!b.is_refusal());
         assert_eq!(b.error_text(), "relay answered 502");
+    }
+
+    /// A 2xx answer reads as its type and as it came; any other is its refusal text,
+    /// whatever its body.
+    #[test]
+    fn an_answer_reads_as_its_type_and_json_or_as_its_refusal() {
+        let ok = answer(
+            201,
+            r#"{"url": "http://127.0.0.1:1/x", "expires_in_s": 60}"#,
+        );
+        let (link, v) = ok.read::<wire::LoginLink>("POST /api/login-code").unwrap();
+        assert_eq!(link.url, "http://127.0.0.1:1/x");
+        assert_eq!(v["expires_in_s"], 60);
+        let code = crate::wire::Code::UnknownProject;
+        let refused = answer(404, &format!(r#"{{"code": "{code}", "error": "no"}}"#));
+        let e = refused.read::<wire::LoginLink>("POST /api/login-code");
+        assert_eq!(e.unwrap_err(), format!("no ({code})"));
+        let e = answer(200, "{}").read::<wire::LoginLink>("POST /api/login-code");
+        assert!(e
+            .unwrap_err()
+            .starts_with("relay's answer to POST /api/login-code: missing field `url`"),);
     }
 }

@@ -235,6 +235,16 @@ impl Filter {
         }
         match self.state {
             State::Ground => unreachable!("handled above"),
+            State::Esc | State::EscInter | State::Csi | State::CsiIgnore => self.in_escape(b, out),
+            State::Str(_) | State::StrEsc(_) | State::Ignore { .. } | State::IgnoreEsc => {
+                self.in_string(b, out)
+            }
+        }
+    }
+
+    /// An ASCII byte other than ESC, CAN and SUB inside an escape or a CSI.
+    fn in_escape(&mut self, b: u8, out: &mut Vec<u8>) {
+        match self.state {
             State::Esc => match b {
                 b'[' => self.push_state(b, State::Csi),
                 b']' => self.push_state(b, State::Str(Str::Osc)),
@@ -282,6 +292,14 @@ impl Filter {
                 0x20..=0x3f | DEL => {}
                 _ => self.control(b, out),
             },
+            _ => unreachable!("`ascii` sends only escape states here"),
+        }
+    }
+
+    /// An ASCII byte other than ESC, CAN and SUB inside an OSC, a DCS or an ignored
+    /// string, or just after its ESC.
+    fn in_string(&mut self, b: u8, out: &mut Vec<u8>) {
+        match self.state {
             State::Str(kind) => match b {
                 BEL if kind == Str::Osc => {
                     self.end_string(kind, true, out);
@@ -314,6 +332,7 @@ impl Filter {
                     self.ascii(b, out);
                 }
             }
+            _ => unreachable!("`ascii` sends only string states here"),
         }
     }
 

@@ -171,80 +171,81 @@ pub fn too_large(body: &Message) -> Option<String> {
 
 pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> ExitCode {
     let path = format!("/api/sessions/{id}/message");
-    if let Some(e) = too_large(&Message {
+    let body = Message {
         text: text.to_string(),
         stream,
-    }) {
+    };
+    if let Some(e) = too_large(&body) {
         return fail(e);
     }
-    if !stream {
-        let body = Message {
-            text: text.to_string(),
-            stream: false,
-        };
-        let a = match c.send("POST", &path, &body) {
-            Ok(a) => a,
-            Err(e) => return fail(e),
-        };
-        if a.status != 200 {
-            return fail(a.error_text());
-        }
-        let t: TurnAnswer = match a.typed(&format!("POST {path}")) {
-            Ok(t) => t,
-            Err(e) => return fail(e),
-        };
-        if t.is_error {
-            warn(&t.warnings);
-            return fail(turn_failed(&t.text, t.api_error_status.map(u64::from)));
-        }
-        let bytes = if json_out {
-            json_bytes(&a.json())
-        } else {
-            text_line(&t.text)
-        };
-        let code = emit(&bytes, ExitCode::SUCCESS);
-        return match warn(&t.warnings) {
-            true => ExitCode::FAILURE,
-            false => code,
-        };
+    if stream {
+        streamed(c, &path, &body, json_out)
+    } else {
+        whole(c, &path, &body, json_out)
     }
+}
+
+/// A turn without `--stream`: its final text (or its answer as JSON) once it is over.
+fn whole(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
+    let a = match c.send("POST", path, body) {
+        Ok(a) => a,
+        Err(e) => return fail(e),
+    };
+    if a.status != 200 {
+        return fail(a.error_text());
+    }
+    let t: TurnAnswer = match a.typed(&format!("POST {path}")) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    if t.is_error {
+        warn(&t.warnings);
+        return fail(turn_failed(&t.text, t.api_error_status.map(u64::from)));
+    }
+    let bytes = if json_out {
+        json_bytes(&a.json())
+    } else {
+        text_line(&t.text)
+    };
+    let code = emit(&bytes, ExitCode::SUCCESS);
+    match warn(&t.warnings) {
+        true => ExitCode::FAILURE,
+        false => code,
+    }
+}
+
+/// A turn with `--stream`: each event printed as it arrives, then the exit status its
+/// last event gives.
+fn streamed(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
     let mut r = Renderer::default();
     let mut last: Option<TurnEvent> = None;
     let mut warnings: Vec<String> = Vec::new();
     let mut out_closed = false;
-    let answer = c.call_lines(
-        "POST",
-        &path,
-        &Message {
-            text: text.to_string(),
-            stream: true,
-        },
-        |line| {
-            let Ok(v) = serde_json::from_slice::<Value>(line) else {
-                return;
-            };
-            let ev = TurnEvent::deserialize(&v).ok();
-            let bytes = if json_out {
-                json_bytes(&v)
-            } else {
-                ev.as_ref()
-                    .map(|e| r.render(e))
-                    .unwrap_or_default()
-                    .into_bytes()
-            };
-            match ev {
-                Some(e @ (TurnEvent::Result { .. } | TurnEvent::Error { .. })) => last = Some(e),
-                Some(TurnEvent::Warning { message }) => warnings.push(message),
-                _ => {}
-            }
-            if !bytes.is_empty() && !out_closed {
-                use std::io::Write;
-                let mut out = std::io::stdout().lock();
-                // A reader that went away stops the printing, not the turn.
-                out_closed = out.write_all(&bytes).and_then(|()| out.flush()).is_err();
-            }
-        },
-    );
+    let answer = c.call_lines("POST", path, body, |line| {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        let ev = TurnEvent::deserialize(&v).ok();
+        let bytes = if json_out {
+            json_bytes(&v)
+        } else {
+            ev.as_ref()
+                .map(|e| r.render(e))
+                .unwrap_or_default()
+                .into_bytes()
+        };
+        match ev {
+            Some(e @ (TurnEvent::Result { .. } | TurnEvent::Error { .. })) => last = Some(e),
+            Some(TurnEvent::Warning { message }) => warnings.push(message),
+            _ => {}
+        }
+        if !bytes.is_empty() && !out_closed {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            // A reader that went away stops the printing, not the turn.
+            out_closed = out.write_all(&bytes).and_then(|()| out.flush()).is_err();
+        }
+    });
     let tail = r.finish();
     if !json_out && !tail.is_empty() {
         let _ = emit(tail.as_bytes(), ExitCode::SUCCESS);
@@ -253,24 +254,30 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
     match answer {
         Err(e) => fail(e),
         Ok(Streamed::Refused(a)) => fail(a.error_text()),
-        Ok(Streamed::Lines) => match last {
-            Some(TurnEvent::Result {
-                is_error: false, ..
-            }) if warned => ExitCode::FAILURE,
-            Some(TurnEvent::Result {
-                is_error: false, ..
-            }) => ExitCode::SUCCESS,
-            Some(TurnEvent::Result {
-                text,
-                api_error_status,
-                ..
-            }) => fail(turn_failed(&text, api_error_status.map(u64::from))),
-            Some(TurnEvent::Error { code, message }) => fail(format!("{message} ({code})")),
-            _ => fail(format!(
-                "the turn ended without an answer ({})",
-                Code::SessionExited
-            )),
-        },
+        Ok(Streamed::Lines) => stream_end(last, warned),
+    }
+}
+
+/// The exit status of a streamed turn from its last `result` or `error` event: 0 for a
+/// good result, 1 with a warning; an `error:` line for a failed turn, an error, or none.
+fn stream_end(last: Option<TurnEvent>, warned: bool) -> ExitCode {
+    match last {
+        Some(TurnEvent::Result {
+            is_error: false, ..
+        }) if warned => ExitCode::FAILURE,
+        Some(TurnEvent::Result {
+            is_error: false, ..
+        }) => ExitCode::SUCCESS,
+        Some(TurnEvent::Result {
+            text,
+            api_error_status,
+            ..
+        }) => fail(turn_failed(&text, api_error_status.map(u64::from))),
+        Some(TurnEvent::Error { code, message }) => fail(format!("{message} ({code})")),
+        _ => fail(format!(
+            "the turn ended without an answer ({})",
+            Code::SessionExited
+        )),
     }
 }
 

@@ -1,0 +1,216 @@
+//! What terminals and sessions print alike (both are `wire::Session` entries,
+//! docs/routes.md#entry): the line for one entry, a list, `stop`, `purge` and `egress`,
+//! and the caller's folder a `start` sends.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::cli::client::Client;
+use crate::cli::Out;
+use crate::wire;
+
+/// One entry on one line: id, state, project, template and folder, then what it has of
+/// name, exit, end reason, token, account and staleness.
+pub fn describe(e: &wire::Session) -> String {
+    let mut s = format!(
+        "{}  {}  project={}  template={}  {}",
+        e.id,
+        e.state.as_str(),
+        e.project_id,
+        e.template_id,
+        e.directory.display()
+    );
+    if let Some(n) = &e.name {
+        s.push_str(&format!("  name={n}"));
+    }
+    if let Some(code) = e.exit_status {
+        s.push_str(&format!("  exit={code}"));
+    }
+    if let Some(r) = &e.exit_reason {
+        s.push_str(&format!("  ended={r}"));
+    }
+    if let Some(fp) = &e.token_fingerprint {
+        s.push_str(&format!("  token={fp}"));
+    }
+    if let Some(a) = &e.account {
+        s.push_str(&format!("  account={a}"));
+    }
+    if e.stale {
+        s.push_str("  stale");
+    }
+    s
+}
+
+/// A list: one line per entry, `(none)` for none.
+fn list_text(items: &[wire::Session]) -> String {
+    if items.is_empty() {
+        return "(none)".into();
+    }
+    items.iter().map(describe).collect::<Vec<_>>().join("\n")
+}
+
+/// `relay session|terminal list`: `what` is `sessions` or `terminals`, `items` the
+/// answer's entries.
+pub fn list<L: DeserializeOwned>(
+    c: &Client,
+    what: &str,
+    items: fn(&L) -> &[wire::Session],
+) -> Result<Out, String> {
+    c.call_as("GET", &format!("/api/{what}"))
+        .map(|(l, v): (L, _)| Out::new(v, list_text(items(&l))))
+}
+
+/// An answer that is one entry, printed as `<verb> <entry>`.
+pub fn one(verb: &str, r: Result<(wire::Session, Value), String>) -> Result<Out, String> {
+    r.map(|(e, json)| Out::new(json, format!("{verb} {}", describe(&e))))
+}
+
+/// `relay session|terminal stop`.
+pub fn stop(c: &Client, what: &str, id: &str) -> Result<Out, String> {
+    one("stopped", c.call_as("DELETE", &format!("/api/{what}/{id}")))
+}
+
+/// `relay session|terminal purge`.
+pub fn purge(c: &Client, what: &str, id: &str) -> Result<Out, String> {
+    c.call_as("POST", &format!("/api/{what}/{id}/purge"))
+        .map(|(p, v): (wire::Purged, _)| Out::new(v, format!("purged {}", describe(&p.entry))))
+}
+
+/// `relay session|terminal egress`.
+pub fn egress(c: &Client, what: &str, id: &str) -> Result<Out, String> {
+    c.call_as("GET", &format!("/api/{what}/{id}/egress"))
+        .map(|(a, v): (wire::AuditRows, _)| Out::new(v, egress_text(&a)))
+}
+
+/// One line per connection: `allowed`/`refused`, where, bytes and time, and the rule.
+fn egress_text(a: &wire::AuditRows) -> String {
+    let lines: Vec<String> = a
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let g = r.egress.as_ref()?;
+            let verdict = if g.allowed { "allowed" } else { "refused" };
+            Some(format!(
+                "{verdict}{}  {}  {} B out, {} B in, {} ms  {}",
+                times(g),
+                g.target(),
+                g.sent,
+                g.received,
+                g.ms,
+                g.rule
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return "no connections".to_string();
+    }
+    lines.join("\n")
+}
+
+/// ` ×N` for a folded row, which stands for N connections (over the session's budget).
+pub fn times(g: &wire::Egress) -> String {
+    match g.folded {
+        0 => String::new(),
+        n => format!(" ×{n}"),
+    }
+}
+
+/// The caller's folder for a start without `--directory`, as the API's `cwd`. A name
+/// that is not UTF-8 cannot travel in JSON: refused, never sent mangled (the daemon
+/// would not find it and start in the project's folder instead).
+pub fn here(directory: Option<&str>) -> Result<Option<String>, String> {
+    let Ok(cwd) = std::env::current_dir() else {
+        return Ok(None);
+    };
+    match cwd.to_str() {
+        Some(s) => Ok(Some(s.to_string())),
+        None if directory.is_some_and(|d| !d.is_empty()) => Ok(None),
+        None => Err(format!(
+            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: pass --directory with a folder whose name is",
+            cwd.to_string_lossy()
+        )),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A session entry as the daemon answers it, with `more` fields over the required.
+    pub(crate) fn entry(more: Value) -> Value {
+        let mut v = json!({
+            "id": "s-0123456789ab", "kind": "claude", "template_id": "claude-code",
+            "project_id": "p", "directory": "/home/ada/p", "state": "running",
+            "created_ms": 1, "sandboxed": true, "token_passed": true,
+        });
+        for (k, x) in more.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    }
+
+    pub(crate) fn session(more: Value) -> wire::Session {
+        serde_json::from_value(entry(more)).unwrap()
+    }
+
+    #[test]
+    fn an_entry_is_one_line_with_what_it_has() {
+        assert_eq!(
+            describe(&session(json!({}))),
+            "s-0123456789ab  running  project=p  template=claude-code  /home/ada/p"
+        );
+        let ended = session(json!({
+            "state": "exited", "name": "n", "exit_status": 3, "exit_reason": "exited",
+            "token_fingerprint": "sha256:ab12", "account": "work", "stale": true,
+        }));
+        assert_eq!(
+            describe(&ended),
+            "s-0123456789ab  exited  project=p  template=claude-code  /home/ada/p  name=n  exit=3  ended=exited  token=sha256:ab12  account=work  stale"
+        );
+    }
+
+    #[test]
+    fn a_list_is_a_line_per_entry_or_none() {
+        assert_eq!(list_text(&[]), "(none)");
+        let two = [
+            session(json!({})),
+            session(json!({"id": "s-2", "state": "dormant"})),
+        ];
+        assert_eq!(
+            list_text(&two),
+            "s-0123456789ab  running  project=p  template=claude-code  /home/ada/p\n\
+             s-2  dormant  project=p  template=claude-code  /home/ada/p"
+        );
+        let out = one("stopped", Ok((two[1].clone(), json!({"id": "s-2"})))).unwrap();
+        assert_eq!(
+            out.text,
+            "stopped s-2  dormant  project=p  template=claude-code  /home/ada/p"
+        );
+        assert_eq!(out.json, json!({"id": "s-2"}));
+        assert_eq!(one("stopped", Err("no".into())).err().unwrap(), "no");
+    }
+
+    /// An audit row of a connection, as `GET /api/…/egress` answers it.
+    pub(crate) fn egress_row(egress: Value) -> Value {
+        json!({"ts": 1_700_000_000_000u64, "action": "egress", "outcome": "allowed", "egress": egress})
+    }
+
+    #[test]
+    fn egress_is_a_line_per_connection_folded_ones_counted() {
+        let rows: wire::AuditRows = serde_json::from_value(json!({"rows": [
+            egress_row(json!({"host": "api.anthropic.com", "port": 443, "allowed": true,
+                "rule": "allow api.anthropic.com", "sent": 10, "received": 20, "ms": 5})),
+            egress_row(json!({"host": "::1", "port": 22, "allowed": false,
+                "rule": "deny loopback", "sent": 0, "received": 0, "ms": 0, "folded": 7})),
+            {"ts": 1, "action": "session.start", "outcome": "allowed"},
+        ]}))
+        .unwrap();
+        assert_eq!(
+            egress_text(&rows),
+            "allowed  api.anthropic.com:443  10 B out, 20 B in, 5 ms  allow api.anthropic.com\n\
+             refused ×7  [::1]:22  0 B out, 0 B in, 0 ms  deny loopback"
+        );
+        assert_eq!(egress_text(&wire::AuditRows::default()), "no connections");
+    }
+}

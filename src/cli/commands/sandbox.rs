@@ -1,0 +1,240 @@
+//! `relay sandbox <template>`: start a sandboxed terminal of that template for the
+//! project holding the current directory, and attach this terminal to it — raw mode,
+//! window size, the tool's exit status ([`crate::cli::attach`]). Closing this terminal
+//! (SIGHUP) ends the session; the detach keys leave it running and print how to attach
+//! again. With `--json` the session's output goes to stderr and stdout gets one line
+//! at the end. The session's output reaches this terminal through
+//! [`crate::cli::termout::Filter`]: its screen works, sequences that act outside it are
+//! dropped ([cli.md](../../../docs/cli.md#what-a-session-prints-on-your-terminal)).
+//!
+//! `relay sandbox explain <template>` prints the sandbox such a terminal gets, from the
+//! daemon's launch path, launching nothing (docs/cli.md#relay-sandbox-explain).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::{json, Value};
+
+use crate::cli::args::{Json, SandboxVerb};
+use crate::cli::attach::{self, exit_code, exit_line, Attach, End};
+use crate::cli::client::Client;
+use crate::cli::{emit, fail, print, Out};
+use crate::daemon::settings::DetachKeys;
+use crate::sandbox::explain::{self as explained, Explanation};
+
+pub struct Options<'a> {
+    pub template: &'a str,
+    pub args: &'a [String],
+    pub detach_keys: Option<&'a str>,
+    pub json_out: bool,
+    /// `--config-dir` as given, for the attach-again line.
+    pub config_flag: Option<&'a PathBuf>,
+}
+
+/// The tool's exit status as this command's, and with `--json` the one line.
+fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
+    let code = ExitCode::from(exit_code(result));
+    if json_out {
+        let line = exit_line(id, result);
+        return emit(format!("{line}\n").as_bytes(), code);
+    }
+    code
+}
+
+/// What `relay sandbox` says in place of Claude Code's resume hint: why the hint cannot
+/// work, and what does.
+pub fn resume_note(id: &str, keys: &DetachKeys) -> String {
+    let detach = if keys.bytes().is_empty() {
+        "detach (set detach_keys in settings.json)".to_string()
+    } else {
+        format!("detach with {}", keys.describe())
+    };
+    format!(
+        "relay: Claude Code's resume hint is left out: this run's conversation goes with its \
+         sandbox ({id}), and `claude --resume` would start Claude outside the sandbox. To come \
+         back to a conversation, {detach} instead of exiting, then relay terminal attach; a \
+         session (relay session start) keeps its conversation for relay session resume.\n"
+    )
+}
+
+pub fn run(config: &Path, o: Options) -> ExitCode {
+    let client = Client::new(config);
+    let keys = match attach::detach_keys(config, o.detach_keys) {
+        Ok(k) => k,
+        Err(e) => return fail(e),
+    };
+    let id = match start(&client, &o) {
+        Ok(id) => id,
+        Err(e) => return fail(e),
+    };
+    let hint_dropped = std::cell::Cell::new(false);
+    let end = Attach {
+        client: &client,
+        id: &id,
+        keys: &keys,
+        to_stderr: o.json_out,
+        lossless: true,
+        // The run is printed: the terminal has nothing more to give, so it goes (its
+        // record, logs and temp folder; docs/cli.md#relay-sandbox). The daemon purges
+        // it once this attach is over, so this command does not wait for that.
+        forget: true,
+        // Claude Code's `claude --resume` hint cannot work here: it goes, and what
+        // can is said instead.
+        resume_hint: Some(&hint_dropped),
+        // `relay sandbox shell < script` ends as `bash < script` does.
+        end_input: true,
+    }
+    .run();
+    if hint_dropped.get() {
+        eprint!("{}", resume_note(&id, &keys));
+    }
+    ended(&client, &id, end, &o)
+}
+
+/// Starts the terminal in the current folder at this terminal's size: its id.
+fn start(client: &Client, o: &Options) -> Result<String, String> {
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    // The folder travels in JSON: a name that is not UTF-8 is refused, never sent
+    // mangled.
+    let Some(cwd_text) = cwd.to_str() else {
+        return Err(format!(
+            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: run relay sandbox from a folder whose name is",
+            cwd.to_string_lossy()
+        ));
+    };
+    let size = attach::terminal_size();
+    let body = crate::wire::TerminalStart {
+        template: Some(o.template.to_string()),
+        directory: Some(cwd_text.to_string()),
+        project_from_directory: true,
+        extra_args: o.args.to_vec(),
+        cols: size.map(|s| s.0),
+        rows: size.map(|s| s.1),
+        // Nothing is read before this attach, and the attach is lossless: the whole run
+        // reaches this terminal (docs/routes.md#attaching-to-a-terminal).
+        hold_output: true,
+        ..Default::default()
+    };
+    match client.send("POST", "/api/terminals", &body)? {
+        a if a.status == 201 => a
+            .typed::<crate::wire::Session>("POST /api/terminals")
+            .map(|s| s.id),
+        a => Err(a.error_text()),
+    }
+}
+
+/// How the command ends, as the attach did.
+fn ended(client: &Client, id: &str, end: Result<End, String>, o: &Options) -> ExitCode {
+    match end {
+        Err(e) => fail(e),
+        Ok(End::Exited(result)) => finished(id, &result, o.json_out),
+        Ok(End::Gone(entry)) => finished(id, &entry, o.json_out),
+        Ok(End::Detached) => {
+            eprint!("{}", attach::detached_note(id, o.config_flag));
+            if o.json_out {
+                let line = json!({"id": id, "detached": true});
+                return emit(format!("{line}\n").as_bytes(), ExitCode::SUCCESS);
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(End::Signal(sig)) => {
+            // The terminal is gone (or we were told to stop): end the session, and
+            // purge it as a run that ended by itself is (DELETE answers once the exit
+            // is recorded; one that outlasts it is kept, said on stderr).
+            let _ = client.call("DELETE", &format!("/api/terminals/{id}"));
+            attach::purge(client, id);
+            ExitCode::from((128 + sig).clamp(0, 255) as u8)
+        }
+    }
+}
+
+/// `relay sandbox explain`: the sandbox a terminal of `template` gets in `--directory`
+/// (default: here), from the daemon's launch path (`GET /api/sandbox/explain`).
+pub fn explain(c: &Client, v: SandboxVerb) -> ExitCode {
+    let SandboxVerb::Explain {
+        template,
+        directory,
+        backend,
+        json: Json { json },
+    } = v;
+    let asked = std::env::current_dir()
+        .map_err(|e| format!("current directory: {e}"))
+        .map(|here| explain_path(&template, &folder(here, directory), backend.as_deref()));
+    let answer = asked.and_then(|path| c.call_as::<Explanation>("GET", &path));
+    print(
+        json,
+        answer.map(|(e, v)| Out::new(v, explained::to_text(&e))),
+    )
+}
+
+/// The folder to explain: `~` is the daemon's to expand; a relative folder is taken
+/// from `here`.
+fn folder(here: PathBuf, directory: Option<String>) -> PathBuf {
+    match directory {
+        None => here,
+        Some(d) if d == "~" || d.starts_with("~/") || d.starts_with('/') => PathBuf::from(d),
+        Some(d) => here.join(d),
+    }
+}
+
+fn explain_path(template: &str, dir: &Path, backend: Option<&str>) -> String {
+    use crate::http::encode_component as enc;
+    let mut path = format!(
+        "/api/sandbox/explain?template={}&directory={}",
+        enc(template),
+        enc(&dir.to_string_lossy())
+    );
+    if let Some(b) = backend {
+        path.push_str(&format!("&backend={}", enc(b)));
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resume_note_names_the_run_and_the_detach_keys_in_force() {
+        let note = resume_note("t-1", &DetachKeys::default_keys());
+        assert!(note.starts_with("relay: Claude Code's resume hint is left out"));
+        assert!(note.contains("(t-1)") && note.contains("detach with Ctrl-\\ Ctrl-\\ instead"));
+        assert!(note.ends_with(".\n") && note.lines().count() == 1, "{note}");
+        let off = resume_note("t-1", &DetachKeys::parse("none").unwrap());
+        assert!(
+            off.contains("detach (set detach_keys in settings.json)"),
+            "{off}"
+        );
+        let keys = resume_note("t-1", &DetachKeys::parse("ctrl-a,d").unwrap());
+        assert!(keys.contains("detach with Ctrl-A d instead"), "{keys}");
+    }
+
+    /// `~` goes to the daemon as typed, a relative folder is taken from here, and
+    /// every value is encoded in the query.
+    #[test]
+    fn explain_asks_for_the_folder_meant_with_every_value_encoded() {
+        let here = PathBuf::from("/home/ada/p");
+        assert_eq!(folder(here.clone(), None), here);
+        assert_eq!(
+            folder(here.clone(), Some("~/q".into())),
+            PathBuf::from("~/q")
+        );
+        assert_eq!(folder(here.clone(), Some("~".into())), PathBuf::from("~"));
+        assert_eq!(
+            folder(here.clone(), Some("/srv".into())),
+            PathBuf::from("/srv")
+        );
+        assert_eq!(
+            folder(here.clone(), Some("sub dir".into())),
+            PathBuf::from("/home/ada/p/sub dir")
+        );
+        assert_eq!(
+            explain_path("claude-code", Path::new("/home/ada/p q"), None),
+            "/api/sandbox/explain?template=claude-code&directory=/home/ada/p%20q"
+        );
+        assert_eq!(
+            explain_path("a&b", Path::new("~"), Some("seatbelt")),
+            "/api/sandbox/explain?template=a%26b&directory=~&backend=seatbelt"
+        );
+    }
+}
