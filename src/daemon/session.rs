@@ -178,13 +178,76 @@ pub(super) fn descends(pid: u32, roots: &[u32], parent_of: impl Fn(u32) -> Optio
 
 #[cfg(test)]
 mod tests {
-    use super::descends;
+    use super::{descends, Entry, EntryState, Reach};
+    use crate::protocol::{ClaudeInit, PtySize, SessionKind};
     use std::collections::HashMap;
 
     /// A process tree as a child → parent table.
     fn tree(pairs: &[(u32, u32)]) -> impl Fn(u32) -> Option<u32> {
         let parents: HashMap<u32, u32> = pairs.iter().copied().collect();
         move |pid| parents.get(&pid).copied()
+    }
+
+    /// The session `src/wire/testdata/session-view.json` shows, with what only the
+    /// daemon keeps set too.
+    fn every_field() -> Entry {
+        Entry {
+            id: "t-0123456789ab".into(),
+            kind: SessionKind::Pty,
+            name: Some("n".into()),
+            template_id: "shell".into(),
+            project_id: "p".into(),
+            directory: "/home/ada/p".into(),
+            state: EntryState::Exited,
+            root_pid: Some(42),
+            target_pid: Some(43),
+            created_ms: 1,
+            exit_status: Some(3),
+            exit_signal: Some(9),
+            exit_reason: Some("exited".into()),
+            sandboxed: true,
+            profile: Some("/tmp/relay-t-0123456789ab/profile".into()),
+            pty: Some(PtySize { cols: 80, rows: 24 }),
+            token_passed: true,
+            model: Some("m".into()),
+            permission_mode: Some("plan".into()),
+            claude: Some(ClaudeInit {
+                session_id: Some("c".into()),
+                version: Some("2".into()),
+                model: Some("m".into()),
+                api_key_source: Some("none".into()),
+                permission_mode: Some("plan".into()),
+            }),
+            token_fingerprint: Some("abcdef012345".into()),
+            token_file: Some("/home/ada/.config/relay/token".into()),
+            account: Some("work".into()),
+            stale: true,
+            ended_ms: Some(2),
+            reach: Reach {
+                grants: vec!["/home/ada/p".into()],
+                held: vec![("/home/ada/p/.git/hooks".into(), Some((1, 2)))],
+                ..Default::default()
+            },
+            stop_reason: Some("claude_token_changed"),
+            stop_token_projects: Some(vec!["p".into()]),
+            early_exit: None,
+            explained: None,
+            probe: false,
+            sandbox: None,
+        }
+    }
+
+    /// What the API shows of an entry is the session view, byte for byte: nothing only
+    /// the daemon keeps reaches a client.
+    #[test]
+    fn an_entry_serializes_as_the_session_view() {
+        let golden = include_str!("../wire/testdata/session-view.json").trim_end();
+        assert_eq!(
+            serde_json::to_string_pretty(&every_field()).unwrap(),
+            golden
+        );
+        let view = every_field().view();
+        assert_eq!(serde_json::to_string_pretty(&view).unwrap(), golden);
     }
 
     #[test]

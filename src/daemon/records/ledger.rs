@@ -757,6 +757,54 @@ mod tests {
         }
     }
 
+    /// One record with every field set: the session `src/wire/testdata/session-view.json`
+    /// shows, as its ledger file keeps it.
+    fn every_field() -> Record {
+        Record {
+            v: VERSION,
+            id: "t-0123456789ab".into(),
+            kind: SessionKind::Pty,
+            name: Some("n".into()),
+            project_id: "p".into(),
+            template_id: "shell".into(),
+            directory: "/home/ada/p".into(),
+            model: Some("m".into()),
+            permission_mode: Some("plan".into()),
+            token_fingerprint: Some("abcdef012345".into()),
+            token_passed: true,
+            account: Some("work".into()),
+            claude: Some(ClaudeInit {
+                session_id: Some("c".into()),
+                version: Some("2".into()),
+                model: Some("m".into()),
+                api_key_source: Some("none".into()),
+                permission_mode: Some("plan".into()),
+            }),
+            state: EntryState::Exited,
+            exit_status: Some(3),
+            exit_signal: Some(9),
+            exit_reason: Some("exited".into()),
+            created_ms: 1,
+            ended_ms: Some(2),
+            sandboxed: true,
+            pty: Some(PtySize { cols: 80, rows: 24 }),
+            reach: ReachRecord {
+                grants: vec!["/home/ada/p".into(), "/usr".into()],
+                read_write: vec!["/home/ada/p".into()],
+                pins: vec!["/home/ada/p/.git/hooks".into()],
+                token_paths: vec!["/home/ada/.config/relay/token".into()],
+                token_path: None,
+            },
+            sandbox: Some(Sandbox {
+                boot: "6a1f".into(),
+                pid: 4242,
+                start: 98_765,
+                mnt: 4_026_532_801,
+                pid_ns: 4_026_532_803,
+            }),
+        }
+    }
+
     fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
         let s = Store::new(d.path());
@@ -1058,5 +1106,85 @@ mod tests {
         // Only relay's ids name files.
         r.id = "../x".into();
         assert!(s.write(&r).is_err());
+    }
+
+    /// The ledger file's bytes, field names and order: what earlier relays read back and
+    /// the e2e tests look at. A change here is a change of the format.
+    #[test]
+    fn a_record_keeps_its_bytes() {
+        let (_d, s) = store();
+        let full = every_field();
+        s.write(&full).unwrap();
+        let written = std::fs::read_to_string(s.dir().join("t-0123456789ab.json")).unwrap();
+        assert_eq!(written, include_str!("testdata/ledger-record.json"));
+        // Empty optional fields are left out, not `null`.
+        let bare = Record {
+            name: None,
+            model: None,
+            permission_mode: None,
+            token_fingerprint: None,
+            token_passed: false,
+            account: None,
+            claude: None,
+            exit_status: None,
+            exit_signal: None,
+            exit_reason: None,
+            ended_ms: None,
+            pty: None,
+            reach: ReachRecord::default(),
+            sandbox: None,
+            ..full
+        };
+        assert_eq!(
+            serde_json::to_string(&bare).unwrap(),
+            r#"{"v":1,"id":"t-0123456789ab","kind":"pty","project_id":"p","template_id":"shell","directory":"/home/ada/p","token_passed":false,"state":"exited","created_ms":1,"sandboxed":true,"reach":{"grants":[],"read_write":[],"pins":[]}}"#
+        );
+    }
+
+    /// What a restart reads back and writes again is the record it read: an ended
+    /// session's file keeps its bytes through a restart.
+    #[test]
+    fn a_record_read_back_is_written_again_byte_for_byte() {
+        let (_d, s) = store();
+        std::fs::write(
+            s.dir().join("t-0123456789ab.json"),
+            include_str!("testdata/ledger-record.json"),
+        )
+        .unwrap();
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        assert_eq!(loaded.records, vec![every_field()]);
+        let (e, was_running) = every_field().into_entry(99);
+        assert!(!was_running);
+        s.write(&Record::of(&e)).unwrap();
+        let again = std::fs::read_to_string(s.dir().join("t-0123456789ab.json")).unwrap();
+        assert_eq!(again, include_str!("testdata/ledger-record.json"));
+    }
+
+    /// A record an earlier relay wrote (one token path, no account, no sandbox) reads
+    /// back, its one path among the token paths, and is written again in today's form.
+    #[test]
+    fn an_earlier_record_reads_back_with_its_one_token_path() {
+        let (_d, s) = store();
+        std::fs::write(
+            s.dir().join("s-0123456789ab.json"),
+            include_str!("testdata/ledger-record-earlier.json"),
+        )
+        .unwrap();
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        let [rec] = <[Record; 1]>::try_from(loaded.records).unwrap();
+        let (e, was_running) = rec.into_entry(99);
+        assert!(!was_running);
+        assert_eq!(
+            (e.state, e.account.as_deref(), e.sandbox.as_ref()),
+            (EntryState::Dormant, None, None)
+        );
+        let token = PathBuf::from("/home/ada/.config/relay/token");
+        assert_eq!(e.reach.token_paths, vec![token]);
+        s.write(&Record::of(&e)).unwrap();
+        let again = std::fs::read_to_string(s.dir().join("s-0123456789ab.json")).unwrap();
+        assert!(!again.contains("\"token_path\""), "{again}");
+        assert!(again.contains("\"token_paths\""), "{again}");
     }
 }
