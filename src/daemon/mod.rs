@@ -20,7 +20,7 @@ pub mod settings;
 pub use ids::random_hex;
 pub use serve::{ensure_mask, serve};
 use session::{descends, reason_name, PurgedReach};
-pub use session::{Entry, EntryState, Reach};
+pub use session::{Entry, EntryState, Reach, Record};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -115,10 +115,17 @@ impl Daemon {
         let mut v: Vec<Entry> = self
             .ledger()
             .values()
-            .filter(|e| e.kind == kind && e.state != EntryState::Launching && !e.probe)
+            .filter(|e| {
+                e.record.kind == kind && e.record.state != EntryState::Launching && !e.probe
+            })
             .cloned()
             .collect();
-        v.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then(a.id.cmp(&b.id)));
+        v.sort_by(|a, b| {
+            a.record
+                .created_ms
+                .cmp(&b.record.created_ms)
+                .then(a.record.id.cmp(&b.record.id))
+        });
         v
     }
 
@@ -129,14 +136,14 @@ impl Daemon {
     /// Reserves `entry.id`; a resume may take over its own dormant entry.
     fn begin(&self, entry: Entry, resume: bool) -> bool {
         let mut l = self.ledger();
-        match l.get(&entry.id) {
-            Some(old) if !(resume && old.state == EntryState::Dormant) => false,
+        match l.get(&entry.record.id) {
+            Some(old) if !(resume && old.record.state == EntryState::Dormant) => false,
             _ => {
-                if let Some(old) = l.insert(entry.id.clone(), entry) {
+                if let Some(old) = l.insert(entry.record.id.clone(), entry) {
                     self.resuming
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .insert(old.id.clone(), old);
+                        .insert(old.record.id.clone(), old);
                 }
                 true
             }
@@ -174,7 +181,7 @@ impl Daemon {
     /// while launching.
     fn persist_or_say(&self, id: &str) -> Result<bool, String> {
         let _w = self.store.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let rec = self.ledger().get(id).map(records::ledger::Record::of);
+        let rec = self.ledger().get(id).map(|e| e.record.clone());
         let done = match rec {
             Some(r) if r.state == EntryState::Launching => return Ok(false),
             Some(r) => self.store.write(&r),
@@ -214,8 +221,8 @@ impl Daemon {
         });
         let sid = match self.ledger().get_mut(id) {
             Some(e) => {
-                e.claude = init;
-                e.claude.as_ref().and_then(|c| c.session_id.clone())
+                e.record.claude = init;
+                e.record.claude.as_ref().and_then(|c| c.session_id.clone())
             }
             None => return None,
         };
@@ -239,8 +246,8 @@ impl Daemon {
     pub fn live_sandboxed(&self, except: &str) -> Vec<Entry> {
         self.ledger()
             .values()
-            .filter(|e| e.sandboxed && e.id != except)
-            .filter(|e| matches!(e.state, EntryState::Running | EntryState::Launching))
+            .filter(|e| e.record.sandboxed && e.record.id != except)
+            .filter(|e| matches!(e.record.state, EntryState::Running | EntryState::Launching))
             .cloned()
             .collect()
     }
@@ -251,7 +258,7 @@ impl Daemon {
         let mut v: Vec<Entry> = self
             .ledger()
             .values()
-            .filter(|e| e.sandboxed && e.id != except)
+            .filter(|e| e.record.sandboxed && e.record.id != except)
             .cloned()
             .collect();
         v.extend(
@@ -259,7 +266,7 @@ impl Daemon {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .values()
-                .filter(|e| e.id != except)
+                .filter(|e| e.record.id != except)
                 .cloned(),
         );
         v
@@ -272,11 +279,12 @@ impl Daemon {
     /// it is the one folder that differs between runs of one template. One that could
     /// write nothing else can never fail the check and is not kept.
     pub(crate) fn remember_purged(&self, e: &Entry) {
-        if !e.sandboxed {
+        if !e.record.sandboxed {
             return;
         }
-        let own_tmp = self.tmp_real.join(format!("relay-{}", e.id));
+        let own_tmp = self.tmp_real.join(format!("relay-{}", e.record.id));
         let mut read_write: Vec<PathBuf> = e
+            .record
             .reach
             .read_write
             .iter()
@@ -288,7 +296,7 @@ impl Daemon {
         }
         read_write.sort();
         read_write.dedup();
-        let mut pins = e.reach.pins.clone();
+        let mut pins = e.record.reach.pins.clone();
         pins.sort();
         pins.dedup();
         let key = PurgedReach {
@@ -304,7 +312,7 @@ impl Daemon {
                     explained: None,
                     ..e.clone()
                 };
-                kept.reach.read_write = read_write;
+                kept.record.reach.read_write = read_write;
                 kept
             });
     }
@@ -326,7 +334,7 @@ impl Daemon {
         {
             let mut l = self.ledger();
             match l.get_mut(id) {
-                Some(e) if e.state == EntryState::Running && e.stop_reason.is_none() => {
+                Some(e) if e.record.state == EntryState::Running && e.stop_reason.is_none() => {
                     e.stop_reason = Some(reason);
                     e.stop_token_projects = projects;
                 }
@@ -350,13 +358,13 @@ impl Daemon {
             let mut l = self.ledger();
             let Some(e) = l.get_mut(id) else { return };
             if !self.egress.serves(id, session)
-                || !matches!(e.state, EntryState::Running | EntryState::Launching)
+                || !matches!(e.record.state, EntryState::Running | EntryState::Launching)
                 || e.stop_reason.is_some()
             {
                 return;
             }
             e.stop_reason = Some(egress::FORWARDER_DIED);
-            e.state == EntryState::Running
+            e.record.state == EntryState::Running
         };
         crate::listen::log(format_args!(
             "relay: session {id}: its egress forwarder died; stopping it"
@@ -370,7 +378,7 @@ impl Daemon {
     /// ([`Self::forwarder_died`]) stops now.
     pub(crate) async fn stop_marked(&self, id: &str) {
         let marked = self.entry(id).is_some_and(|e| {
-            e.state == EntryState::Running && e.stop_reason == Some(egress::FORWARDER_DIED)
+            e.record.state == EntryState::Running && e.stop_reason == Some(egress::FORWARDER_DIED)
         });
         if marked {
             self.terminate(id).await;
@@ -394,7 +402,7 @@ impl Daemon {
     fn live_roots(&self) -> Vec<u32> {
         self.ledger()
             .values()
-            .filter(|e| matches!(e.state, EntryState::Running | EntryState::Launching))
+            .filter(|e| matches!(e.record.state, EntryState::Running | EntryState::Launching))
             .filter_map(|e| e.root_pid)
             .collect()
     }
@@ -433,19 +441,19 @@ impl Daemon {
             let Some(e) = l.get_mut(&session_id) else {
                 return;
             };
-            if e.state == EntryState::Launching {
+            if e.record.state == EntryState::Launching {
                 e.early_exit = Some((exit_status, signal, reason, redactions));
                 return;
             }
-            e.state = if e.kind == SessionKind::Claude {
+            e.record.state = if e.record.kind == SessionKind::Claude {
                 EntryState::Dormant
             } else {
                 EntryState::Exited
             };
-            e.exit_status = exit_status;
-            e.exit_signal = signal;
-            e.ended_ms = Some(records::journal::now_ms());
-            e.exit_reason = Some(e.stop_reason.unwrap_or(reason_name(reason)).into());
+            e.record.exit_status = exit_status;
+            e.record.exit_signal = signal;
+            e.record.ended_ms = Some(records::journal::now_ms());
+            e.record.exit_reason = Some(e.stop_reason.unwrap_or(reason_name(reason)).into());
             e.clone()
         };
         self.persist(&session_id);
@@ -460,8 +468,8 @@ impl Daemon {
         let (entry, pending) = {
             let mut l = self.ledger();
             let e = l.get_mut(id).expect("entry reserved by begin");
-            if e.state == EntryState::Launching {
-                e.state = EntryState::Running;
+            if e.record.state == EntryState::Launching {
+                e.record.state = EntryState::Running;
             }
             (e.clone(), e.early_exit.take())
         };
@@ -505,30 +513,33 @@ impl Daemon {
         // the resume's launch fails to bind it).
         let row = self.audit.record(&AuditRow {
             action: "session_end",
-            session_id: Some(e.id.clone()),
-            kind: Some(e.kind.as_str().into()),
-            project: Some(e.project_id.clone()),
-            template: Some(e.template_id.clone()),
+            session_id: Some(e.record.id.clone()),
+            kind: Some(e.record.kind.as_str().into()),
+            project: Some(e.record.project_id.clone()),
+            template: Some(e.record.template_id.clone()),
             outcome: Outcome::Allowed,
             error: Some(reason.into()),
             exit_status,
             signal,
-            token_fingerprint: e.token_fingerprint.clone(),
-            account: e.account.clone(),
+            token_fingerprint: e.record.token_fingerprint.clone(),
+            account: e.record.account.clone(),
             token_projects: e.stop_token_projects.clone(),
             redactions,
             ..Default::default()
         });
         if let Err(err) = row {
             // The session has ended either way; the event below still records it.
-            crate::listen::log(format_args!("relay: audit: session_end of {}: {err}", e.id));
+            crate::listen::log(format_args!(
+                "relay: audit: session_end of {}: {err}",
+                e.record.id
+            ));
         }
         self.events.emit(&Event {
             name: "session.exited",
             status: Some("ok"),
             reason: Some(reason.into()),
-            session_id: Some(e.id.clone()),
-            kind: Some(e.kind.as_str().into()),
+            session_id: Some(e.record.id.clone()),
+            kind: Some(e.record.kind.as_str().into()),
             exit_status,
             signal,
             token_projects: e.stop_token_projects.clone(),
@@ -541,22 +552,22 @@ impl Daemon {
         let gone: Vec<Entry> = {
             let mut l = self.ledger();
             l.values_mut()
-                .filter(|e| e.state == EntryState::Running)
+                .filter(|e| e.record.state == EntryState::Running)
                 .map(|e| {
-                    self.egress.stop(&e.id);
-                    e.state = if e.kind == SessionKind::Claude {
+                    self.egress.stop(&e.record.id);
+                    e.record.state = if e.record.kind == SessionKind::Claude {
                         EntryState::Dormant
                     } else {
                         EntryState::Exited
                     };
-                    e.ended_ms = Some(records::journal::now_ms());
-                    e.exit_reason = Some(e.stop_reason.unwrap_or("host_died").into());
+                    e.record.ended_ms = Some(records::journal::now_ms());
+                    e.record.exit_reason = Some(e.stop_reason.unwrap_or("host_died").into());
                     e.clone()
                 })
                 .collect()
         };
         for e in gone {
-            self.persist(&e.id);
+            self.persist(&e.record.id);
             // The shim leads its session's group, the target its own: both go.
             for pid in [e.root_pid, e.target_pid]
                 .into_iter()

@@ -1,63 +1,37 @@
-//! The session model: one entry of the ledger, what its sandbox reached, and how it ended.
+//! The session model, one type for a session: [`Entry`], the [`Record`] its ledger file
+//! keeps (embedded in it), the API's view of it ([`wire::Session`], made here), what its
+//! sandbox reached, and the inside-session walk (docs/architecture.md#one-session-type).
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::daemon::records::strays::Sandbox;
 use crate::protocol::{ClaudeInit, ExitReason, PtySize, SessionKind};
 use crate::wire;
 
 pub use crate::wire::EntryState;
 
-/// One session in the ledger: what the API shows of it ([`wire::Session`], which is
-/// how it serializes: the field names are defined there once) and what only the daemon
-/// keeps.
+/// One session, the one type relay has for it. What its ledger file keeps is its
+/// [`Record`], embedded: a ledger write is `entry.record`, a restart reads an entry back
+/// from one (`From<Record>`). What the API shows is [`wire::Session`], made from it below
+/// (`From<&Entry>`), which is also how it serializes. The rest is what only this run of
+/// the daemon knows.
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub id: String,
-    pub kind: SessionKind,
-    pub name: Option<String>,
-    pub template_id: String,
-    pub project_id: String,
-    pub directory: PathBuf,
-    pub state: EntryState,
+    /// What its ledger file keeps: written whole at each change (`Daemon::persist`).
+    pub record: Record,
+    /// The shim's pid (the session root).
     pub root_pid: Option<u32>,
     /// The target's pid (the sandbox launcher when wrapped); it leads its own group.
     pub target_pid: Option<u32>,
-    pub created_ms: u64,
-    pub exit_status: Option<i32>,
-    pub exit_signal: Option<i32>,
-    /// Why it ended (`exited`, `terminated`, `host_died`, `relay_restarted`, …): the
-    /// reason its `session.exited` event and `session_end` row carry.
-    pub exit_reason: Option<String>,
-    pub sandboxed: bool,
     pub profile: Option<PathBuf>,
-    pub pty: Option<PtySize>,
-    /// Whether this launch carried the token on fd 5 (never the token itself).
-    pub token_passed: bool,
-    /// Claude launches: the `--model` relay passed (absent: Claude Code's default).
-    pub model: Option<String>,
-    /// Claude launches: the `--permission-mode` relay passed (absent: Claude Code's own).
-    pub permission_mode: Option<String>,
-    /// Sessions: what Claude Code said in its last `system`/`init` event (its version,
-    /// model, `apiKeySource`, permission mode and session id). Kept across stop and
-    /// resume: the session id is what a resume passes to `--resume`.
-    pub claude: Option<ClaudeInit>,
-    /// The fingerprint of the token it carried (`crate::token::fingerprint`).
-    pub token_fingerprint: Option<String>,
     /// The token file it was launched on (its project's at launch), when it carried
     /// the token: what the token watcher and `relay token list` group it by.
     pub token_file: Option<PathBuf>,
-    /// Its project's `account` label at launch.
-    pub account: Option<String>,
     /// It runs on another token than the file holds now (`claude_token_on_change:
     /// keep`).
     pub stale: bool,
-    /// When it ended, for `retain_ended`.
-    pub ended_ms: Option<u64>,
-    /// What this launch's sandbox let it reach, for the guards of later launches and the
-    /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches.
-    pub reach: Reach,
     /// Why relay stopped it, when relay did (`claude_token_changed`,
     /// `claude_token_replaced`, `claude_token_removed`): the exit event and the audit
     /// row carry this instead of the host's reason.
@@ -76,65 +50,163 @@ pub struct Entry {
     /// A `relay doctor` probe: never listed (terminals, sessions, the Settings page),
     /// purged as soon as doctor has read its log.
     pub probe: bool,
-    /// Its bwrap sandbox as the kernel knows it, found once the host answered the
-    /// launch: what the next start ends of it after a kill of relay
-    /// (`crate::daemon::records::strays`). None until then, and for other launches.
-    pub sandbox: Option<crate::daemon::records::strays::Sandbox>,
 }
 
-impl Entry {
-    /// What the API shows of this entry (docs/routes.md#entry).
-    pub fn view(&self) -> wire::Session {
+/// The ledger file's format; a record of another version is set aside.
+pub const VERSION: u32 = 1;
+
+/// One session as its ledger file keeps it (`src/daemon/records/ledger.rs`,
+/// docs/architecture.md#the-ledger-file). Everything the lists show but `root_pid` and
+/// `stale`, what a resume needs (project, directory, model, permission mode, Claude
+/// Code's session id), what the pins' check needs after a restart (what its sandbox
+/// could write), and its bwrap sandbox as the kernel knows it; never the token. The
+/// field order is the file's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// [`VERSION`].
+    pub v: u32,
+    pub id: String,
+    pub kind: SessionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub project_id: String,
+    pub template_id: String,
+    pub directory: PathBuf,
+    /// Claude launches: the `--model` relay passed (absent: Claude Code's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Claude launches: the `--permission-mode` relay passed (absent: Claude Code's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// The fingerprint of the token it carried (`crate::token::fingerprint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_fingerprint: Option<String>,
+    /// Whether this launch carried the token on fd 5 (never the token itself).
+    pub token_passed: bool,
+    /// Its project's `account` label at launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// Sessions: what Claude Code said in its last `system`/`init` event (its version,
+    /// model, `apiKeySource`, permission mode and session id). Kept across stop and
+    /// resume: the session id is what a resume passes to `--resume`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claude: Option<ClaudeInit>,
+    /// `running`, `dormant` or `exited` (a launch in progress is never written).
+    pub state: EntryState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<i32>,
+    /// Why it ended (`exited`, `terminated`, `host_died`, `relay_restarted`, …): the
+    /// reason its `session.exited` event and `session_end` row carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_reason: Option<String>,
+    pub created_ms: u64,
+    /// When it ended, for `retain_ended`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    pub sandboxed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+    /// What this launch's sandbox let it reach, for the guards of later launches and the
+    /// token watcher (docs/THREAT-MODEL.md). Empty for unsandboxed launches. A session
+    /// remembered across a restart still counts for the pins' check.
+    #[serde(default)]
+    pub reach: Reach,
+    /// Its bwrap sandbox as the kernel knows it, found once the host answered the
+    /// launch: what the next start ends of it after a kill of relay
+    /// (`crate::daemon::records::strays`). None until then, for other launches, and in
+    /// records of earlier relays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+}
+
+impl From<Record> for Entry {
+    /// The entry of a record, with nothing of a run: no pids, no profile, no token file
+    /// (no token watcher groups it), no explanation (not kept on disk: the page says
+    /// so), not a probe (one a stop of relay cut short is listed as the terminal it was).
+    fn from(record: Record) -> Entry {
+        Entry {
+            record,
+            root_pid: None,
+            target_pid: None,
+            profile: None,
+            token_file: None,
+            stale: false,
+            stop_reason: None,
+            stop_token_projects: None,
+            early_exit: None,
+            explained: None,
+            probe: false,
+        }
+    }
+}
+
+impl From<&Entry> for wire::Session {
+    /// What the API shows of an entry (docs/routes.md#entry).
+    fn from(e: &Entry) -> wire::Session {
+        let r = &e.record;
         wire::Session {
-            id: self.id.clone(),
-            kind: self.kind,
-            name: self.name.clone(),
-            template_id: self.template_id.clone(),
-            project_id: self.project_id.clone(),
-            directory: self.directory.clone(),
-            state: self.state,
-            root_pid: self.root_pid,
-            created_ms: self.created_ms,
-            exit_status: self.exit_status,
-            exit_signal: self.exit_signal,
-            exit_reason: self.exit_reason.clone(),
-            sandboxed: self.sandboxed,
-            pty: self.pty,
-            token_passed: self.token_passed,
-            model: self.model.clone(),
-            permission_mode: self.permission_mode.clone(),
-            claude: self.claude.clone(),
-            token_fingerprint: self.token_fingerprint.clone(),
-            account: self.account.clone(),
-            stale: self.stale,
-            ended_ms: self.ended_ms,
+            id: r.id.clone(),
+            kind: r.kind,
+            name: r.name.clone(),
+            template_id: r.template_id.clone(),
+            project_id: r.project_id.clone(),
+            directory: r.directory.clone(),
+            state: r.state,
+            root_pid: e.root_pid,
+            created_ms: r.created_ms,
+            exit_status: r.exit_status,
+            exit_signal: r.exit_signal,
+            exit_reason: r.exit_reason.clone(),
+            sandboxed: r.sandboxed,
+            pty: r.pty,
+            token_passed: r.token_passed,
+            model: r.model.clone(),
+            permission_mode: r.permission_mode.clone(),
+            claude: r.claude.clone(),
+            token_fingerprint: r.token_fingerprint.clone(),
+            account: r.account.clone(),
+            stale: e.stale,
+            ended_ms: r.ended_ms,
         }
     }
 }
 
 impl Serialize for Entry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.view().serialize(s)
+        wire::Session::from(self).serialize(s)
     }
 }
 
 /// The canonical folders one sandboxed launch could read and write, what it had pinned
-/// read-only, and how the token was hidden from it.
-#[derive(Clone, Debug, Default)]
+/// read-only, and how the token was hidden from it. The ledger keeps the folders and the
+/// token paths; what the token watcher checks while it runs is not written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reach {
+    #[serde(default)]
     pub grants: Vec<PathBuf>,
+    #[serde(default)]
     pub read_write: Vec<PathBuf>,
+    #[serde(default)]
     pub pins: Vec<PathBuf>,
     /// The token paths its profile denied (every one the settings named at launch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_paths: Vec<PathBuf>,
+    /// Records written before a project could name its own token: the one path. Read,
+    /// never written; a restart moves it into `token_paths` (`Record::into_entry`).
+    #[serde(default, skip_serializing)]
+    pub token_path: Option<PathBuf>,
     /// Each token's folder a grant reached where only a mount hid it (bwrap), with that
     /// folder's `(dev, ino)` at launch: a folder replaced since is no longer under the
     /// mask.
+    #[serde(skip)]
     pub token_folders: Vec<(PathBuf, Option<(u64, u64)>)>,
     /// bwrap: each path bound read-only over a write grant, with its `(dev, ino)` at
     /// launch. A bind holds the file or folder that was there: one the person's tools
     /// replace by rename (`git config`, an editor's save) is no longer under it, so the
     /// session is stopped (`Daemon::check_held`).
+    #[serde(skip)]
     pub held: Vec<(PathBuf, Option<(u64, u64)>)>,
 }
 
@@ -176,15 +248,92 @@ pub(super) fn descends(pid: u32, roots: &[u32], parent_of: impl Fn(u32) -> Optio
     false
 }
 
+/// A session with every field set, for unit tests: the one
+/// `src/wire/testdata/session-view.json` shows and
+/// `src/daemon/records/testdata/ledger-record.json` keeps, with what only the daemon
+/// knows set too.
+#[cfg(test)]
+pub(crate) fn every_field() -> Entry {
+    let record = Record {
+        v: VERSION,
+        id: "t-0123456789ab".into(),
+        kind: SessionKind::Pty,
+        name: Some("n".into()),
+        project_id: "p".into(),
+        template_id: "shell".into(),
+        directory: "/home/ada/p".into(),
+        model: Some("m".into()),
+        permission_mode: Some("plan".into()),
+        token_fingerprint: Some("abcdef012345".into()),
+        token_passed: true,
+        account: Some("work".into()),
+        claude: Some(ClaudeInit {
+            session_id: Some("c".into()),
+            version: Some("2".into()),
+            model: Some("m".into()),
+            api_key_source: Some("none".into()),
+            permission_mode: Some("plan".into()),
+        }),
+        state: EntryState::Exited,
+        exit_status: Some(3),
+        exit_signal: Some(9),
+        exit_reason: Some("exited".into()),
+        created_ms: 1,
+        ended_ms: Some(2),
+        sandboxed: true,
+        pty: Some(PtySize { cols: 80, rows: 24 }),
+        reach: Reach {
+            grants: vec!["/home/ada/p".into(), "/usr".into()],
+            read_write: vec!["/home/ada/p".into()],
+            pins: vec!["/home/ada/p/.git/hooks".into()],
+            token_paths: vec!["/home/ada/.config/relay/token".into()],
+            token_path: None,
+            token_folders: vec![("/home/ada/.config/relay".into(), Some((1, 2)))],
+            held: vec![("/home/ada/p/.gitconfig".into(), Some((1, 3)))],
+        },
+        sandbox: Some(Sandbox {
+            boot: "6a1f".into(),
+            pid: 4242,
+            start: 98_765,
+            mnt: 4_026_532_801,
+            pid_ns: 4_026_532_803,
+        }),
+    };
+    Entry {
+        root_pid: Some(42),
+        target_pid: Some(43),
+        profile: Some("/tmp/relay-t-0123456789ab/profile".into()),
+        token_file: Some("/home/ada/.config/relay/token".into()),
+        stale: true,
+        stop_reason: Some("claude_token_changed"),
+        stop_token_projects: Some(vec!["p".into()]),
+        ..Entry::from(record)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::descends;
+    use super::{descends, every_field};
+    use crate::wire;
     use std::collections::HashMap;
 
     /// A process tree as a child → parent table.
     fn tree(pairs: &[(u32, u32)]) -> impl Fn(u32) -> Option<u32> {
         let parents: HashMap<u32, u32> = pairs.iter().copied().collect();
         move |pid| parents.get(&pid).copied()
+    }
+
+    /// What the API shows of an entry is the session view, byte for byte: nothing only
+    /// the daemon keeps reaches a client.
+    #[test]
+    fn an_entry_serializes_as_the_session_view() {
+        let golden = include_str!("../wire/testdata/session-view.json").trim_end();
+        assert_eq!(
+            serde_json::to_string_pretty(&every_field()).unwrap(),
+            golden
+        );
+        let view = wire::Session::from(&every_field());
+        assert_eq!(serde_json::to_string_pretty(&view).unwrap(), golden);
     }
 
     #[test]

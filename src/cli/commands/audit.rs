@@ -140,7 +140,8 @@ mod tests {
             {"ts": 1_700_000_000_123u64, "action": "session.start", "outcome": "allowed",
              "session_id": "s-1", "token_projects": ["p", "q"], "account": "work"},
             {"ts": 1_700_000_000_123u64, "action": "session.start", "outcome": "denied",
-             "code": "unknown_project", "error": "no project \"x\"", "token_projects": []},
+             "code": crate::wire::Code::UnknownProject.as_str(), "error": "no project \"x\"",
+             "token_projects": []},
             egress_row(json!({"host": "example.com", "port": 443, "allowed": true,
                 "rule": "allow *", "sent": 1, "received": 2, "ms": 3, "folded": 4})),
         ]));

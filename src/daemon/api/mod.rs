@@ -308,9 +308,9 @@ async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
         Ok(e) => http::json(
             200,
             &crate::wire::Purged {
-                id: e.id.clone(),
+                id: e.record.id.clone(),
                 purged: true,
-                entry: e.view(),
+                entry: crate::wire::Session::from(&e),
             },
         ),
         Err(e) => {
@@ -326,7 +326,7 @@ async fn purge(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
 /// `DELETE /api/{sessions,terminals}/{id}`: the host ends the session; the answer waits
 /// (bounded) for the exit event, so it shows the entry after the stop.
 async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
-    let Some(e) = d.entry(id).filter(|e| e.kind == kind) else {
+    let Some(e) = d.entry(id).filter(|e| e.record.kind == kind) else {
         return refuse(
             Code::NotFound,
             format!(
@@ -339,7 +339,7 @@ async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
             ),
         );
     };
-    if e.state == EntryState::Running {
+    if e.record.state == EntryState::Running {
         let seq = d.events.last_seq();
         let req = crate::protocol::TerminateRequest {
             session_id: id.to_string(),
@@ -354,7 +354,10 @@ async fn stop(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
         // its own task, so wait for the event it emits (bounded).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         let mut after = seq;
-        while d.entry(id).is_some_and(|e| e.state == EntryState::Running) {
+        while d
+            .entry(id)
+            .is_some_and(|e| e.record.state == EntryState::Running)
+        {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 break;

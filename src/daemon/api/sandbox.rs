@@ -19,9 +19,11 @@ pub(super) fn of(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
     } else {
         "session"
     };
-    match d.entry(id).filter(|e| e.kind == kind) {
+    match d.entry(id).filter(|e| e.record.kind == kind) {
         None => refuse(Code::NotFound, format!("no {what} {id}")),
-        Some(e) if !e.sandboxed => http::json(200, &explain::unsandboxed(&e.directory)),
+        Some(e) if !e.record.sandboxed => {
+            http::json(200, &explain::unsandboxed(&e.record.directory))
+        }
         Some(e) => match e.explained {
             Some(x) => http::json(200, &*x),
             None => refuse(

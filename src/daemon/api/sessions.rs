@@ -44,7 +44,7 @@ pub(super) fn list(d: &Daemon) -> Resp {
             sessions: d
                 .entries(SessionKind::Claude)
                 .iter()
-                .map(|e| e.view())
+                .map(wire::Session::from)
                 .collect(),
         },
     )
@@ -62,10 +62,10 @@ pub(super) async fn resume(d: &Arc<Daemon>, peer: Peer, id: String) -> Resp {
         ))
     };
     let e = match d.entry(&id) {
-        Some(e) if e.kind == SessionKind::Claude => e,
+        Some(e) if e.record.kind == SessionKind::Claude => e,
         _ => return refused(ApiError::new(Code::NotFound, format!("no session {id}"))),
     };
-    if e.state != EntryState::Dormant {
+    if e.record.state != EntryState::Dormant {
         return refused(ApiError::new(
             Code::SessionRunning,
             format!("session {id} is not dormant"),
@@ -73,10 +73,10 @@ pub(super) async fn resume(d: &Arc<Daemon>, peer: Peer, id: String) -> Resp {
     }
     let (continues, notice) = conversation(d, &e);
     if let Some(entry) = d.ledger().get_mut(&id) {
-        match entry.claude.as_mut() {
+        match entry.record.claude.as_mut() {
             Some(c) => c.session_id = continues,
             None if continues.is_some() => {
-                entry.claude = Some(crate::protocol::ClaudeInit {
+                entry.record.claude = Some(crate::protocol::ClaudeInit {
                     session_id: continues,
                     ..Default::default()
                 })
@@ -86,9 +86,9 @@ pub(super) async fn resume(d: &Arc<Daemon>, peer: Peer, id: String) -> Resp {
     }
     let input = LaunchInput {
         kind: Some(SessionKind::Claude),
-        project: Some(e.project_id.clone()),
-        directory: Some(e.directory.to_string_lossy().into_owned()),
-        name: e.name.clone(),
+        project: Some(e.record.project_id.clone()),
+        directory: Some(e.record.directory.to_string_lossy().into_owned()),
+        name: e.record.name.clone(),
         resume_id: Some(id),
         caller_pid: peer.pid,
         ..Default::default()
@@ -97,7 +97,7 @@ pub(super) async fn resume(d: &Arc<Daemon>, peer: Peer, id: String) -> Resp {
         Ok(e) => http::json(
             201,
             &wire::Resumed {
-                entry: e.view(),
+                entry: wire::Session::from(&e),
                 notice,
             },
         ),
@@ -109,8 +109,11 @@ pub(super) async fn resume(d: &Arc<Daemon>, peer: Peer, id: String) -> Resp {
 /// (`$TMPDIR/relay-<id>/claude-config`, kept across resume) when sandboxed, else the
 /// person's (`$CLAUDE_CONFIG_DIR`, or `~/.claude`).
 fn claude_dir(d: &Daemon, e: &crate::daemon::Entry) -> std::path::PathBuf {
-    if e.sandboxed {
-        return d.tmp.join(format!("relay-{}", e.id)).join("claude-config");
+    if e.record.sandboxed {
+        return d
+            .tmp
+            .join(format!("relay-{}", e.record.id))
+            .join("claude-config");
     }
     std::env::var_os("CLAUDE_CONFIG_DIR")
         .map(std::path::PathBuf::from)
@@ -125,6 +128,7 @@ fn claude_dir(d: &Daemon, e: &crate::daemon::Entry) -> std::path::PathBuf {
 fn conversation(d: &Daemon, e: &crate::daemon::Entry) -> (Option<String>, Option<String>) {
     let dir = claude_dir(d, e).join("projects");
     let recorded = e
+        .record
         .claude
         .as_ref()
         .and_then(|c| c.session_id.clone())

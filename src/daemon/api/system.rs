@@ -30,7 +30,7 @@ pub fn status_body(d: &Daemon) -> wire::Status {
         .entries(SessionKind::Claude)
         .iter()
         .chain(d.entries(SessionKind::Pty).iter())
-        .filter(|e| e.state == EntryState::Running)
+        .filter(|e| e.record.state == EntryState::Running)
         .count();
     wire::Status {
         version: env!("CARGO_PKG_VERSION").into(),
@@ -71,7 +71,7 @@ pub(super) fn tokens(d: &Daemon) -> Resp {
         .entries(SessionKind::Claude)
         .into_iter()
         .chain(d.entries(SessionKind::Pty))
-        .filter(|e| e.state == EntryState::Running && e.token_passed)
+        .filter(|e| e.record.state == EntryState::Running && e.record.token_passed)
         .collect();
     let tokens = configured
         .into_iter()
@@ -115,7 +115,7 @@ fn token_file(
         sessions: running
             .iter()
             .filter(|e| e.token_file.as_ref() == Some(&t.path))
-            .map(|e| e.id.clone())
+            .map(|e| e.record.id.clone())
             .collect(),
         path: t.path,
     }
@@ -165,7 +165,7 @@ const EGRESS_ROWS: usize = 1000;
 /// `GET /api/{sessions,terminals}/{id}/egress`: the connections one session asked its
 /// egress proxy for, oldest first, from the end of the audit log (docs/routes.md).
 pub(super) async fn egress(d: &Daemon, id: &str, kind: crate::protocol::SessionKind) -> Resp {
-    if d.entry(id).filter(|e| e.kind == kind).is_none() {
+    if d.entry(id).filter(|e| e.record.kind == kind).is_none() {
         let what = if kind == crate::protocol::SessionKind::Pty {
             "terminal"
         } else {

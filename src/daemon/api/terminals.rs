@@ -79,7 +79,7 @@ pub(super) fn list(d: &Daemon) -> Resp {
             terminals: d
                 .entries(SessionKind::Pty)
                 .iter()
-                .map(|e| e.view())
+                .map(wire::Session::from)
                 .collect(),
         },
     )
@@ -87,7 +87,9 @@ pub(super) fn list(d: &Daemon) -> Resp {
 
 /// `GET /api/terminals/{id}/log`: the host's disk log, also after exit.
 pub(super) async fn log(d: &Daemon, id: &str) -> Resp {
-    if d.entry(id).is_none_or(|e| e.kind != SessionKind::Pty) {
+    if d.entry(id)
+        .is_none_or(|e| e.record.kind != SessionKind::Pty)
+    {
         return refuse(Code::NotFound, format!("no terminal {id}"));
     }
     match host_passthrough(d, "GET", &format!("/sessions/{id}/log"), None).await {
@@ -182,7 +184,7 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
     // status, so `relay sandbox` never loses a tool that ended before its attach
     // (docs/routes.md#attaching-to-a-terminal).
     let running = match d.entry(id) {
-        Some(e) if e.kind == SessionKind::Pty => e.state == EntryState::Running,
+        Some(e) if e.record.kind == SessionKind::Pty => e.record.state == EntryState::Running,
         _ => return refuse(Code::NotFound, format!("no terminal {id}")),
     };
     if !attach::wants(http::header(&req, hyper::header::UPGRADE)) {

@@ -41,11 +41,16 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         Err(r) => return r,
     };
     match d.entry(id) {
-        Some(e) if e.kind == SessionKind::Claude && e.state == EntryState::Running => {}
-        Some(e) if e.kind == SessionKind::Claude => {
+        Some(e)
+            if e.record.kind == SessionKind::Claude && e.record.state == EntryState::Running => {}
+        Some(e) if e.record.kind == SessionKind::Claude => {
             // How it ended, so a Claude that exited at once (a program that cannot
             // start: 127) reads as that, not as a session someone stopped.
-            let how = match (e.exit_signal, e.exit_status, e.exit_reason.as_deref()) {
+            let how = match (
+                e.record.exit_signal,
+                e.record.exit_status,
+                e.record.exit_reason.as_deref(),
+            ) {
                 (Some(sig), _, _) => format!(" (Claude Code ended by signal {sig})"),
                 (None, Some(st), Some("exited") | None) => {
                     format!(" (Claude Code exited with status {st})")
@@ -53,7 +58,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
                 (None, _, Some(reason)) => format!(" (ended: {reason})"),
                 (None, _, None) => String::new(),
             };
-            let state = format!("{:?}", e.state).to_lowercase();
+            let state = format!("{:?}", e.record.state).to_lowercase();
             return refuse(
                 Code::SessionNotRunning,
                 format!("session {id} is {state}{how}; resume it first"),

@@ -595,7 +595,7 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
     let live: Vec<std::path::PathBuf> = d
         .live_sandboxed("")
         .iter()
-        .flat_map(|e| e.reach.read_write.clone())
+        .flat_map(|e| e.record.reach.read_write.clone())
         .collect();
     let writable = guard::session_writable_roots(s, &d.home, &live);
     let mut found = Vec::new();
@@ -697,7 +697,7 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
     let entry = launch::launch(d, input)
         .await
         .map_err(|e| format!("{} ({})", e.message, e.code))?;
-    let log = probe_log(d, &entry.id, seq).await;
+    let log = probe_log(d, &entry.record.id, seq).await;
     // For the e2e suite only: `RELAY_E2E_KEEP_PROBES=1` in `relay serve`'s environment
     // keeps an ended probe's temp folder (still never listed), for a test that reads
     // what its launcher was asked there (seatbelt::doctor).
@@ -705,9 +705,10 @@ async fn run_probe(d: &Arc<Daemon>, project: &str, input: LaunchInput) -> Result
         return log;
     }
     if let Err(e) =
-        crate::daemon::records::purge::purge(d, &entry.id, SessionKind::Pty, "doctor_probe").await
+        crate::daemon::records::purge::purge(d, &entry.record.id, SessionKind::Pty, "doctor_probe")
+            .await
     {
-        tracing::warn!(session = %entry.id, "doctor: the probe was not purged: {}", e.message);
+        tracing::warn!(session = %entry.record.id, "doctor: the probe was not purged: {}", e.message);
     }
     log
 }

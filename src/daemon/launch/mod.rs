@@ -38,8 +38,9 @@ use crate::daemon::plan::authorize::{Decision, Noted};
 use crate::daemon::plan::facts::{Facts, Names};
 use crate::daemon::plan::{plan, Plan, Sandboxed};
 use crate::daemon::records::journal::{AuditRow, Event};
+use crate::daemon::session::VERSION;
 use crate::daemon::settings::{self, Settings};
-use crate::daemon::{Daemon, Entry, EntryState, Reach};
+use crate::daemon::{Daemon, Entry, EntryState, Reach, Record};
 use crate::protocol::{
     Backend, EnvAllowlist, IdentityLaunch, LaunchRequest, LaunchResponse, ProjectRef,
     SandboxLaunch, Secret, SessionKind, HOST_PROTOCOL_VERSION,
@@ -219,7 +220,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         argv: decision.argv.clone(),
         env,
         base_env: base_env(),
-        pty: entry.pty,
+        pty: entry.record.pty,
         sandbox: boxed.map(|b| b.launch),
         identity: Some(IdentityLaunch {
             secret: Secret::new(secret),
@@ -621,7 +622,8 @@ fn entry_for(
     boxed: Option<&Boxed>,
 ) -> Entry {
     let kind = decision.kind;
-    Entry {
+    let record = Record {
+        v: VERSION,
         id: id.to_string(),
         kind,
         name: input.name.clone(),
@@ -629,34 +631,31 @@ fn entry_for(
         project_id: decision.project.id.clone(),
         directory: decision.directory.clone(),
         state: EntryState::Launching,
-        root_pid: None,
-        target_pid: None,
         created_ms: crate::daemon::records::journal::now_ms(),
         exit_status: None,
         exit_signal: None,
         exit_reason: None,
         sandboxed: decision.sandboxed,
-        profile: at.profile.clone(),
         pty: (kind == SessionKind::Pty).then(|| input.pty.unwrap_or_default()),
         token_passed: tokens.pass.is_some(),
         model: decision.model.clone(),
         permission_mode: decision.permission_mode.clone(),
         claude: decision.claude.clone(),
         token_fingerprint: tokens.fingerprint.clone(),
+        account: decision.project.account.clone(),
+        ended_ms: None,
+        reach: boxed.map(|b| b.reach.clone()).unwrap_or_default(),
+        sandbox: None,
+    };
+    Entry {
+        profile: at.profile.clone(),
         token_file: tokens
             .pass
             .as_ref()
             .and_then(|_| decision.token.path.clone()),
-        account: decision.project.account.clone(),
-        stale: false,
-        ended_ms: None,
-        reach: boxed.map(|b| b.reach.clone()).unwrap_or_default(),
-        stop_reason: None,
-        stop_token_projects: None,
-        early_exit: None,
         explained: boxed.map(|b| b.explained.clone()),
         probe: decision.relay_probe,
-        sandbox: None,
+        ..Entry::from(record)
     }
 }
 

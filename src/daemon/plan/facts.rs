@@ -83,9 +83,9 @@ impl Facts {
         resume: bool,
     ) -> Facts {
         let prior = resume.then(|| d.entry(id)).flatten().map(|e| Prior {
-            model: e.model,
-            permission_mode: e.permission_mode,
-            claude: e.claude,
+            model: e.record.model,
+            permission_mode: e.record.permission_mode,
+            claude: e.record.claude,
         });
         Facts {
             home: d.home.clone(),

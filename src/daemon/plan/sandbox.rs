@@ -307,7 +307,7 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
     let live_rw: Vec<PathBuf> = f
         .live
         .iter()
-        .flat_map(|e| e.reach.read_write.iter().cloned())
+        .flat_map(|e| e.record.reach.read_write.iter().cloned())
         .collect();
     let writable = guard::session_writable_roots(settings, &f.home, &live_rw);
     // Links never redirect the project folder or the session directory.
@@ -572,15 +572,15 @@ fn pins_hold(
         for folder in &p.folders {
             if let Some(e) = sessions
                 .iter()
-                .find(|e| could_change_unpinned(folder, &e.reach))
+                .find(|e| could_change_unpinned(folder, &e.record.reach))
             {
-                let running = matches!(e.state, EntryState::Running | EntryState::Launching);
+                let running = matches!(e.record.state, EntryState::Running | EntryState::Launching);
                 return Err(format!(
                     "{what} {program}: session {} {} write {} without the pin \
                      that protects it, so what runs there may be its own; {}check the \
                      program, purge that session, then restart relay serve (it forgets \
                      purged sessions)",
-                    e.id,
+                    e.record.id,
                     if running { "can" } else { "could" },
                     folder.display(),
                     if running { "stop that session, " } else { "" }
@@ -675,12 +675,12 @@ fn program_dirs(program: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::records::ledger::{test_record, ReachRecord};
+    use crate::daemon::records::ledger::test_record;
 
     /// An ended terminal relay remembers, with these read-write grants and pins.
     fn session(id: &str, read_write: &[&str], pins: &[&str]) -> Entry {
         let mut record = test_record(id, SessionKind::Pty, EntryState::Exited);
-        record.reach = ReachRecord {
+        record.reach = Reach {
             read_write: read_write.iter().map(PathBuf::from).collect(),
             pins: pins.iter().map(PathBuf::from).collect(),
             ..Default::default()

@@ -27,18 +27,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
 use super::strays::Sandbox;
-use crate::daemon::{Entry, EntryState, Reach};
-use crate::protocol::{ClaudeInit, PtySize, SessionKind};
+use crate::daemon::session::VERSION;
+use crate::daemon::{Entry, EntryState, Record};
+use crate::protocol::SessionKind;
 
 /// The folder under the config dir.
 pub const DIR: &str = "ledger";
 /// Where unreadable files go, under [`DIR`].
 pub const SET_ASIDE: &str = "set-aside";
-/// The record format; a record of another version is set aside.
-pub const VERSION: u32 = 1;
 /// A record is a few KiB; anything far larger is not one relay wrote.
 const FILE_MAX: u64 = 256 * 1024;
 /// The reason a session that was running when relay stopped or died ends with.
@@ -50,178 +47,28 @@ const MARKER_MAX: u64 = 8192;
 /// How a marker's sandbox line starts ([`Store::note_sandbox`]).
 const SANDBOX_LINE: &str = "sandbox ";
 
-/// One session as the ledger file keeps it. Everything the lists show, what a resume
-/// needs (project, directory, model, permission mode, Claude Code's session id), what
-/// the pins' check needs after a restart (what its sandbox could write), and its bwrap
-/// sandbox as the kernel knows it, for the next start to end what a kill of relay left
-/// of it (`strays.rs`); never the token.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub v: u32,
-    pub id: String,
-    pub kind: SessionKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub project_id: String,
-    pub template_id: String,
-    pub directory: PathBuf,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission_mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_fingerprint: Option<String>,
-    pub token_passed: bool,
-    /// Its project's `account` label at launch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub account: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claude: Option<ClaudeInit>,
-    /// `running`, `dormant` or `exited`.
-    pub state: EntryState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_status: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_signal: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_reason: Option<String>,
-    pub created_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_ms: Option<u64>,
-    pub sandboxed: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pty: Option<PtySize>,
-    /// What its sandbox could read and write and had pinned: a session remembered
-    /// across a restart still counts for the pins' check (docs/THREAT-MODEL.md,
-    /// "Planted programs and links").
-    #[serde(default)]
-    pub reach: ReachRecord,
-    /// Its bwrap sandbox: the first process and namespaces recorded at launch
-    /// (`strays::find`). Absent in records of earlier relays and for launches with no
-    /// sandbox found: then nothing of it is ended at a restart.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Sandbox>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReachRecord {
-    #[serde(default)]
-    pub grants: Vec<PathBuf>,
-    #[serde(default)]
-    pub read_write: Vec<PathBuf>,
-    #[serde(default)]
-    pub pins: Vec<PathBuf>,
-    /// Every token path its profile denied.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub token_paths: Vec<PathBuf>,
-    /// Records written before a project could name its own token: the one path.
-    #[serde(default, skip_serializing)]
-    pub token_path: Option<PathBuf>,
-}
-
 impl Record {
-    pub fn of(e: &Entry) -> Record {
-        Record {
-            v: VERSION,
-            id: e.id.clone(),
-            kind: e.kind,
-            name: e.name.clone(),
-            project_id: e.project_id.clone(),
-            template_id: e.template_id.clone(),
-            directory: e.directory.clone(),
-            model: e.model.clone(),
-            permission_mode: e.permission_mode.clone(),
-            token_fingerprint: e.token_fingerprint.clone(),
-            token_passed: e.token_passed,
-            account: e.account.clone(),
-            claude: e.claude.clone(),
-            state: e.state,
-            exit_status: e.exit_status,
-            exit_signal: e.exit_signal,
-            exit_reason: e.exit_reason.clone(),
-            created_ms: e.created_ms,
-            ended_ms: e.ended_ms,
-            sandboxed: e.sandboxed,
-            pty: e.pty,
-            reach: ReachRecord {
-                grants: e.reach.grants.clone(),
-                read_write: e.reach.read_write.clone(),
-                pins: e.reach.pins.clone(),
-                token_paths: e.reach.token_paths.clone(),
-                token_path: None,
-            },
-            sandbox: e.sandbox.clone(),
-        }
-    }
-
     /// The entry a restarted relay lists. Nothing of it runs: a record that was
     /// `running` (or `launching`) when relay stopped or died is ended now, a Claude
     /// session `dormant` (resumable) and a terminal `exited`, with reason
     /// [`RELAY_RESTARTED`]; the second value says so.
-    pub fn into_entry(self, now_ms: u64) -> (Entry, bool) {
+    pub fn into_entry(mut self, now_ms: u64) -> (Entry, bool) {
         let was_running = matches!(self.state, EntryState::Running | EntryState::Launching);
-        let ended_state = match self.kind {
-            SessionKind::Claude => EntryState::Dormant,
-            SessionKind::Pty => EntryState::Exited,
-        };
-        let e = Entry {
-            id: self.id,
-            kind: self.kind,
-            name: self.name,
-            template_id: self.template_id,
-            project_id: self.project_id,
-            directory: self.directory,
-            state: if was_running { ended_state } else { self.state },
-            root_pid: None,
-            target_pid: None,
-            created_ms: self.created_ms,
-            exit_status: self.exit_status,
-            exit_signal: self.exit_signal,
-            exit_reason: if was_running {
-                Some(RELAY_RESTARTED.into())
-            } else {
-                self.exit_reason
-            },
-            sandboxed: self.sandboxed,
-            profile: None,
-            pty: self.pty,
-            token_passed: self.token_passed,
-            model: self.model,
-            permission_mode: self.permission_mode,
-            claude: self.claude,
-            token_fingerprint: self.token_fingerprint,
-            // Nothing of it runs: no token watcher groups it by its file.
-            token_file: None,
-            account: self.account,
-            stale: false,
-            ended_ms: if was_running {
-                Some(now_ms)
-            } else {
-                self.ended_ms
-            },
-            reach: Reach {
-                grants: self.reach.grants,
-                read_write: self.reach.read_write,
-                pins: self.reach.pins,
-                token_paths: {
-                    let mut all = self.reach.token_paths;
-                    all.extend(self.reach.token_path.filter(|p| !all.contains(p)));
-                    all
-                },
-                token_folders: vec![],
-                // A session read back is not running: nothing to watch.
-                held: vec![],
-            },
-            stop_reason: None,
-            stop_token_projects: None,
-            early_exit: None,
-            // Not kept on disk: the page says so for an entry read back.
-            explained: None,
-            // A probe a stop of relay cut short is listed as the terminal it was.
-            probe: false,
-            sandbox: self.sandbox,
-        };
-        (e, was_running)
+        if was_running {
+            self.state = match self.kind {
+                SessionKind::Claude => EntryState::Dormant,
+                SessionKind::Pty => EntryState::Exited,
+            };
+            self.exit_reason = Some(RELAY_RESTARTED.into());
+            self.ended_ms = Some(now_ms);
+        }
+        // An earlier relay's one token path is one of the token paths.
+        if let Some(earlier) = self.reach.token_path.take() {
+            if !self.reach.token_paths.contains(&earlier) {
+                self.reach.token_paths.push(earlier);
+            }
+        }
+        (Entry::from(self), was_running)
     }
 }
 
@@ -552,12 +399,12 @@ pub(in crate::daemon) fn restore(
     let total = loaded.records.len();
     for rec in loaded.records {
         let (e, was_running) = rec.into_entry(now);
-        let id = e.id.clone();
+        let id = e.record.id.clone();
         d.ledger().insert(id.clone(), e.clone());
         if was_running {
             d.persist(&id);
             d.teardown(&e, RELAY_RESTARTED, None, None, None);
-            restarted.push((id, e.sandboxed, e.sandbox));
+            restarted.push((id, e.record.sandboxed, e.record.sandbox));
         }
     }
     if total > 0 || !loaded.set_aside.is_empty() || !loaded.launching.is_empty() {
@@ -582,7 +429,7 @@ pub(in crate::daemon) fn restore(
 /// with reason [`RELAY_RESTARTED`], as it would after a crash.
 pub(in crate::daemon) fn stopping_all(d: &crate::daemon::Daemon) {
     for e in d.ledger().values_mut() {
-        if e.state == EntryState::Running && e.stop_reason.is_none() {
+        if e.record.state == EntryState::Running && e.stop_reason.is_none() {
             e.stop_reason = Some(RELAY_RESTARTED);
         }
     }
@@ -710,7 +557,7 @@ pub(crate) fn test_record(id: &str, kind: SessionKind, state: EntryState) -> Rec
         ended_ms: Some(2),
         sandboxed: true,
         pty: None,
-        reach: ReachRecord::default(),
+        reach: Default::default(),
         sandbox: None,
     }
 }
@@ -718,6 +565,8 @@ pub(crate) fn test_record(id: &str, kind: SessionKind, state: EntryState) -> Rec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::Reach;
+    use crate::protocol::ClaudeInit;
 
     fn record(id: &str, state: EntryState) -> Record {
         Record {
@@ -749,12 +598,17 @@ mod tests {
             ended_ms: None,
             sandboxed: true,
             pty: None,
-            reach: ReachRecord {
+            reach: Reach {
                 read_write: vec!["/home/ada/project".into()],
                 ..Default::default()
             },
             sandbox: None,
         }
+    }
+
+    /// The record of the session with every field set (`session::every_field`).
+    fn every_field() -> Record {
+        crate::daemon::session::every_field().record
     }
 
     fn store() -> (tempfile::TempDir, Store) {
@@ -789,15 +643,21 @@ mod tests {
 
         let (e, was) = running.into_entry(99);
         assert!(was);
-        assert_eq!(e.state, EntryState::Dormant);
-        assert_eq!(e.exit_reason.as_deref(), Some(RELAY_RESTARTED));
-        assert_eq!(e.ended_ms, Some(99));
-        assert_eq!(e.reach.read_write, vec![PathBuf::from("/home/ada/project")]);
+        assert_eq!(e.record.state, EntryState::Dormant);
+        assert_eq!(e.record.exit_reason.as_deref(), Some(RELAY_RESTARTED));
+        assert_eq!(e.record.ended_ms, Some(99));
+        assert_eq!(
+            e.record.reach.read_write,
+            vec![PathBuf::from("/home/ada/project")]
+        );
         let (e, was) = dormant.into_entry(99);
         assert!(!was);
-        assert_eq!((e.state, e.exit_reason), (EntryState::Dormant, None));
+        assert_eq!(
+            (e.record.state, e.record.exit_reason),
+            (EntryState::Dormant, None)
+        );
         let (e, _) = loaded.records[2].clone().into_entry(99);
-        assert_eq!(e.state, EntryState::Exited);
+        assert_eq!(e.record.state, EntryState::Exited);
     }
 
     #[test]
@@ -1031,8 +891,8 @@ mod tests {
         let loaded = s.load();
         assert_eq!(loaded.records, vec![r.clone(), older.clone()]);
         let (e, _) = r.into_entry(9);
-        assert_eq!(e.sandbox, Some(sb));
-        assert_eq!(older.into_entry(9).0.sandbox, None);
+        assert_eq!(e.record.sandbox, Some(sb));
+        assert_eq!(older.into_entry(9).0.record.sandbox, None);
     }
 
     #[test]
@@ -1058,5 +918,93 @@ mod tests {
         // Only relay's ids name files.
         r.id = "../x".into();
         assert!(s.write(&r).is_err());
+    }
+
+    /// The ledger file's bytes, field names and order: what earlier relays read back and
+    /// the e2e tests look at. A change here is a change of the format.
+    #[test]
+    fn a_record_keeps_its_bytes() {
+        let (_d, s) = store();
+        let full = every_field();
+        s.write(&full).unwrap();
+        let written = std::fs::read_to_string(s.dir().join("t-0123456789ab.json")).unwrap();
+        assert_eq!(written, include_str!("testdata/ledger-record.json"));
+        // Empty optional fields are left out, not `null`.
+        let bare = Record {
+            name: None,
+            model: None,
+            permission_mode: None,
+            token_fingerprint: None,
+            token_passed: false,
+            account: None,
+            claude: None,
+            exit_status: None,
+            exit_signal: None,
+            exit_reason: None,
+            ended_ms: None,
+            pty: None,
+            reach: Reach::default(),
+            sandbox: None,
+            ..full
+        };
+        assert_eq!(
+            serde_json::to_string(&bare).unwrap(),
+            r#"{"v":1,"id":"t-0123456789ab","kind":"pty","project_id":"p","template_id":"shell","directory":"/home/ada/p","token_passed":false,"state":"exited","created_ms":1,"sandboxed":true,"reach":{"grants":[],"read_write":[],"pins":[]}}"#
+        );
+    }
+
+    /// What a restart reads back and writes again is the record it read: an ended
+    /// session's file keeps its bytes through a restart.
+    #[test]
+    fn a_record_read_back_is_written_again_byte_for_byte() {
+        let (_d, s) = store();
+        std::fs::write(
+            s.dir().join("t-0123456789ab.json"),
+            include_str!("testdata/ledger-record.json"),
+        )
+        .unwrap();
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        // What the token watcher checks while it runs is not written.
+        let mut kept = every_field();
+        kept.reach.token_folders.clear();
+        kept.reach.held.clear();
+        assert_eq!(loaded.records, vec![kept]);
+        let (e, was_running) = every_field().into_entry(99);
+        assert!(!was_running);
+        s.write(&e.record).unwrap();
+        let again = std::fs::read_to_string(s.dir().join("t-0123456789ab.json")).unwrap();
+        assert_eq!(again, include_str!("testdata/ledger-record.json"));
+    }
+
+    /// A record an earlier relay wrote (one token path, no account, no sandbox) reads
+    /// back, its one path among the token paths, and is written again in today's form.
+    #[test]
+    fn an_earlier_record_reads_back_with_its_one_token_path() {
+        let (_d, s) = store();
+        std::fs::write(
+            s.dir().join("s-0123456789ab.json"),
+            include_str!("testdata/ledger-record-earlier.json"),
+        )
+        .unwrap();
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        let [rec] = <[Record; 1]>::try_from(loaded.records).unwrap();
+        let (e, was_running) = rec.into_entry(99);
+        assert!(!was_running);
+        assert_eq!(
+            (
+                e.record.state,
+                e.record.account.as_deref(),
+                e.record.sandbox.as_ref()
+            ),
+            (EntryState::Dormant, None, None)
+        );
+        let token = PathBuf::from("/home/ada/.config/relay/token");
+        assert_eq!(e.record.reach.token_paths, vec![token]);
+        s.write(&e.record).unwrap();
+        let again = std::fs::read_to_string(s.dir().join("s-0123456789ab.json")).unwrap();
+        assert!(!again.contains("\"token_path\""), "{again}");
+        assert!(again.contains("\"token_paths\""), "{again}");
     }
 }

@@ -44,8 +44,8 @@ pub async fn purge(
     let entry = {
         let mut l = d.ledger();
         match l.get(id) {
-            Some(e) if e.kind == kind => {
-                if matches!(e.state, EntryState::Running | EntryState::Launching) {
+            Some(e) if e.record.kind == kind => {
+                if matches!(e.record.state, EntryState::Running | EntryState::Launching) {
                     return Err(ApiError::new(
                         Code::SessionRunning,
                         format!("{} {id} is running; stop it first", noun(kind)),
@@ -98,7 +98,7 @@ async fn settle_reported_exit(d: &Daemon, id: &str) {
     let running = |d: &Daemon| {
         d.ledger()
             .get(id)
-            .is_some_and(|e| e.state == EntryState::Running)
+            .is_some_and(|e| e.record.state == EntryState::Running)
     };
     if !running(d) {
         return;
@@ -130,11 +130,11 @@ fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &s
         action: "session_purge",
         session_id: Some(id.to_string()),
         kind: Some(kind.as_str().into()),
-        project: e.map(|e| e.project_id.clone()),
-        template: e.map(|e| e.template_id.clone()),
+        project: e.map(|e| e.record.project_id.clone()),
+        template: e.map(|e| e.record.template_id.clone()),
         outcome: Outcome::Allowed,
         error: Some(reason.into()),
-        token_fingerprint: e.and_then(|e| e.token_fingerprint.clone()),
+        token_fingerprint: e.and_then(|e| e.record.token_fingerprint.clone()),
         ..Default::default()
     });
     if let Err(err) = row {
@@ -266,10 +266,14 @@ pub async fn sweep(d: &Daemon, orphans: bool) {
         let failed = d.purge_failed.lock().unwrap_or_else(|p| p.into_inner());
         d.ledger()
             .values()
-            .filter(|e| matches!(e.state, EntryState::Dormant | EntryState::Exited))
-            .filter(|e| e.ended_ms.is_some_and(|t| now.saturating_sub(t) >= keep_ms))
-            .filter(|e| !failed.contains(&e.id))
-            .map(|e| (e.id.clone(), e.kind))
+            .filter(|e| matches!(e.record.state, EntryState::Dormant | EntryState::Exited))
+            .filter(|e| {
+                e.record
+                    .ended_ms
+                    .is_some_and(|t| now.saturating_sub(t) >= keep_ms)
+            })
+            .filter(|e| !failed.contains(&e.record.id))
+            .map(|e| (e.record.id.clone(), e.record.kind))
             .collect()
     };
     for (id, kind) in due {

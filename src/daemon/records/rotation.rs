@@ -147,26 +147,27 @@ impl Daemon {
             watch.keep_only(&tokens.iter().map(|t| t.path.as_path()).collect::<Vec<_>>());
             let mut l = self.ledger();
             for e in l.values_mut() {
-                if e.state != EntryState::Running
-                    || !e.token_passed
+                if e.record.state != EntryState::Running
+                    || !e.record.token_passed
                     || e.stop_reason.is_some()
-                    || stop.iter().any(|(id, ..)| *id == e.id)
+                    || stop.iter().any(|(id, ..)| *id == e.record.id)
                 {
                     continue;
                 }
                 // A value that is no path names no token: as removed.
-                let path = settings::project_token_path(&settings, &e.project_id, &self.home)
-                    .unwrap_or(None);
+                let path =
+                    settings::project_token_path(&settings, &e.record.project_id, &self.home)
+                        .unwrap_or(None);
                 let now = watch.observe(path.as_deref());
                 let on_change = settings.claude_token_on_change;
-                match decide(e.token_fingerprint.as_deref(), &now, on_change) {
+                match decide(e.record.token_fingerprint.as_deref(), &now, on_change) {
                     Action::Stop(reason) => {
                         let file = path.as_ref().or(e.token_file.as_ref());
                         let projects = file
                             .and_then(|f| tokens.iter().find(|t| &t.path == f))
                             .map(|t| t.projects.clone())
-                            .unwrap_or_else(|| vec![e.project_id.clone()]);
-                        stop.push((e.id.clone(), reason, projects));
+                            .unwrap_or_else(|| vec![e.record.project_id.clone()]);
+                        stop.push((e.record.id.clone(), reason, projects));
                     }
                     Action::Stale(stale) => e.stale = stale,
                     Action::Nothing => {}
@@ -187,7 +188,7 @@ impl Daemon {
         let live: Vec<_> = self
             .live_sandboxed("")
             .into_iter()
-            .filter(|e| e.state == EntryState::Running)
+            .filter(|e| e.record.state == EntryState::Running)
             .collect();
         for t in tokens {
             // The deepest part of the token's path that exists now: what a grant must
@@ -196,10 +197,14 @@ impl Daemon {
             while !near.exists() && near.pop() {}
             let near = std::fs::canonicalize(&near).unwrap_or(near);
             for e in &live {
-                let unprotected = !e.reach.token_paths.contains(&t.path)
-                    && e.reach.grants.iter().any(|g| near.starts_with(g));
-                if unprotected && !stop.iter().any(|(id, ..)| *id == e.id) {
-                    stop.push((e.id.clone(), "claude_token_changed", t.projects.clone()));
+                let unprotected = !e.record.reach.token_paths.contains(&t.path)
+                    && e.record.reach.grants.iter().any(|g| near.starts_with(g));
+                if unprotected && !stop.iter().any(|(id, ..)| *id == e.record.id) {
+                    stop.push((
+                        e.record.id.clone(),
+                        "claude_token_changed",
+                        t.projects.clone(),
+                    ));
                 }
             }
         }
@@ -207,6 +212,7 @@ impl Daemon {
         // is not under the mask.
         for e in &live {
             let Some((folder, _)) = e
+                .record
                 .reach
                 .token_folders
                 .iter()
@@ -214,7 +220,7 @@ impl Daemon {
             else {
                 continue;
             };
-            if stop.iter().any(|(id, ..)| *id == e.id) {
+            if stop.iter().any(|(id, ..)| *id == e.record.id) {
                 continue;
             }
             let projects = tokens
@@ -227,7 +233,7 @@ impl Daemon {
                 })
                 .flat_map(|t| t.projects.clone())
                 .collect();
-            stop.push((e.id.clone(), "claude_token_changed", projects));
+            stop.push((e.record.id.clone(), "claude_token_changed", projects));
         }
         stop
     }
@@ -239,21 +245,22 @@ impl Daemon {
     pub async fn check_held(&self) -> Vec<String> {
         let mut stop = Vec::new();
         for e in self.live_sandboxed("") {
-            if e.state != EntryState::Running {
+            if e.record.state != EntryState::Running {
                 continue;
             }
             if let Some((path, _)) = e
+                .record
                 .reach
                 .held
                 .iter()
                 .find(|(path, id)| plan::guard::identity(path) != *id)
             {
                 tracing::warn!(
-                    session = %e.id,
+                    session = %e.record.id,
                     path = %path.display(),
                     "a read-only path was replaced outside the sandbox: the session is stopped"
                 );
-                stop.push(e.id.clone());
+                stop.push(e.record.id.clone());
             }
         }
         for id in &stop {

@@ -314,7 +314,7 @@ pub(in crate::daemon) async fn note(d: &crate::daemon::Daemon, id: &str, launche
         }
     };
     if let Some(e) = d.ledger().get_mut(id) {
-        e.sandbox = Some(sb.clone());
+        e.record.sandbox = Some(sb.clone());
     }
     if let Err(e) = d.store.note_sandbox(id, &d.tmp_real, &sb) {
         tracing::warn!(session = id, "session {id}: its launch marker: {e}");

@@ -114,14 +114,20 @@ fn parent(pid: u32) -> Option<u32> {
 
 /// The session's one process named `name` (its forwarder `relay-forward`, `claude`),
 /// the topmost of that name: Claude Code runs its own binary for some tools (`rg`).
+/// Waited for: `session start` answers once the sandbox runs, before the forwarder and
+/// Claude inside it have started.
 fn session_process(r: &Relay, id: &str, name: &str) -> u32 {
     let root = session_entry(r, id)["root_pid"]
         .as_u64()
         .expect("a running session has a root pid") as u32;
-    let found: Vec<u32> = descendants(root)
-        .into_iter()
-        .filter(|p| comm(*p) == name && parent(*p).map(comm).as_deref() != Some(name))
-        .collect();
+    let find = || -> Vec<u32> {
+        descendants(root)
+            .into_iter()
+            .filter(|p| comm(*p) == name && parent(*p).map(comm).as_deref() != Some(name))
+            .collect()
+    };
+    relay_e2e::wait::until(std::time::Duration::from_secs(30), || !find().is_empty());
+    let found = find();
     assert_eq!(found.len(), 1, "{name} below {root}: {found:?}");
     found[0]
 }
