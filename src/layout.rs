@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The longest a function may be, in lines from `fn` to its closing brace.
-const FUNCTION_MAX: usize = 150;
+const FUNCTION_MAX: usize = 100;
 /// The longest a function of the host's router may be (one function per route).
 const ROUTER_FUNCTION_MAX: usize = 60;
 const ROUTER: &str = "src/host/server.rs";

@@ -853,6 +853,9 @@ pub async fn read_only(d: &Arc<Daemon>) -> crate::wire::DoctorPage<&'static str>
     }
 }
 
+/// `relay doctor`: the checks that launch nothing, then the two probes, each a
+/// sandboxed launch in the first project that allows `claude-code` ([`canary_check`],
+/// [`claude_auth_check`]), kept for the Settings page ([`read_only`]).
 pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     let (mut checks, rest) = checks_without_probes(d).await;
     let Some((settings, token_ok)) = rest else {
@@ -860,11 +863,30 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     };
     let first_probe = checks.len();
     let project = probe_project(&settings);
+    checks.push(canary_check(d, &settings, token_ok, project.as_deref()).await);
+    checks.push(claude_auth_check(d, &settings, token_ok, project.as_deref()).await);
+    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+        crate::daemon::records::journal::now_ms(),
+        checks[first_probe..].to_vec(),
+    ));
+    let ok = checks.iter().all(|c| c.status != Status::Fail);
+    crate::wire::Doctor { ok, checks }
+}
+
+/// The canary: a probe launched in `project` as a token launch is tries to read every
+/// configured token file, and passes only when each read was denied. Skipped without
+/// such a project or a usable token file (`token_ok`).
+async fn canary_check(
+    d: &Arc<Daemon>,
+    settings: &Settings,
+    token_ok: bool,
+    project: Option<&str>,
+) -> Check {
     // Every configured token file, each of which the probe must be denied.
-    let paths: Vec<std::path::PathBuf> = settings::configured_tokens(&settings, &d.home)
+    let paths: Vec<std::path::PathBuf> = settings::configured_tokens(settings, &d.home)
         .map(|all| all.into_iter().map(|t| t.path).collect())
         .unwrap_or_default();
-    match (paths.first(), token_ok, &project) {
+    match (paths.first(), token_ok, project) {
         (Some(_), true, Some(project)) => {
             let path = paths
                 .iter()
@@ -882,40 +904,50 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                 probe_argv: Some(argv),
                 ..Default::default()
             };
-            checks.push(match run_probe(d, project, input).await {
+            match run_probe(d, project, input).await {
                 Ok(log) if plain(&log).contains("relay-canary:denied") => check("canary", Status::Ok, format!("a sandboxed probe was denied reading {path}"), None),
                 Ok(log) if plain(&log).contains("relay-canary:read") => check("canary", Status::Fail, format!("a sandboxed probe READ one of {path}"), Some("the sandbox does not deny the token file: do not launch Claude sessions; report this")),
                 Ok(_) => check("canary", Status::Fail, "the probe gave no answer", Some("see `relay terminal list` for the canary terminal")),
                 Err(e) => check("canary", Status::Fail, format!("the probe could not run: {e}"), Some("fix the launch error above")),
-            });
+            }
         }
-        (_, _, None) => checks.push(check(
+        (_, _, None) => check(
             "canary",
             Status::Skip,
             "no project allows the claude-code template",
             Some("allow claude-code in a project"),
-        )),
-        _ => checks.push(check(
+        ),
+        _ => check(
             "canary",
             Status::Skip,
             "no usable token file to protect",
             None,
-        )),
+        ),
     }
+}
 
+/// `claude auth status`, launched in `project` with its token on fd 5, must report
+/// `oauth_token`. Skipped without a Claude Code binary (the test stand-in is none),
+/// or without a usable token file for that project.
+async fn claude_auth_check(
+    d: &Arc<Daemon>,
+    settings: &Settings,
+    token_ok: bool,
+    project: Option<&str>,
+) -> Check {
     let claude = match launch::which(
         &settings.claude_program(),
         &d.home,
-        &guard::claude_path_env(&settings),
+        &guard::claude_path_env(settings),
     ) {
         Some(p) if !is_fake(&p).await => Some(p),
         _ => None,
     };
     // The probe runs on the token of the project it runs in.
-    let on_token = project.as_ref().is_some_and(|p| {
-        settings::project_token_path(&settings, p, &d.home).is_ok_and(|t| t.is_some())
+    let on_token = project.is_some_and(|p| {
+        settings::project_token_path(settings, p, &d.home).is_ok_and(|t| t.is_some())
     });
-    match (claude, token_ok && on_token, &project) {
+    match (claude, token_ok && on_token, project) {
         (Some(bin), true, Some(project)) => {
             let input = LaunchInput {
                 template: Some(CLAUDE_CODE_TEMPLATE.into()),
@@ -924,7 +956,7 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                 extra_args: vec!["auth".into(), "status".into()],
                 ..Default::default()
             };
-            checks.push(match run_probe(d, project, input).await {
+            match run_probe(d, project, input).await {
                 Ok(log)
                     if plain(&log).contains("\"authMethod\":\"oauth_token\"")
                         && plain(&log).contains("\"loggedIn\":true") =>
@@ -948,9 +980,9 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                     format!("could not run {}: {e}", bin.display()),
                     Some("check the claude-code template's command"),
                 ),
-            });
+            }
         }
-        (None, _, _) => checks.push(check(
+        (None, _, _) => check(
             "claude_auth",
             Status::Skip,
             format!(
@@ -958,20 +990,14 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                 settings.claude_program()
             ),
             Some("install Claude Code or set the claude-code template's command"),
-        )),
-        _ => checks.push(check(
+        ),
+        _ => check(
             "claude_auth",
             Status::Skip,
             "needs a usable token file and a project allowing claude-code",
             None,
-        )),
+        ),
     }
-    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((
-        crate::daemon::records::journal::now_ms(),
-        checks[first_probe..].to_vec(),
-    ));
-    let ok = checks.iter().all(|c| c.status != Status::Fail);
-    crate::wire::Doctor { ok, checks }
 }
 
 /// The test stand-in answers `auth status` too, but it is not Claude Code.

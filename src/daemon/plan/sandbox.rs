@@ -169,66 +169,10 @@ pub(in crate::daemon) fn plan_sandbox(
     let lists = spec_lists(f, p, &pin_folders, &mut labels)?;
     let ports = denied_ports(f, settings);
     let (network, egress, network_note) = network_of(f, settings, p, &ports)?;
-    let mut spec = sandbox::build_spec(
-        &SpecInput {
-            read: &lists.read,
-            read_write: &lists.read_write,
-            deny: &lists.deny,
-            read_only: &lists.read_only,
-            state: &lists.state,
-            session_writable: &writable,
-            network,
-            workdir: p.directory,
-            interactive: p.kind == SessionKind::Pty,
-            file_mask: f.paths.mask(),
-            deny_unix_sockets: vec![f.paths.socket(), f.paths.bridge(), f.paths.host_socket()],
-        },
-        &f.home,
-    )
-    .map_err(|e| e.to_string())?;
-    as_made(&mut spec, &f.names);
+    let mut spec = spec_of(f, p, &lists, &writable, network)?;
     let mut reach = reach_of(&spec);
-    // relay's own folder is never a session's to write, not even unpinned: `relay`
-    // runs from it at the person's next command, which no later refusal covers.
-    if let Some(f) = own_folders
-        .iter()
-        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
-    {
-        return Err(format!(
-            "{} holds relay's own programs, which run outside every sandbox, so no \
-             session may write it; start the session in another folder, or install relay \
-             outside every project (cargo install --locked --path . --root /opt/relay)",
-            f.display()
-        ));
-    }
-    // What the person's tools run later is read-only wherever a write grant holds it.
-    let exec = exec_files::plan(&exec_files::Input {
-        backend: p.backend,
-        home: &f.home,
-        grants: &spec.grants,
-        temp_dir: p.temp_dir,
-        directory: p.directory,
-        session_writable: &writable,
-        path_env: &f.relay_path(),
-        exceptions: &p.template.writable_exceptions,
-        make: p.make_missing,
-    })?;
-    for pin in exec.pins {
-        if !spec.read_only.iter().any(|r| r.canonical == pin.canonical) {
-            spec.read_only.push(pin);
-        }
-    }
-    labels.0.extend(exec.labels);
-    // A pin that holds one of this launch's own read-write grants (the home folder,
-    // when a link to the program sits there) would make the session read-only: it is
-    // left out, so this session counts as unpinned for it and a later token launch
-    // says so (`pins_hold`).
-    spec.read_only.retain(|pin| {
-        !reach
-            .read_write
-            .iter()
-            .any(|rw| rw.starts_with(&pin.canonical))
-    });
+    no_write_to_relays_own(&own_folders, &reach)?;
+    let exec = pin_exec_files(f, p, &writable, &mut spec, &reach, &mut labels)?;
     pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
     reach.pins = pin_folders;
     for tp in p.token_deny {
@@ -250,6 +194,95 @@ pub(in crate::daemon) fn plan_sandbox(
         egress,
         makes: exec.makes,
     })
+}
+
+/// The spec the lists resolve to (`sandbox::build_spec`), with relay's sockets denied
+/// and the launch's own folders in it as the launch will make them ([`as_made`]).
+fn spec_of(
+    f: &Facts,
+    p: &SandboxPlan,
+    lists: &SpecLists,
+    writable: &[PathBuf],
+    network: Network,
+) -> Result<sandbox::Spec, String> {
+    let mut spec = sandbox::build_spec(
+        &SpecInput {
+            read: &lists.read,
+            read_write: &lists.read_write,
+            deny: &lists.deny,
+            read_only: &lists.read_only,
+            state: &lists.state,
+            session_writable: writable,
+            network,
+            workdir: p.directory,
+            interactive: p.kind == SessionKind::Pty,
+            file_mask: f.paths.mask(),
+            deny_unix_sockets: vec![f.paths.socket(), f.paths.bridge(), f.paths.host_socket()],
+        },
+        &f.home,
+    )
+    .map_err(|e| e.to_string())?;
+    as_made(&mut spec, &f.names);
+    Ok(spec)
+}
+
+/// relay's own folder is never a session's to write, not even unpinned: `relay` runs
+/// from it at the person's next command, which no later refusal covers.
+fn no_write_to_relays_own(own_folders: &[PathBuf], reach: &Reach) -> Result<(), String> {
+    if let Some(f) = own_folders
+        .iter()
+        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
+    {
+        return Err(format!(
+            "{} holds relay's own programs, which run outside every sandbox, so no \
+             session may write it; start the session in another folder, or install relay \
+             outside every project (cargo install --locked --path . --root /opt/relay)",
+            f.display()
+        ));
+    }
+    Ok(())
+}
+
+/// What the person's tools run later is read-only wherever a write grant holds it
+/// ([`exec_files::plan`]): its pins join the spec's read-only paths and its labels
+/// `labels`, but for a pin that holds one of this launch's own read-write grants.
+/// The plan, its pins and labels taken.
+fn pin_exec_files(
+    f: &Facts,
+    p: &SandboxPlan,
+    writable: &[PathBuf],
+    spec: &mut sandbox::Spec,
+    reach: &Reach,
+    labels: &mut Labels,
+) -> Result<exec_files::Pins, String> {
+    let mut exec = exec_files::plan(&exec_files::Input {
+        backend: p.backend,
+        home: &f.home,
+        grants: &spec.grants,
+        temp_dir: p.temp_dir,
+        directory: p.directory,
+        session_writable: writable,
+        path_env: &f.relay_path(),
+        exceptions: &p.template.writable_exceptions,
+        make: p.make_missing,
+    })?;
+    for pin in std::mem::take(&mut exec.pins) {
+        if !spec.read_only.iter().any(|r| r.canonical == pin.canonical) {
+            spec.read_only.push(pin);
+        }
+    }
+    labels.0.extend(std::mem::take(&mut exec.labels));
+    // A pin that holds one of this launch's own read-write grants (the home folder,
+    // when a link to the program sits there) would make the session read-only: it is
+    // left out, so this session counts as unpinned for it and a later token launch
+    // says so (`pins_hold`).
+    spec.read_only.retain(|pin| {
+        !reach
+            .read_write
+            .iter()
+            .any(|rw| rw.starts_with(&pin.canonical))
+    });
+    Ok(exec)
 }
 
 /// The launch's own folders — its temp folder, and inside it Claude's config folder,
