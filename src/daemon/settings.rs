@@ -904,7 +904,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, SettingsError> {
 /// preset (docs/settings.md#network).
 fn check_egress(list: &[String], at: KeyPath) -> Result<(), Invalid> {
     for (i, e) in list.iter().enumerate() {
-        crate::daemon::egress::Rules::parse(std::slice::from_ref(e))
+        crate::sandbox::egress_rules::Rules::parse(std::slice::from_ref(e))
             .map_err(|why| invalid(at.clone().index(i), why))?;
     }
     Ok(())
@@ -985,7 +985,7 @@ fn check_listen_ports(t: &Template, i: usize, sandbox: &SessionSandbox) -> Resul
     if t.listen_ports.is_empty() {
         return Ok(());
     }
-    use crate::daemon::egress::{held_ports, routing_entries, Rules};
+    use crate::sandbox::egress_rules::{held_ports, routing_entries, Rules};
     let proxied = !sandbox.network_off && matches!(t.network, None | Some(NetworkMode::Proxied));
     let mut list = routing_entries(&t.env);
     if proxied {
@@ -1085,14 +1085,14 @@ fn validate_template<'a>(
     if let Some(x) = t
         .writable_exceptions
         .iter()
-        .position(|x| !crate::daemon::plan::exec_files::valid_exception(x))
+        .position(|x| !crate::sandbox::exec_list::valid_exception(x))
     {
         return Err(invalid(
             at.key("writable_exceptions").index(x),
             format!(
                 "{:?} is neither a path (absolute or ~/…) nor one of {}",
                 t.writable_exceptions[x],
-                crate::daemon::plan::exec_files::root_names().join(", ")
+                crate::sandbox::exec_list::root_names().join(", ")
             ),
         ));
     }
