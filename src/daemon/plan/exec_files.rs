@@ -462,7 +462,20 @@ fn pin_one(input: &Input, cand: &Candidate, out: &mut Pins) -> Result<(), String
         }
         (PathKind::Missing, _) => {}
     }
-    // Missing. Some only where their folder is (`~/.cargo/env` for a Rust user).
+    pin_missing(input, cand, resolved, why, out)
+}
+
+/// Pins a candidate that does not exist yet: as it is under Seatbelt (and where the plan
+/// makes nothing); under bwrap listed to be made first ([`Pins::makes`]), unless its entry
+/// leaves it missing (a note says why).
+fn pin_missing(
+    input: &Input,
+    cand: &Candidate,
+    resolved: ResolvedPath,
+    why: String,
+    out: &mut Pins,
+) -> Result<(), String> {
+    // Some only where their folder is (`~/.cargo/env` for a Rust user).
     if cand.entry.missing == Missing::InParent {
         let parent_is_dir = cand
             .path
