@@ -34,16 +34,8 @@ pub(super) fn validate(s: &Settings) -> Result<(), Invalid> {
     )?;
     let mut ids = HashMap::new();
     for (i, p) in s.projects.iter().enumerate() {
+        check_id(&p.id, ("projects", i, "project"), &mut ids)?;
         let at = top.clone().key("projects").index(i);
-        if p.id.is_empty() {
-            return Err(invalid(at.key("id"), "empty: a project needs an id"));
-        }
-        if let Some(first) = ids.insert(&p.id, i) {
-            return Err(invalid(
-                at.key("id"),
-                format!("{:?} is projects[{first}]'s id too", p.id),
-            ));
-        }
         if !(p.path.starts_with('/') || p.path == "~" || p.path.starts_with("~/")) {
             return Err(invalid(
                 at.key("path"),
@@ -79,16 +71,8 @@ fn validate_template<'a>(
     i: usize,
     ids: &mut HashMap<&'a String, usize>,
 ) -> Result<(), Invalid> {
+    check_id(&t.id, ("terminal_templates", i, "template"), ids)?;
     let at = KeyPath::default().key("terminal_templates").index(i);
-    if t.id.is_empty() {
-        return Err(invalid(at.key("id"), "empty: a template needs an id"));
-    }
-    if let Some(first) = ids.insert(&t.id, i) {
-        return Err(invalid(
-            at.key("id"),
-            format!("{:?} is terminal_templates[{first}]'s id too", t.id),
-        ));
-    }
     if t.command.is_empty() {
         return Err(invalid(
             at.key("command"),
@@ -123,6 +107,23 @@ fn validate_template<'a>(
             at.key("permission_mode"),
             format!("{:?} is not one word of letters", t.permission_mode),
         ));
+    }
+    Ok(())
+}
+
+/// The `id` of item `i` of a list (`projects`, each a `project`): not empty, and no
+/// earlier item's.
+fn check_id<'a>(
+    id: &'a String,
+    (list, i, what): (&str, usize, &str),
+    ids: &mut HashMap<&'a String, usize>,
+) -> Result<(), Invalid> {
+    let at = KeyPath::default().key(list).index(i).key("id");
+    if id.is_empty() {
+        return Err(invalid(at, format!("empty: a {what} needs an id")));
+    }
+    if let Some(first) = ids.insert(id, i) {
+        return Err(invalid(at, format!("{id:?} is {list}[{first}]'s id too")));
     }
     Ok(())
 }
@@ -251,6 +252,34 @@ mod tests {
     use super::*;
     use crate::daemon::settings::{describe_unknown, parse, seed, to_pretty};
     use std::path::Path;
+
+    /// Every project and every template has an id, each once in its list.
+    #[test]
+    fn ids_are_there_and_each_once_in_its_list() {
+        let p = Path::new("/cfg/settings.json");
+        for (file, want) in [
+            (
+                r#"{"projects": [{"id": "", "path": "~"}]}"#,
+                r#"/cfg/settings.json:1:22: projects[0].id: empty: a project needs an id"#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "", "command": "x"}]}"#,
+                r#"/cfg/settings.json:1:32: terminal_templates[0].id: empty: a template needs an id"#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "x"}, {"id": "t", "command": "y"}]}"#,
+                r#"/cfg/settings.json:1:61: terminal_templates[1].id: "t" is terminal_templates[0]'s id too"#,
+            ),
+        ] {
+            assert_eq!(parse(p, file.as_bytes()).err().unwrap().to_string(), want);
+        }
+        // A project and a template may share an id.
+        assert!(parse(
+            p,
+            br#"{"projects": [{"id": "a", "path": "~"}], "terminal_templates": [{"id": "a", "command": "x"}]}"#
+        )
+        .is_ok());
+    }
 
     #[test]
     fn env_passthrough_entries_are_checked_and_merged_per_template() {
