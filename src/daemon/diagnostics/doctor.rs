@@ -136,7 +136,11 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
             Some("install relay, relay-sessions and relay-shim together from one source tree: `cargo install --locked --path .` in it (README, Install), then restart relay"),
         );
     }
-    if !inside.is_empty() {
+    // relay's folder in a folder sessions can write is pinned read-only in every
+    // sandbox, as a native `claude` is: `ok` with a note, unless a session relay
+    // remembers could have written it without the pin.
+    let held = crate::daemon::plan::sandbox::own_pins_hold(&d.home, &d.sandboxed_since_start(""));
+    if !inside.is_empty() && held.is_err() {
         return check(
             "helpers",
             Status::Fail,
@@ -147,6 +151,21 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
                 inside.join("; ")
             ),
             Some("install relay outside every project and template grant (`cargo install --locked --path . --root /opt/relay`, then run /opt/relay/bin/relay), or narrow the project that covers it"),
+        );
+    }
+    if !inside.is_empty() {
+        return check(
+            "helpers",
+            Status::Ok,
+            format!(
+                "relay-sessions and relay-shim {VERSION} beside relay in {dir}; note: {}; \
+                 relay pins it read-only in every sandbox, so no session can change relay's \
+                 programs (and sessions cannot write there either; to keep it writable, \
+                 install relay outside every project: `cargo install --locked --path . \
+                 --root /opt/relay`)",
+                inside.join("; ")
+            ),
+            None,
         );
     }
     check(
@@ -636,11 +655,12 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
             .find_map(|f| Some((f, writable.iter().find(|r| f.starts_with(r))?)))
         {
             Some((folder, root)) => found.push(format!(
-                "{}: note: its folder {} lies in {}, which a sandboxed session can write; \
+                "{}: note: {} {} lies in {}, which a sandboxed session can write; \
                  relay pins it read-only in every sandbox, so sessions cannot change what \
                  gets the token (and cannot write there either; to keep it writable, install \
                  Claude Code outside every project and set claude_path to it)",
                 path.display(),
+                folder_role(path, folder),
                 folder.display(),
                 root.display()
             )),
@@ -651,6 +671,19 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
         }
     }
     check("claude_program", Status::Ok, found.join("; "), None)
+}
+
+/// What a pinned folder is to the program at `path`: its own folder (as named or where
+/// its real file is), or one it depends on: a `PATH` folder searched before it, a link's
+/// folder on the way, its interpreter's.
+fn folder_role(path: &Path, folder: &Path) -> &'static str {
+    let real = std::fs::canonicalize(path).ok();
+    let own = [path.parent(), real.as_deref().and_then(Path::parent)];
+    if own.iter().flatten().any(|f| *f == folder) {
+        "its folder"
+    } else {
+        "the folder it depends on (a PATH folder searched before it, a link's, or its interpreter's)"
+    }
 }
 
 /// Strips terminal escape sequences and whitespace, for matching a pty log.
@@ -1120,11 +1153,28 @@ fn ledger_check(d: &Daemon) -> Check {
 #[cfg(test)]
 mod tests {
     use super::{
-        install_fix, macos_opt_ins_check, network_check, plain, seatbelt_launcher_check,
-        space_verdict, Status,
+        folder_role, install_fix, macos_opt_ins_check, network_check, plain,
+        seatbelt_launcher_check, space_verdict, Status,
     };
     use crate::daemon::settings::{seed, BackendChoice, SessionSandbox, Settings, Template};
     use crate::protocol::Backend;
+
+    #[test]
+    fn a_pinned_folder_is_the_programs_own_only_where_it_or_its_real_file_lies() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        for dir in ["cargo-bin", "local-bin", "versions"] {
+            std::fs::create_dir(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("versions/claude"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("versions/claude"), root.join("local-bin/claude"))
+            .unwrap();
+        let program = root.join("local-bin/claude");
+        assert_eq!(folder_role(&program, &root.join("local-bin")), "its folder");
+        assert_eq!(folder_role(&program, &root.join("versions")), "its folder");
+        let other = folder_role(&program, &root.join("cargo-bin"));
+        assert!(other.starts_with("the folder it depends on"), "{other}");
+    }
     use crate::sandbox::MacOptIns;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
