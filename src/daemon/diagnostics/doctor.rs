@@ -136,12 +136,28 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
             Some("install relay, relay-sessions and relay-shim together from one source tree: `cargo install --locked --path .` in it (README, Install), then restart relay"),
         );
     }
-    // relay's folder in a folder sessions can write is pinned read-only in every
-    // sandbox, as a native `claude` is: `ok` with a note, unless a session relay
-    // remembers could have written it without the pin.
-    let held = crate::daemon::plan::sandbox::own_pins_hold(&d.home, &d.sandboxed_since_start(""));
-    if !inside.is_empty() && held.is_err() {
-        return check(
+    if let Some(c) = relay_place(d, &dir, &inside) {
+        return c;
+    }
+    check(
+        "helpers",
+        Status::Ok,
+        format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
+        None,
+    )
+}
+
+/// relay's folder in a folder sessions can write (`inside` says where) is pinned
+/// read-only in every sandbox, as a native `claude` is: `ok` with a note, unless a
+/// session relay remembers could have written it without the pin.
+fn relay_place(d: &Daemon, dir: &str, inside: &[String]) -> Option<Check> {
+    const VERSION: &str = env!("CARGO_PKG_VERSION");
+    if inside.is_empty() {
+        return None;
+    }
+    let remembered = d.sandboxed_since_start("");
+    if crate::daemon::plan::sandbox::own_pins_hold(&d.home, &remembered).is_err() {
+        return Some(check(
             "helpers",
             Status::Fail,
             format!(
@@ -151,29 +167,20 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
                 inside.join("; ")
             ),
             Some("install relay outside every project and template grant (`cargo install --locked --path . --root /opt/relay`, then run /opt/relay/bin/relay), or narrow the project that covers it"),
-        );
+        ));
     }
-    if !inside.is_empty() {
-        return check(
-            "helpers",
-            Status::Ok,
-            format!(
-                "relay-sessions and relay-shim {VERSION} beside relay in {dir}; note: {}; \
-                 relay pins it read-only in every sandbox, so no session can change relay's \
-                 programs (and sessions cannot write there either; to keep it writable, \
-                 install relay outside every project: `cargo install --locked --path . \
-                 --root /opt/relay`)",
-                inside.join("; ")
-            ),
-            None,
-        );
-    }
-    check(
+    Some(check(
         "helpers",
         Status::Ok,
-        format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
+        format!(
+            "relay-sessions and relay-shim {VERSION} beside relay in {dir}; note: {}; relay \
+             pins it read-only in every sandbox, so no session can change relay's programs \
+             (and sessions cannot write there either; to keep it writable, install relay \
+             outside every project: `cargo install --locked --path . --root /opt/relay`)",
+            inside.join("; ")
+        ),
         None,
-    )
+    ))
 }
 
 /// The launcher that launches use (`Settings::backend` and `Settings::launcher`).
