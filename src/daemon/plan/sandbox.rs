@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::facts::{Facts, Names};
-use super::{exec_files, guard};
+use super::{exec_files, guard, toolchains};
 use crate::daemon::egress::{self, Rules};
 use crate::daemon::settings::{NetworkMode, Settings, Template};
 use crate::daemon::{Entry, EntryState, Reach};
@@ -54,6 +54,8 @@ pub(in crate::daemon) struct Planned {
     pub egress: Option<Rules>,
     /// What the launch makes before the sandbox starts.
     pub makes: Vec<exec_files::ToMake>,
+    /// The person's toolchains it reads.
+    pub toolchains: Vec<toolchains::Toolchain>,
 }
 
 /// What Claude Code needs with a setup token, on every proxied Claude launch
@@ -164,9 +166,11 @@ pub(in crate::daemon) fn plan_sandbox(
         roots: writable,
         pins: mut pin_folders,
         own: own_folders,
+        tools,
+        left_out,
     } = writable_and_pins(f, settings, p)?;
     let mut labels = Labels::default();
-    let lists = spec_lists(f, p, &pin_folders, &mut labels)?;
+    let lists = spec_lists(f, p, (&pin_folders, &tools), &mut labels)?;
     let ports = denied_ports(f, settings);
     let (network, egress, network_note) = network_of(f, settings, p, &ports)?;
     let mut spec = spec_of(f, p, &lists, &writable, network)?;
@@ -179,6 +183,7 @@ pub(in crate::daemon) fn plan_sandbox(
         deny_token(f, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
     }
     let mut notes = exec.notes;
+    notes.extend(left_out);
     notes.extend(network_note);
     notes.extend(sandbox::explain::mac_opt_in_notes(
         &p.template.macos,
@@ -193,6 +198,7 @@ pub(in crate::daemon) fn plan_sandbox(
         notes,
         egress,
         makes: exec.makes,
+        toolchains: tools,
     })
 }
 
@@ -372,11 +378,56 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
     if p.token_launch {
         pins_hold(&pins, &writable, remembered, "the Claude program")?;
     }
+    let (tools, left_out) = toolchains_kept(f, p, (&writable, remembered));
     Ok(Writable {
         roots: writable,
         pins: pin_folders,
         own: own.into_iter().flat_map(|p| p.folders).collect(),
+        tools,
+        left_out,
     })
+}
+
+/// The person's toolchains this launch reads (`toolchains::found`). A root some session
+/// can write now, or one relay remembers could write, is left out and said: what a
+/// session wrote there must never run in another sandbox (docs/settings.md#toolchains).
+fn toolchains_kept(
+    f: &Facts,
+    p: &SandboxPlan,
+    (writable, remembered): (&[PathBuf], &[Entry]),
+) -> (Vec<toolchains::Toolchain>, Vec<String>) {
+    if !p.template.toolchains {
+        return (Vec::new(), Vec::new());
+    }
+    let found = toolchains::found(&f.home, &f.relay_path(), p.backend, |n| {
+        f.relay_var(n).map(PathBuf::from)
+    });
+    let (mut kept, mut left_out) = (Vec::new(), Vec::new());
+    for t in found {
+        // A grant of the root, above it or below it: the session could change it.
+        let touches = |g: &PathBuf| t.root.starts_with(g) || g.starts_with(&t.root);
+        let now = writable
+            .iter()
+            .find(|g| touches(g))
+            .map(|g| g.display().to_string());
+        let before = remembered.iter().find_map(|e| {
+            let g = e.record.reach.read_write.iter().find(|g| touches(g))?;
+            Some(format!(
+                "session {} could write {}",
+                e.record.id,
+                g.display()
+            ))
+        });
+        match now.map(|g| format!("sessions can write {g}")).or(before) {
+            Some(why) => left_out.push(format!(
+                "toolchain not granted: {} ({}); {why}, so what runs there may be a session's",
+                t.root.display(),
+                t.why
+            )),
+            None => kept.push(t),
+        }
+    }
+    (kept, left_out)
 }
 
 /// relay's own programs run outside every sandbox (the helpers at every launch and
@@ -409,6 +460,10 @@ struct Writable {
     pins: Vec<PathBuf>,
     /// The folders of relay's own programs, pinned or not.
     own: Vec<PathBuf>,
+    /// The person's toolchains this launch reads.
+    tools: Vec<toolchains::Toolchain>,
+    /// Why a toolchain was left out of a launch that gets the token.
+    left_out: Vec<String>,
 }
 
 /// The path lists of a spec before resolution.
@@ -425,13 +480,20 @@ struct SpecLists {
 fn spec_lists(
     f: &Facts,
     p: &SandboxPlan,
-    pins: &[PathBuf],
+    (pins, tools): (&[PathBuf], &[toolchains::Toolchain]),
     labels: &mut Labels,
 ) -> Result<SpecLists, String> {
     let t = p.template;
     let mut read = t.read.clone();
     for r in &t.read {
         labels.add(&expand_home(r, &f.home), "the template's read");
+    }
+    for tool in tools {
+        labels.add(
+            &tool.root,
+            &format!("your toolchain, read-only: {}", tool.why),
+        );
+        read.push(tool.root.to_string_lossy().into_owned());
     }
     if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
         for dir in program_dirs(&program) {
@@ -461,6 +523,7 @@ fn spec_lists(
         "relay's config dir: settings, api-token, sockets, profiles, logs",
     );
     deny.push(f.paths.config.to_string_lossy().into_owned());
+    mask_credentials(f, p, (&read, &read_write), (&mut deny, labels));
     for f in pins {
         labels.add(f, "what a token launch runs (pinned)");
     }
@@ -502,6 +565,52 @@ fn spec_lists(
         read_only,
         state,
     })
+}
+
+/// The credential files a grant of this launch holds, masked
+/// ([`toolchains::CREDENTIALS`]).
+fn mask_credentials(
+    f: &Facts,
+    p: &SandboxPlan,
+    (read, read_write): (&[String], &[String]),
+    (deny, labels): (&mut Vec<String>, &mut Labels),
+) {
+    // bwrap masks only what exists (a mount point); Seatbelt denies a path either way.
+    // A credential that is a link (a dotfile manager's) is left as it is: masking it
+    // through a link a session could retarget would refuse every launch.
+    let masked = |c: &PathBuf| match c.symlink_metadata() {
+        Ok(m) => !m.file_type().is_symlink(),
+        Err(_) => p.backend == Backend::Seatbelt,
+    };
+    for cred in credentials_in(&f.home, read, read_write)
+        .into_iter()
+        .filter(masked)
+    {
+        labels.add(&cred, "a credential file: masked wherever a grant holds it");
+        deny.push(cred.to_string_lossy().into_owned());
+    }
+}
+
+/// The credential files ([`toolchains::CREDENTIALS`]) that one of the grants holds,
+/// as the grant is written or where it really is.
+fn credentials_in(home: &Path, read: &[String], read_write: &[String]) -> Vec<PathBuf> {
+    let grants: Vec<PathBuf> = read
+        .iter()
+        .chain(read_write)
+        .map(|g| expand_home(g, home))
+        .flat_map(|g| [std::fs::canonicalize(&g).ok(), Some(g)])
+        .flatten()
+        .collect();
+    let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    toolchains::CREDENTIALS
+        .iter()
+        .filter(|c| {
+            [home.join(c), real_home.join(c)]
+                .iter()
+                .any(|p| grants.iter().any(|g| p.starts_with(g)))
+        })
+        .map(|c| home.join(c))
+        .collect()
 }
 
 /// The settings' denied loopback ports and relay's own API port, sorted.

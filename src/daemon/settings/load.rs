@@ -141,6 +141,7 @@ const TEMPLATE_KEYS: &[&str] = &[
     "network",
     "egress",
     "listen_ports",
+    "toolchains",
     "macos",
 ];
 const MACOS_KEYS: &[&str] = &["keychain", "clipboard", "automation", "mach"];

@@ -278,6 +278,10 @@ pub struct Template {
     /// port the egress list or a routing URL sends to loopback.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub listen_ports: Vec<u16>,
+    /// The person's toolchains behind relay's `PATH`, read-only (docs/settings.md#toolchains);
+    /// `false` leaves them out.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub toolchains: bool,
     /// What this template's Seatbelt sandboxes may reach that every other one is
     /// refused: the keychain, the clipboard, Apple Events to named apps, named Mach
     /// services (docs/settings.md#macos). Ignored by bubblewrap.
@@ -319,6 +323,7 @@ impl Template {
             network: None,
             egress: vec![],
             listen_ports: vec![],
+            toolchains: true,
             macos: MacOptIns::default(),
         }
     }
