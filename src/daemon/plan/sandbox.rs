@@ -378,7 +378,18 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
     if p.token_launch {
         pins_hold(&pins, &writable, remembered, "the Claude program")?;
     }
-    let (tools, left_out) = toolchains_kept(f, p, (&writable, remembered));
+    let found = toolchains::found(&f.home, &f.relay_path(), p.backend, |n| {
+        f.relay_var(n).map(PathBuf::from)
+    });
+    // Every toolchain root is read-only wherever this launch could write it, whatever
+    // its template says: another sandbox, running or later, may read it.
+    for t in &found {
+        if writable.iter().any(|r| t.root.starts_with(r)) && !pin_folders.contains(&t.root) {
+            pin_folders.push(t.root.clone());
+        }
+    }
+    toolchains_not_under_a_reader(f, p, &found)?;
+    let (tools, left_out) = toolchains_kept(found, p, (&writable, remembered));
     Ok(Writable {
         roots: writable,
         pins: pin_folders,
@@ -388,20 +399,60 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
     })
 }
 
-/// The person's toolchains this launch reads (`toolchains::found`). A root some session
-/// can write now, or one relay remembers could write, is left out and said: what a
-/// session wrote there must never run in another sandbox (docs/settings.md#toolchains).
-fn toolchains_kept(
+/// A launch whose own write grants reach a toolchain root that a running sandbox reads
+/// is refused: it could change what that sandbox runs (a pin cannot hold a folder the
+/// launch itself is granted to write).
+fn toolchains_not_under_a_reader(
     f: &Facts,
+    p: &SandboxPlan,
+    found: &[toolchains::Toolchain],
+) -> Result<(), String> {
+    let own: Vec<PathBuf> = p
+        .template
+        .read_write
+        .iter()
+        .map(|g| expand_home(g, &f.home))
+        .map(|g| std::fs::canonicalize(&g).unwrap_or(g))
+        .chain(std::iter::once(p.directory.to_path_buf()))
+        .collect();
+    for t in found {
+        let Some(grant) = own
+            .iter()
+            .find(|g| t.root.starts_with(g) || g.starts_with(&t.root))
+        else {
+            continue;
+        };
+        if let Some(e) = f
+            .live
+            .iter()
+            .find(|e| e.record.reach.grants.contains(&t.root))
+        {
+            return Err(format!(
+                "{} is a toolchain session {} reads, and this launch could write it ({}): \
+                 that would change what the session runs; stop session {} first, or leave \
+                 the folder out of this template's read_write",
+                t.root.display(),
+                e.record.id,
+                grant.display(),
+                e.record.id
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The person's toolchains this launch reads, of those `toolchains::found`. A root some
+/// session can write now (pinned read-only in it, but not in sessions started before),
+/// or one relay remembers could write, is left out and said: what a session wrote
+/// there must never run in another sandbox (docs/settings.md#toolchains).
+fn toolchains_kept(
+    found: Vec<toolchains::Toolchain>,
     p: &SandboxPlan,
     (writable, remembered): (&[PathBuf], &[Entry]),
 ) -> (Vec<toolchains::Toolchain>, Vec<String>) {
     if !p.template.toolchains {
         return (Vec::new(), Vec::new());
     }
-    let found = toolchains::found(&f.home, &f.relay_path(), p.backend, |n| {
-        f.relay_var(n).map(PathBuf::from)
-    });
     let (mut kept, mut left_out) = (Vec::new(), Vec::new());
     for t in found {
         // A grant of the root, above it or below it: the session could change it.

@@ -187,13 +187,18 @@ fn a_toolchain_a_session_can_write_is_never_granted_to_another_sandbox() {
     r.write_token(&fake_oauth_token());
     r.write_settings(&settings);
     r.launch_daemon();
-    // The home session plants its own program where the toolchain is.
+    // The home session tries to plant its own program where the toolchain is: the root
+    // is read-only to it, as to every sandbox that could write it.
     let plant = shell(
         &r,
         &r.home,
         "echo 'echo planted' > ~/.rustup/toolchains/stable/bin/relaytool; echo rc=$?",
     );
-    assert!(plant.1.contains("rc=0"), "{}", plant.0);
+    assert!(
+        plant.1.contains("rc=") && !plant.1.contains("rc=0"),
+        "{}",
+        plant.0
+    );
     // A shell in the project is not given it: nothing planted runs, and explain says why.
     let text = shell(&r, &r.project, BOTH).0;
     assert!(!text.contains("planted") && !ran_both(&text), "{text}");
@@ -208,5 +213,54 @@ fn a_toolchain_a_session_can_write_is_never_granted_to_another_sandbox() {
     assert!(
         !x["read"].to_string().contains(&format!("\"{rustup}\"")),
         "{x}"
+    );
+}
+
+#[test]
+fn a_session_that_could_write_a_toolchain_a_running_sandbox_reads_is_refused() {
+    let mut r = Relay::prepare(None, false);
+    r.path = Some(DEVELOPER_PATH.into());
+    developer_home(&r.home);
+    r.write_settings(&base_settings(None));
+    r.launch_daemon();
+    // A shell in the project is given the toolchain, and waits.
+    let fifo = r.project.join("go");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let reader = r.template_terminal("shell", "read x < go; relaytool");
+    let reader = reader["id"].as_str().unwrap().to_string();
+    // Then the person adds a template that writes `~/.rustup` (for `rustup update`), and
+    // a session of it tries to put its own program where the waiting shell will look.
+    let mut settings = base_settings(None);
+    settings["terminal_templates"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "rustup-rw", "name": "rustup", "command": "/bin/sh", "read_write": ["~/.rustup"]}));
+    r.write_settings(&settings);
+    let (status, refused, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(
+            &json!({"project": "p1", "template": "rustup-rw", "extra_args": ["-c",
+            "echo 'echo planted' > ~/.rustup/toolchains/stable/bin/relaytool"]}),
+        ),
+    );
+    assert_eq!(
+        (status, refused["code"].as_str()),
+        (400, Some(relay::wire::Code::SandboxUnavailable.as_str())),
+        "{refused}"
+    );
+    let why = refused["error"].as_str().unwrap();
+    assert!(why.contains(&reader) && why.contains(".rustup"), "{why}");
+    std::fs::write(&fifo, "go\n").unwrap();
+    r.wait_exited(&reader);
+    let (_, _, log) = r.api("GET", &format!("/api/terminals/{reader}/log"), None);
+    let log = String::from_utf8_lossy(&log).into_owned();
+    assert!(
+        log.contains("rustup toolchain ran") && !log.contains("planted"),
+        "{log}"
     );
 }
