@@ -167,10 +167,18 @@ pub(in crate::daemon) fn plan_sandbox(
         pins: mut pin_folders,
         own: own_folders,
         tools,
+        tool_pins,
         left_out,
     } = writable_and_pins(f, settings, p)?;
     let mut labels = Labels::default();
-    let lists = spec_lists(f, p, (&pin_folders, &tools), &mut labels)?;
+    let mut lists = spec_lists(f, p, (&pin_folders, &tools), &mut labels)?;
+    for root in tool_pins {
+        labels.add(
+            &root,
+            "a toolchain of yours: read-only wherever a session could write it",
+        );
+        lists.read_only.push(root.to_string_lossy().into_owned());
+    }
     let ports = denied_ports(f, settings);
     let (network, egress, network_note) = network_of(f, settings, p, &ports)?;
     let mut spec = spec_of(f, p, &lists, &writable, network)?;
@@ -382,12 +390,13 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
         f.relay_var(n).map(PathBuf::from)
     });
     // Every toolchain root is read-only wherever this launch could write it, whatever
-    // its template says: another sandbox, running or later, may read it.
-    for t in &found {
-        if writable.iter().any(|r| t.root.starts_with(r)) && !pin_folders.contains(&t.root) {
-            pin_folders.push(t.root.clone());
-        }
-    }
+    // its template says: another sandbox, running or later, may read it. Not among the
+    // pins a token launch's `PATH` trusts: what was written there before stays.
+    let tool_pins: Vec<PathBuf> = found
+        .iter()
+        .map(|t| t.root.clone())
+        .filter(|root| writable.iter().any(|r| root.starts_with(r)))
+        .collect();
     toolchains_not_under_a_reader(f, p, &found)?;
     let (tools, left_out) = toolchains_kept(found, p, (&writable, remembered));
     Ok(Writable {
@@ -395,6 +404,7 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
         pins: pin_folders,
         own: own.into_iter().flat_map(|p| p.folders).collect(),
         tools,
+        tool_pins,
         left_out,
     })
 }
@@ -416,10 +426,8 @@ fn toolchains_not_under_a_reader(
         .chain(std::iter::once(p.directory.to_path_buf()))
         .collect();
     for t in found {
-        let Some(grant) = own
-            .iter()
-            .find(|g| t.root.starts_with(g) || g.starts_with(&t.root))
-        else {
+        // A grant above the root leaves it pinned; one at or below it cannot be.
+        let Some(grant) = own.iter().find(|g| g.starts_with(&t.root)) else {
             continue;
         };
         if let Some(e) = f
@@ -513,6 +521,8 @@ struct Writable {
     own: Vec<PathBuf>,
     /// The person's toolchains this launch reads.
     tools: Vec<toolchains::Toolchain>,
+    /// The toolchain roots this launch could write, held read-only in it.
+    tool_pins: Vec<PathBuf>,
     /// Why a toolchain was left out of a launch that gets the token.
     left_out: Vec<String>,
 }
