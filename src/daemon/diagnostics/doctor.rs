@@ -809,6 +809,53 @@ async fn settle(d: &Arc<Daemon>, id: &str, mut after: u64) {
     }
 }
 
+/// Each sandboxed template as a launch of it would be planned, in the first project that
+/// allows it: the same [`plan::plan`] call a launch and `relay sandbox explain` make, on
+/// the same facts (docs/cli.md `relay doctor`). `ok` naming each planned one; `warn`
+/// naming each that a launch would be refused, in the refusal's own words; `skip` when
+/// no project allows one.
+pub fn templates_check(d: &Daemon, s: &Settings) -> Check {
+    let facts = plan::facts::Facts::snapshot(d, "", "home-<hex>", None, false);
+    let (mut planned, mut refused) = (Vec::new(), Vec::new());
+    for t in s.terminal_templates.iter().filter(|t| t.sandbox) {
+        let Some(project) = s.projects.iter().find(|p| p.allows(&t.id)) else {
+            continue;
+        };
+        let input = LaunchInput {
+            kind: Some(SessionKind::Pty),
+            project: Some(project.id.clone()),
+            template: Some(t.id.clone()),
+            ..Default::default()
+        };
+        let at = format!("{} in {}", t.id, project.id);
+        match plan::plan(s, &input, &facts).map(|p| p.sandbox) {
+            Err(r) => refused.push(format!("{at}: {}", r.error.message)),
+            Ok(Some(Err(e))) => refused.push(format!("{at}: {}", e.message)),
+            Ok(_) => planned.push(at),
+        }
+    }
+    match (planned.is_empty(), refused.is_empty()) {
+        (true, true) => check(
+            "templates",
+            Status::Skip,
+            "no project allows a sandboxed template",
+            None,
+        ),
+        (_, true) => check(
+            "templates",
+            Status::Ok,
+            format!("planned as a launch would be: {}", planned.join(", ")),
+            None,
+        ),
+        (_, false) => check(
+            "templates",
+            Status::Warn,
+            format!("a launch would be refused: {}", refused.join("; ")),
+            Some("`relay sandbox explain <template> --directory <project folder>` shows the plan; change the setting the refusal names"),
+        ),
+    }
+}
+
 fn probe_project(s: &Settings) -> Option<String> {
     s.projects
         .iter()
@@ -844,6 +891,7 @@ async fn checks_without_probes(d: &Arc<Daemon>) -> (Vec<Check>, Option<(Settings
     checks.push(shield_check(&settings));
     checks.push(macos_opt_ins_check(&settings));
     checks.push(network_check(&settings));
+    checks.push(templates_check(d, &settings));
     checks.push(config_check(d));
     checks.push(ledger_check(d));
     checks.push(space_check(d));

@@ -608,6 +608,26 @@ fn a_token_launch_routed_over_cleartext_http_to_a_remote_host_is_refused() {
         "explain does not say it: {}",
         x.stderr
     );
+    // And doctor's plan of the template, the same call, says the same words.
+    let (st, page, _) = r.api("GET", "/api/doctor", None);
+    assert_eq!(st, 200, "{page}");
+    let templates = page["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "templates")
+        .cloned()
+        .unwrap_or_default();
+    let said = templates["detail"].as_str().unwrap_or_default();
+    assert!(
+        templates["status"] == "warn"
+            && said.contains("claude-code in p1: ")
+            && said.contains(key)
+            && x.stderr
+                .contains(said.split("claude-code in p1: ").nth(1).unwrap_or("?")),
+        "doctor's plan does not say what explain says: {templates} / {}",
+        x.stderr
+    );
 
     let session = r.cli(&["session", "start", "--project", "p1", "--json"]);
     if session.status == 0 {
