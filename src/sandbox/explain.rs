@@ -147,6 +147,29 @@ fn system(path: impl AsRef<Path>, why: &str, how: &str) -> Place {
     }
 }
 
+/// A launch's explanation as shown before any launch (`relay sandbox explain`): the
+/// temp folder each launch makes is named by its pattern, and an explanation for the
+/// other platform's backend says the paths are this machine's.
+pub fn before_launch(
+    mut e: Explanation,
+    temp: &Path,
+    asked: Backend,
+    native: Backend,
+) -> Explanation {
+    let temp = text(temp);
+    for p in e.write.iter_mut().filter(|p| p.path == temp) {
+        p.how = "made (0700) by each launch, named after its id".into();
+    }
+    if asked != native {
+        e.notes.push(format!(
+            "explained for {} while launches here use {}: the paths are resolved on this machine",
+            asked.as_str(),
+            native.as_str()
+        ));
+    }
+    e
+}
+
 /// The explanation for a launch that is not sandboxed.
 pub fn unsandboxed(workdir: &Path) -> Explanation {
     Explanation {
@@ -604,6 +627,33 @@ mod tests {
     use super::*;
     use crate::sandbox::policy::Grant;
     use crate::sandbox::{render_bwrap, render_sbpl};
+
+    #[test]
+    fn before_a_launch_the_temp_folder_is_a_pattern_and_another_backend_is_noted() {
+        let place = |path: &str| Place {
+            path: path.into(),
+            written: None,
+            kind: "dir".into(),
+            why: "granted".into(),
+            how: "as is".into(),
+        };
+        let mut e = unsandboxed(Path::new("/p"));
+        e.write = vec![place("/tmp/relay-<id>"), place("/p")];
+        e.notes.clear();
+        let temp = Path::new("/tmp/relay-<id>");
+        let same = before_launch(e.clone(), temp, Backend::Bwrap, Backend::Bwrap);
+        assert_eq!(
+            same.write[0].how,
+            "made (0700) by each launch, named after its id"
+        );
+        assert_eq!(same.write[1].how, "as is");
+        assert!(same.notes.is_empty(), "{:?}", same.notes);
+        let other = before_launch(e, temp, Backend::Seatbelt, Backend::Bwrap);
+        assert_eq!(
+            other.notes,
+            ["explained for seatbelt while launches here use bwrap: the paths are resolved on this machine"]
+        );
+    }
 
     #[test]
     fn each_macos_opt_in_is_a_note_and_an_escapes_name_stays_closed() {

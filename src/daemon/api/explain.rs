@@ -23,13 +23,13 @@ pub fn template(
     directory: Option<&str>,
     backend: Option<&str>,
 ) -> Result<Explanation, ApiError> {
-    let backend_asked = match backend.filter(|b| !b.is_empty()) {
-        None => None,
-        Some(name) => Some(Backend::from_name(name).ok_or_else(|| {
+    let backend_asked = backend.filter(|b| !b.is_empty()).map(|name| {
+        Backend::from_name(name).ok_or_else(|| {
             let why = format!("backend {name:?}: expected bwrap or seatbelt");
             ApiError::new(Code::InvalidRequest, why)
-        })?),
-    };
+        })
+    });
+    let backend_asked = backend_asked.transpose()?;
     let s = d
         .load_settings()
         .map_err(|e| ApiError::new(Code::SettingsInvalid, e.to_string()))?;
@@ -59,18 +59,11 @@ pub fn template(
         e.environment = Some(env_names(&facts, &planned.env, None, false, true));
         return Ok(e);
     };
-    let mut e = sandboxed.explained;
-    // Each launch makes its temp folder; here there is none.
-    let temp = facts.names.temp_dir.to_string_lossy();
-    for p in e.write.iter_mut().filter(|p| p.path == temp) {
-        p.how = "made (0700) by each launch, named after its id".into();
-    }
-    if backend != native {
-        e.notes.push(format!(
-            "explained for {} while launches here use {}: the paths are resolved on this machine",
-            backend.as_str(),
-            native.as_str()
-        ));
-    }
-    Ok(e)
+    let temp = &facts.names.temp_dir;
+    Ok(explain::before_launch(
+        sandboxed.explained,
+        temp,
+        backend,
+        native,
+    ))
 }
