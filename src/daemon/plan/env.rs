@@ -1,6 +1,6 @@
 //! A launch's environment, built in one place: the template's names, and over them
-//! relay's own (`TMPDIR`, Claude's config folder, a token launch's home, the proxy, a
-//! token launch's `PATH` and shield). `relay sandbox explain` shows the same names.
+//! relay's own (`TMPDIR`, Claude's config folder, a token launch's home, a sandbox's own
+//! caches, the proxy, a token launch's `PATH` and shield). `relay sandbox explain` shows the same names.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,8 +51,38 @@ pub fn home_env(home: &Path) -> BTreeMap<String, String> {
     ])
 }
 
-/// What a sandbox adds: the proxy's variables, and for a token launch its `PATH` and
-/// its shield, which is returned.
+/// Where package managers keep their caches and state in a sandbox: a folder of the
+/// session's own (`<temp>/cache/…`), kept across its resumes and gone with it. The
+/// person's own caches (`~/.npm`, `~/.cargo/registry`, `~/.cache`) are read outside
+/// every sandbox by the person's tools, which build and run what they hold, so no
+/// session writes them; and no launch reads a cache another session wrote
+/// (docs/settings.md#caches). Each is the tool's own name for its folder, with the
+/// tools that read it.
+pub const CACHES: &[(&str, &str, &str)] = &[
+    ("XDG_CACHE_HOME", "cache", "pip, uv, go's build cache, node-gyp, yarn 2+, deno"),
+    ("npm_config_cache", "cache/npm", "npm, npx"),
+    ("PNPM_HOME", "cache/pnpm", "pnpm's store and global folder"),
+    ("YARN_CACHE_FOLDER", "cache/yarn", "yarn 1"),
+    ("BUN_INSTALL_CACHE_DIR", "cache/bun", "bun"),
+    ("GOMODCACHE", "cache/go-mod", "go's modules"),
+    (
+        "CARGO_HOME",
+        "cache/cargo",
+        "cargo's registry and git checkouts (its config is still read from each folder above the project)",
+    ),
+];
+
+/// The [`CACHES`] of a launch whose temp folder is `temp`, under the names the
+/// template has not set itself.
+pub fn cache_env(env: &mut BTreeMap<String, String>, temp: &Path) {
+    for (name, folder, _) in CACHES {
+        let path = temp.join(folder).to_string_lossy().into_owned();
+        env.entry(name.to_string()).or_insert(path);
+    }
+}
+
+/// What a sandbox adds: the session's own caches, the proxy's variables, and for a
+/// token launch its `PATH` and its shield, which is returned.
 pub fn sandbox_env(
     env: &mut BTreeMap<String, String>,
     decision: &Decision,
@@ -62,6 +92,7 @@ pub fn sandbox_env(
     (writable, pins): (&[PathBuf], &[PathBuf]),
     tools: &[super::toolchains::Toolchain],
 ) -> Option<shield::Shielded> {
+    cache_env(env, &f.names.temp_dir);
     if let Some(rules) = egress {
         env.extend(super::proxy_env(network, rules));
         if decision.claude_launch {
@@ -90,4 +121,25 @@ pub fn sandbox_env(
         (&decision.template.listen_ports, &reserved),
         env,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cache_lies_in_the_sessions_folder_unless_the_template_names_it() {
+        let mut env = BTreeMap::from([("npm_config_cache".to_string(), "/shared".to_string())]);
+        cache_env(&mut env, Path::new("/tmp/relay-1"));
+        assert_eq!(env["npm_config_cache"], "/shared");
+        assert_eq!(env["XDG_CACHE_HOME"], "/tmp/relay-1/cache");
+        assert_eq!(env["CARGO_HOME"], "/tmp/relay-1/cache/cargo");
+        assert_eq!(env.len(), CACHES.len());
+        for (name, folder, _) in CACHES {
+            assert!(
+                name == &"npm_config_cache" || env[*name] == format!("/tmp/relay-1/{folder}"),
+                "{name}"
+            );
+        }
+    }
 }
