@@ -74,6 +74,8 @@ pub struct Daemon {
     /// Why this start runs neither helper (not even for `--version`): a session relay
     /// remembers could have written relay's folder without the pin (`plan::sandbox::own_pins_hold`).
     pub helpers_withheld: OnceLock<String>,
+    /// The folders relay made for bwrap to hold, removed once no launch uses them.
+    pub made_folders: records::made_folders::MadeFolders,
     /// The login service that started this relay (`relay.service`, `relay.serve`);
     /// `None` when it was started by hand (`GET /api/status`).
     pub service: Option<String>,
@@ -506,6 +508,9 @@ impl Daemon {
     ) {
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
+        }
+        if let Some(key) = &e.made_claim {
+            self.made_folders.release(key);
         }
         // Its egress proxy is not stopped here: every caller stopped it before the entry
         // read as ended. Once it reads dormant a resume may already run a new proxy

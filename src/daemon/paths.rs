@@ -43,6 +43,10 @@ impl Paths {
     pub fn events(&self) -> PathBuf {
         self.config.join("events.jsonl")
     }
+    /// The folders relay made for bwrap to hold (`records::made_folders`).
+    pub fn made_folders(&self) -> PathBuf {
+        self.config.join("made-folders.json")
+    }
     pub fn host_state(&self) -> PathBuf {
         self.config.join("sessions")
     }

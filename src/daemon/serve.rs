@@ -334,6 +334,7 @@ fn daemon_with(
         .open()
         .map_err(|e| format!("{}: {e}", paths.events().display()))?;
     let store = records::ledger::Store::new(&paths.config);
+    let made_folders = records::made_folders::MadeFolders::open(paths.made_folders());
     let daemon = Arc::new(Daemon {
         audit,
         events,
@@ -357,6 +358,7 @@ fn daemon_with(
         egress: Default::default(),
         egress_budget: Default::default(),
         helpers_withheld: OnceLock::new(),
+        made_folders,
         service: service.map(|s| s.name),
     });
     Ok((daemon, host))
@@ -651,6 +653,8 @@ fn restore_records(daemon: &Daemon) -> Result<(), String> {
         );
     }
     records::purge::launches_cut_short(daemon, &cut_short);
+    // No launch runs yet: what relay made for those that ran before goes.
+    daemon.made_folders.release("");
     Ok(())
 }
 

@@ -50,6 +50,9 @@ pub struct Entry {
     /// A `relay doctor` probe: never listed (terminals, sessions, the Settings page),
     /// purged as soon as doctor has read its log.
     pub probe: bool,
+    /// Its claim on the folders relay made for bwrap (`records::made_folders`), let go
+    /// at its end.
+    pub made_claim: Option<String>,
 }
 
 /// The ledger file's format; a record of another version is set aside.
@@ -138,6 +141,7 @@ impl From<Record> for Entry {
             early_exit: None,
             explained: None,
             probe: false,
+            made_claim: None,
         }
     }
 }

@@ -14,18 +14,22 @@ use crate::daemon::plan::exec_files::{found_made, ToMake};
 use crate::daemon::plan::facts::Names;
 use crate::daemon::plan::guard;
 use crate::daemon::plan::sandbox::own_folder;
+use crate::daemon::records::made_folders::{dev_ino, Made};
 use crate::sandbox::{PathKind, ResolvedPath, Role, Spec};
 
 /// Makes each listed name, then pins what is there in place of the plan's pin.
-/// Errors are `sandbox_unavailable` messages.
+/// Returns each folder it made (`records::made_folders`: removed once no launch uses
+/// it). Errors are `sandbox_unavailable` messages.
 pub fn make_listed(
     spec: &mut Spec,
     makes: &[ToMake],
     home: &Path,
     session_writable: &[PathBuf],
-) -> Result<(), String> {
+) -> Result<Vec<Made>, String> {
+    let mut made = Vec::new();
     for m in makes {
-        let found = make_one(m, home, session_writable)?;
+        let (found, new) = make_one(m, home, session_writable)?;
+        made.extend(new);
         if let Some(pin) = spec
             .read_only
             .iter_mut()
@@ -34,7 +38,7 @@ pub fn make_listed(
             *pin = found;
         }
     }
-    Ok(())
+    Ok(made)
 }
 
 /// Whether the launch's own folders are, once made, what its plan has in the spec
@@ -86,20 +90,22 @@ pub fn make_one(
     m: &ToMake,
     home: &Path,
     session_writable: &[PathBuf],
-) -> Result<ResolvedPath, String> {
-    make(&m.holder, &m.rel, m.dir, m.text).map_err(|e| {
+) -> Result<(ResolvedPath, Vec<Made>), String> {
+    let made = make(&m.holder, &m.rel, m.dir, m.text).map_err(|e| {
         format!(
             "{} ({}) does not exist, and relay could not make it to hold it read-only: {e}",
             m.path.display(),
             m.reader
         )
     })?;
-    found_made(home, session_writable, m)
+    Ok((found_made(home, session_writable, m)?, made))
 }
 
 /// Makes `rel` below `holder`, one component at a time, following no link: folders 0700,
-/// the file (if not a folder) 0600 with `text`. What exists already is kept.
-pub(crate) fn make(holder: &Path, rel: &Path, dir: bool, text: &str) -> std::io::Result<()> {
+/// the file (if not a folder) 0600 with `text`. What exists already is kept. Returns
+/// each folder it made, as it found it once made.
+pub(crate) fn make(holder: &Path, rel: &Path, dir: bool, text: &str) -> std::io::Result<Vec<Made>> {
+    let mut made = Vec::new();
     let open_dir = |at: Option<i32>, name: &Path| -> std::io::Result<OwnedFd> {
         let fd = openat(
             at,
@@ -133,20 +139,32 @@ pub(crate) fn make(holder: &Path, rel: &Path, dir: bool, text: &str) -> std::io:
             ) {
                 Ok(fd) => fd,
                 // Made meanwhile: it is pinned as it is.
-                Err(nix::errno::Errno::EEXIST) => return Ok(()),
+                Err(nix::errno::Errno::EEXIST) => return Ok(made),
                 Err(e) => return Err(e.into()),
             };
             // Safety: as above.
             let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
             file.write_all(text.as_bytes())?;
-            return Ok(());
+            return Ok(made);
         }
-        match nix::sys::stat::mkdirat(Some(at.as_raw_fd()), *part, Mode::from_bits_truncate(0o700))
-        {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        let new = match nix::sys::stat::mkdirat(
+            Some(at.as_raw_fd()),
+            *part,
+            Mode::from_bits_truncate(0o700),
+        ) {
+            Ok(()) => true,
+            Err(nix::errno::Errno::EEXIST) => false,
             Err(e) => return Err(e.into()),
-        }
+        };
         at = open_dir(Some(at.as_raw_fd()), Path::new(part))?;
+        if new {
+            let (dev, ino) = dev_ino(&nix::sys::stat::fstat(at.as_raw_fd())?);
+            made.push(Made {
+                path: holder.join(parts[..=i].iter().collect::<PathBuf>()),
+                dev,
+                ino,
+            });
+        }
     }
-    Ok(())
+    Ok(made)
 }

@@ -67,6 +67,8 @@ struct Attempt<'a> {
     marked: Option<String>,
     /// The id whose egress proxy this attempt started (a refusal stops it).
     egress: Option<String>,
+    /// Its claim on the folders relay made (`records::made_folders`): a refusal lets go.
+    made: Option<String>,
 }
 
 impl Attempt<'_> {
@@ -76,6 +78,9 @@ impl Attempt<'_> {
         }
         if let Some(id) = self.egress.take() {
             self.d.egress.stop(&id);
+        }
+        if let Some(key) = self.made.take() {
+            self.d.made_folders.release(&key);
         }
         if let Some(id) = self.temp_dir.take() {
             // A launch refused after its session started (the host's answer, the audit
@@ -145,6 +150,7 @@ pub fn refused_request(
         temp_dir: None,
         marked: None,
         egress: None,
+        made: None,
     };
     at.refuse(e)
 }
@@ -152,6 +158,8 @@ pub fn refused_request(
 /// Launches one session or terminal: authorize, then carry the decision out step by
 /// step (the module's order).
 pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiError> {
+    // From before its plan looks at the disk: no folder relay made goes meanwhile.
+    let _flight = d.made_folders.flight();
     let kind = input.kind.unwrap_or(SessionKind::Pty);
     let id = match input.resume_id.clone() {
         Some(id) => id,
@@ -179,6 +187,7 @@ pub async fn launch(d: &Arc<Daemon>, input: LaunchInput) -> Result<Entry, ApiErr
         temp_dir: None,
         marked: None,
         egress: None,
+        made: None,
     };
     let (settings, mut plan, names) = decide(&mut at, &id, &input)?;
     let decision = &plan.decision;
@@ -515,11 +524,18 @@ fn sandbox_step(
         shield,
     } = sb;
     made::check_own(&spec, names, &d.home).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
-    made::make_listed(&mut spec, &makes, &d.home, &writable)
-        .map_err(|e| at.refuse(ApiError::sandbox(e)))?;
-    if backend == Backend::Bwrap {
-        reach.held = made::held(&spec);
-    }
+    // What it makes and every pin it holds are claimed under one lock: no other
+    // session's end removes a folder this sandbox is about to hold.
+    let bwrap = backend == Backend::Bwrap;
+    let claimed = d.made_folders.claim(&names.id, || {
+        let made = made::make_listed(&mut spec, &makes, &d.home, &writable)?;
+        let held = if bwrap { made::held(&spec) } else { vec![] };
+        let used = held.iter().map(|(p, _)| p.clone()).collect();
+        Ok::<_, String>((held, made, used))
+    });
+    let (held, key) = claimed.map_err(|e| at.refuse(ApiError::sandbox(e)))?;
+    at.made = Some(key);
+    reach.held = held;
     if let Some(rules) = egress {
         start_egress(at, names, rules, &mut spec, env)?;
         explained.network =
@@ -655,6 +671,7 @@ fn entry_for(
             .and_then(|_| decision.token.path.clone()),
         explained: boxed.map(|b| b.explained.clone()),
         probe: decision.relay_probe,
+        made_claim: at.made.clone(),
         ..Entry::from(record)
     }
 }

@@ -665,7 +665,7 @@ mod tests {
     fn made(mut p: Pins, home: &Path, grants: &[Grant]) -> Result<Pins, String> {
         let writable: Vec<PathBuf> = grants.iter().map(|g| g.path.canonical.clone()).collect();
         for m in std::mem::take(&mut p.makes) {
-            let found = crate::daemon::launch::made::make_one(&m, home, &writable)?;
+            let (found, _) = crate::daemon::launch::made::make_one(&m, home, &writable)?;
             if let Some(pin) = p.pins.iter_mut().find(|pin| pin.canonical == m.canonical) {
                 *pin = found;
             }

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod journal;
 pub mod ledger;
+pub mod made_folders;
 pub mod purge;
 pub mod rotation;
 pub mod strays;

@@ -3,4 +3,5 @@
 //! own tools (docs/settings.md#toolchains, docs/settings.md#caches).
 
 mod caches;
+mod litter;
 mod toolchains;
