@@ -157,6 +157,28 @@ pub(super) enum SandboxVerb {
         #[command(flatten)]
         json: Json,
     },
+    /// Why a sandbox refuses a path or a host, and what to change.
+    ///
+    /// For a PATH: whether the sandbox denies it, holds it read-only, lets it be
+    /// written or read, or does not see it, which place decides that and why relay put
+    /// it there. For a HOST[:PORT] (443 by default): what the egress list says. The
+    /// sandbox is the one a terminal of --template gets in --directory, or a running
+    /// session's (--id).
+    Why {
+        /// A path (absolute, relative to here, or ~/…) or a host[:port].
+        what: String,
+        /// The template whose sandbox to ask (default: shell).
+        #[arg(long, value_name = "T", default_value = "shell", conflicts_with = "id")]
+        template: String,
+        /// The folder it would start in (default: the current directory).
+        #[arg(long, value_name = "D", conflicts_with = "id")]
+        directory: Option<String>,
+        /// A running session or terminal whose sandbox to ask.
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
+        #[command(flatten)]
+        json: Json,
+    },
 }
 
 #[derive(Subcommand)]

@@ -149,9 +149,8 @@ fn dispatch(verb: Verb, config: PathBuf, config_flag: Option<&PathBuf>) -> ExitC
         // Answered in `run`, without a config dir.
         Verb::Completions { .. } => ExitCode::SUCCESS,
         Verb::Sandbox {
-            verb: Some(explain),
-            ..
-        } => sandbox::explain(&c(), explain),
+            verb: Some(verb), ..
+        } => sandbox::verb(&c(), verb),
         Verb::Sandbox {
             template,
             args,

@@ -22,6 +22,7 @@ pub mod explain;
 pub mod policy;
 pub mod resolve;
 pub mod seatbelt;
+pub mod why;
 
 pub use bwrap::render_bwrap;
 pub use policy::{Access, Grant, Network, PathKind, ResolvedPath, Spec};

@@ -150,23 +150,88 @@ fn ended(client: &Client, id: &str, end: Result<End, String>, o: &Options) -> Ex
     }
 }
 
-/// `relay sandbox explain`: the sandbox a terminal of `template` gets in `--directory`
-/// (default: here), from the daemon's launch path (`GET /api/sandbox/explain`).
-pub fn explain(c: &Client, v: SandboxVerb) -> ExitCode {
-    let SandboxVerb::Explain {
-        template,
-        directory,
-        backend,
-        json: Json { json },
-    } = v;
-    let asked = std::env::current_dir()
-        .map_err(|e| format!("current directory: {e}"))
-        .map(|here| explain_path(&template, &folder(here, directory), backend.as_deref()));
-    let answer = asked.and_then(|path| c.call_as::<Explanation>("GET", &path));
-    print(
-        json,
-        answer.map(|(e, v)| Out::new(v, explained::to_text(&e))),
-    )
+/// `relay sandbox explain` and `relay sandbox why`.
+pub fn verb(c: &Client, v: SandboxVerb) -> ExitCode {
+    match v {
+        SandboxVerb::Explain {
+            template,
+            directory,
+            backend,
+            json: Json { json },
+        } => {
+            let asked = here()
+                .map(|here| explain_path(&template, &folder(here, directory), backend.as_deref()));
+            let answer = asked.and_then(|path| c.call_as::<Explanation>("GET", &path));
+            print(
+                json,
+                answer.map(|(e, v)| Out::new(v, explained::to_text(&e))),
+            )
+        }
+        SandboxVerb::Why {
+            what,
+            template,
+            directory,
+            id,
+            json: Json { json },
+        } => print(json, why(c, &what, &template, directory, id.as_deref())),
+    }
+}
+
+fn here() -> Result<PathBuf, String> {
+    std::env::current_dir().map_err(|e| format!("current directory: {e}"))
+}
+
+/// `relay sandbox why`: `what` asked of the sandbox of a terminal of `template` in
+/// `directory`, or of the running session `id` (`GET /api/{terminals,sessions}/{id}/sandbox`).
+fn why(
+    c: &Client,
+    what: &str,
+    template: &str,
+    directory: Option<String>,
+    id: Option<&str>,
+) -> Result<Out, String> {
+    let here = here()?;
+    let path = match id {
+        Some(id) if id.starts_with("t-") => format!("/api/terminals/{}/sandbox", enc(id)),
+        Some(id) => format!("/api/sessions/{}/sandbox", enc(id)),
+        None => explain_path(template, &folder(here.clone(), directory), None),
+    };
+    let (e, _) = c.call_as::<Explanation>("GET", &path)?;
+    let answer = match asked_path(&here, what) {
+        Some(p) => crate::sandbox::why::path(&e, &p),
+        None => {
+            let (host, port) = crate::sandbox::why::parse_host(what)
+                .ok_or_else(|| format!("{what:?} is neither a path nor a host[:port]"))?;
+            crate::sandbox::why::host(&e, &host, port)
+        }
+    };
+    let v = serde_json::to_value(&answer).map_err(|e| e.to_string())?;
+    Ok(Out::new(v, crate::sandbox::why::to_text(&answer)))
+}
+
+/// `what` as the kernel would see the path, when it names one: absolute, `~/…`, or
+/// relative to `here` (with a `/`, a leading `.`, or an existing name). The deepest
+/// part that exists is resolved (links followed, as the kernel does), the rest kept.
+fn asked_path(here: &Path, what: &str) -> Option<PathBuf> {
+    let p = if what == "~" || what.starts_with("~/") {
+        let home = std::env::var_os("HOME").map(PathBuf::from)?;
+        home.join(what.trim_start_matches('~').trim_start_matches('/'))
+    } else if what.starts_with('/') {
+        PathBuf::from(what)
+    } else if what.contains('/') || what.starts_with('.') || here.join(what).exists() {
+        here.join(what)
+    } else {
+        return None;
+    };
+    let mut rest = Vec::new();
+    let mut at = p.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(real, |acc, n| acc.join(n)));
+        }
+        rest.push(at.file_name()?.to_os_string());
+        at = at.parent()?;
+    }
 }
 
 /// The folder to explain: `~` is the daemon's to expand; a relative folder is taken
@@ -179,8 +244,11 @@ fn folder(here: PathBuf, directory: Option<String>) -> PathBuf {
     }
 }
 
+fn enc(s: &str) -> String {
+    crate::http::encode_component(s)
+}
+
 fn explain_path(template: &str, dir: &Path, backend: Option<&str>) -> String {
-    use crate::http::encode_component as enc;
     let mut path = format!(
         "/api/sandbox/explain?template={}&directory={}",
         enc(template),
@@ -195,6 +263,24 @@ fn explain_path(template: &str, dir: &Path, backend: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn why_takes_a_path_as_the_kernel_would_and_anything_else_as_a_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("d")).unwrap();
+        std::fs::write(real.join("file"), "").unwrap();
+        std::os::unix::fs::symlink(real.join("d"), real.join("link")).unwrap();
+        let here = dir.path();
+        // The part that exists resolved, links followed; the rest kept.
+        assert_eq!(asked_path(here, "link/x/y"), Some(real.join("d/x/y")));
+        assert_eq!(asked_path(here, "./new"), Some(real.join("new")));
+        assert_eq!(asked_path(here, "file"), Some(real.join("file")));
+        assert_eq!(asked_path(here, "/"), Some(PathBuf::from("/")));
+        // No slash, no dot in front, nothing there: a host.
+        assert_eq!(asked_path(here, "example.com"), None);
+        assert_eq!(asked_path(here, "example.com:80"), None);
+    }
 
     #[test]
     fn the_resume_note_names_the_run_and_the_detach_keys_in_force() {

@@ -309,3 +309,95 @@ fn a_claude_code_terminal_explained_is_the_one_launched_with_the_token() {
         relay_e2e::assert_absent(text.as_bytes(), &token, "the explanations");
     }
 }
+
+/// `relay sandbox why WHAT` in `dir`, which must succeed: its `--json` answer and text.
+fn why(r: &Relay, dir: &std::path::Path, args: &[&str]) -> (Value, String) {
+    let run = |json: bool| {
+        let mut a = vec!["sandbox", "why"];
+        a.extend_from_slice(args);
+        if json {
+            a.push("--json");
+        }
+        let out = r.cli_command(&a).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{a:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    (serde_json::from_str(&run(true)).unwrap(), run(false))
+}
+
+#[test]
+fn relay_sandbox_why_says_what_the_sandbox_does_with_a_path_or_a_host_and_why() {
+    let token = fake_token();
+    let mut s = base_settings(Some(TOKEN_SETTING));
+    s["terminal_templates"][1]["egress"] = json!(["registry.npmjs.org"]);
+    let r = Relay::start(s);
+    r.write_token(&token);
+    assert!(std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&r.project)
+        .status()
+        .unwrap()
+        .success());
+    // What it says of each path, and what the shell finds when it tries.
+    // (This suite's homes lie in /tmp, which a sandbox has of its own.)
+    let cases = [
+        (".git/hooks/pre-commit", &["read-only"][..]),
+        ("./notes.txt", &["writable"]),
+        ("~/.ssh/id_ed25519", &["not-granted", "its-own"]),
+    ];
+    for (what, access) in cases {
+        let (v, text) = why(&r, &r.project, &[what]);
+        let said = v["access"].as_str().unwrap_or_default();
+        assert!(access.contains(&said), "{what}: {v}");
+        let access = said;
+        assert!(!v["why"].as_str().unwrap_or_default().is_empty(), "{v}");
+        assert!(
+            text.contains(access) && text.contains("to change it: "),
+            "{text}"
+        );
+    }
+    let hook = why(&r, &r.project, &[".git/hooks/pre-commit"]).0;
+    assert!(
+        hook["change"]
+            .as_str()
+            .unwrap()
+            .contains("writable_exceptions"),
+        "{hook}"
+    );
+    let (code, out) = r.sandbox_shell(
+        "cd ~/project && { touch .git/hooks/pre-commit 2>/dev/null; echo hook=$?; }; \
+         { touch notes.txt; echo notes=$?; }; { cat ~/.ssh/id_ed25519 2>/dev/null; echo key=$?; }",
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("hook=1") && out.contains("notes=0"), "{out}");
+    assert!(!out.contains("key=0"), "{out}");
+    // The token's folder: denied, naming the setting.
+    let t = r.token_path().display().to_string();
+    let denied = why(&r, &r.project, &[&t]).0;
+    assert_eq!(denied["access"], "denied", "{denied}");
+    assert!(
+        denied["why"]
+            .as_str()
+            .unwrap()
+            .contains("claude_token_file"),
+        "{denied}"
+    );
+    // Hosts: the template's egress list.
+    let (v, _) = why(&r, &r.project, &["registry.npmjs.org"]);
+    assert_eq!(v["access"], "allowed", "{v}");
+    let (v, text) = why(&r, &r.project, &["example.com:80"]);
+    assert_eq!(
+        (v["access"].as_str(), v["asked"].as_str()),
+        (Some("refused"), Some("example.com:80"))
+    );
+    assert!(text.contains("egress"), "{text}");
+    // A running terminal's own sandbox.
+    let t = r.shell_terminal("exec sleep 600");
+    let id = t["id"].as_str().unwrap();
+    let (v, _) = why(&r, &r.project, &["--id", id, ".git/config"]);
+    assert_eq!(v["access"], "read-only", "{v}");
+    for out in [&text, &v.to_string()] {
+        relay_e2e::assert_absent(out.as_bytes(), &token, "why's answers");
+    }
+    assert_eq!(r.cli(&["terminal", "stop", "--id", id]).status, 0);
+}
