@@ -392,7 +392,12 @@ pub fn seed() -> Settings {
                 "claude",
             ),
         ],
-        session_sandbox: SessionSandbox::default(),
+        // Package installs work from the first run: the registries every template
+        // reaches (docs/settings.md#first-run-settings says why).
+        session_sandbox: SessionSandbox {
+            egress: vec!["@registries".into()],
+            ..SessionSandbox::default()
+        },
         api: Api::default(),
         claude_path: default_claude_path(),
         claude_token_on_change: OnTokenChange::Stop,
