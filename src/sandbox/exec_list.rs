@@ -270,6 +270,57 @@ pub const LIST: &[Entry] = &[
         "direnv (which .envrc it runs)",
         Empty,
     ),
+    // Package caches: what the person's tools build and run from them, outside every
+    // sandbox, unchecked (a sandbox keeps its own: docs/settings.md#caches).
+    home(
+        ".cargo/registry",
+        Dir,
+        "cargo, at every build (the crate sources it builds, build.rs included)",
+        InParent,
+    ),
+    home(
+        ".cargo/git",
+        Dir,
+        "cargo, at every build (git dependencies' checkouts)",
+        InParent,
+    ),
+    home(
+        ".npm",
+        Dir,
+        "npm (the packages it installs from its cache)",
+        Empty,
+    ),
+    home(
+        ".cache",
+        Dir,
+        "pip, uv, go, pre-commit, node-gyp (caches whose code they run)",
+        Empty,
+    ),
+    home(
+        "go/pkg/mod",
+        Dir,
+        "go, at every build (module sources)",
+        InParent,
+    ),
+    home(".bun/install", Dir, "bun (its package cache)", InParent),
+    home(
+        ".local/share/pnpm",
+        Dir,
+        "pnpm (its store, hard-linked into projects)",
+        InParent,
+    ),
+    home(
+        ".m2",
+        Dir,
+        "Maven (its settings and the plugins it runs)",
+        InParent,
+    ),
+    home(
+        ".gradle",
+        Dir,
+        "Gradle (init scripts, its caches)",
+        InParent,
+    ),
     // Claude Code outside relay: settings with hooks, commands, agents, MCP servers.
     home(".claude", Dir, "Claude Code, started outside relay", Empty),
     home(

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p relay-e2e --bin bench -- <case> [--runs N] [--json] [--svg PATH]`
 //! with case one of `launch`, `first-turn`, `terminal-first-output`, `concurrent`, `leak`,
-//! `memory`, `throughput`, `network`, `network-hold`, `stream-turn` (needs
+//! `memory`, `throughput`, `network`, `network-hold`, `everyday`, `stream-turn` (needs
 //! `RELAY_E2E_CLAUDE_CODE`, the pinned Claude Code), `plot`, and `hold` (no figures: keeps the launch case's instance
 //! up and prints the command line of one `relay sandbox true` against it, for a profiler
 //! such as `perf trace`, until its stdin ends).
@@ -18,11 +18,14 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use relay_e2e::daemon::{base_settings, Relay};
+
+#[path = "bench/everyday.rs"]
+mod everyday;
 use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold|stream-turn> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold|everyday|stream-turn> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         "hold" => hold(o.no_api),
         "network" => network(o.runs.unwrap_or(200)),
         "network-hold" => network_hold(o.runs.unwrap_or(64)),
+        "everyday" => everyday::everyday(o.runs.unwrap_or(100)),
         "stream-turn" => stream_turn(o.runs.unwrap_or(30)),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");

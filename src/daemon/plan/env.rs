@@ -55,29 +55,43 @@ pub fn home_env(home: &Path) -> BTreeMap<String, String> {
 /// session's own (`<temp>/cache/…`), kept across its resumes and gone with it. The
 /// person's own caches (`~/.npm`, `~/.cargo/registry`, `~/.cache`) are read outside
 /// every sandbox by the person's tools, which build and run what they hold, so no
-/// session writes them; and no launch reads a cache another session wrote
-/// (docs/settings.md#caches). Each is the tool's own name for its folder, with the
-/// tools that read it.
+/// session writes them (they are on the execution-bearing list); and no launch reads a
+/// cache another session wrote (docs/settings.md#caches). Each is the tool's own name
+/// for its folder, with the tools that read it.
 pub const CACHES: &[(&str, &str, &str)] = &[
-    ("XDG_CACHE_HOME", "cache", "pip, uv, go's build cache, node-gyp, yarn 2+, deno"),
     ("npm_config_cache", "cache/npm", "npm, npx"),
     ("PNPM_HOME", "cache/pnpm", "pnpm's store and global folder"),
-    ("YARN_CACHE_FOLDER", "cache/yarn", "yarn 1"),
+    ("YARN_CACHE_FOLDER", "cache/yarn", "yarn"),
     ("BUN_INSTALL_CACHE_DIR", "cache/bun", "bun"),
+    ("PIP_CACHE_DIR", "cache/pip", "pip"),
+    ("UV_CACHE_DIR", "cache/uv", "uv"),
     ("GOMODCACHE", "cache/go-mod", "go's modules"),
+    ("GOCACHE", "cache/go-build", "go's build cache"),
     (
         "CARGO_HOME",
         "cache/cargo",
-        "cargo's registry and git checkouts (its config is still read from each folder above the project)",
+        "cargo's registry, git checkouts, installs and its own config.toml",
     ),
 ];
 
-/// The [`CACHES`] of a launch whose temp folder is `temp`, under the names the
-/// template has not set itself.
-pub fn cache_env(env: &mut BTreeMap<String, String>, temp: &Path) {
-    for (name, folder, _) in CACHES {
+/// The cache of every other tool that follows the XDG layout (node-gyp, deno, yarn 2+):
+/// given to launches without the token only. Claude Code reads it too, for its
+/// updater's staging folder among others, so in a token launch it stays in relay's
+/// read-only home, where no tool of the launch can plant anything for Claude.
+pub const XDG_CACHE: (&str, &str) = ("XDG_CACHE_HOME", "cache");
+
+/// The [`CACHES`] of a launch whose temp folder is `temp` (and [`XDG_CACHE`] unless it
+/// gets the token), under the names the template has not set itself. A token launch
+/// also turns Claude Code's updater off: it runs `npm install -g` as Claude's own
+/// child, outside the shield, with a cache the launch's tools can write.
+pub fn cache_env(env: &mut BTreeMap<String, String>, temp: &Path, token_launch: bool) {
+    let xdg = (!token_launch).then_some(XDG_CACHE);
+    for (name, folder) in CACHES.iter().map(|(n, f, _)| (*n, *f)).chain(xdg) {
         let path = temp.join(folder).to_string_lossy().into_owned();
         env.entry(name.to_string()).or_insert(path);
+    }
+    if token_launch {
+        env.insert("DISABLE_AUTOUPDATER".into(), "1".into());
     }
 }
 
@@ -92,7 +106,7 @@ pub fn sandbox_env(
     (writable, pins): (&[PathBuf], &[PathBuf]),
     tools: &[super::toolchains::Toolchain],
 ) -> Option<shield::Shielded> {
-    cache_env(env, &f.names.temp_dir);
+    cache_env(env, &f.names.temp_dir, decision.token.pass);
     if let Some(rules) = egress {
         env.extend(super::proxy_env(network, rules));
         if decision.claude_launch {
@@ -130,16 +144,27 @@ mod tests {
     #[test]
     fn each_cache_lies_in_the_sessions_folder_unless_the_template_names_it() {
         let mut env = BTreeMap::from([("npm_config_cache".to_string(), "/shared".to_string())]);
-        cache_env(&mut env, Path::new("/tmp/relay-1"));
+        cache_env(&mut env, Path::new("/tmp/relay-1"), false);
         assert_eq!(env["npm_config_cache"], "/shared");
         assert_eq!(env["XDG_CACHE_HOME"], "/tmp/relay-1/cache");
         assert_eq!(env["CARGO_HOME"], "/tmp/relay-1/cache/cargo");
-        assert_eq!(env.len(), CACHES.len());
+        assert_eq!(env.len(), CACHES.len() + 1);
         for (name, folder, _) in CACHES {
             assert!(
                 name == &"npm_config_cache" || env[*name] == format!("/tmp/relay-1/{folder}"),
                 "{name}"
             );
         }
+        assert!(!env.contains_key("DISABLE_AUTOUPDATER"));
+    }
+
+    #[test]
+    fn a_token_launch_keeps_claudes_own_cache_in_relays_home_and_no_updater() {
+        let mut env = BTreeMap::from([("DISABLE_AUTOUPDATER".to_string(), "0".to_string())]);
+        cache_env(&mut env, Path::new("/tmp/relay-1"), true);
+        assert!(!env.contains_key("XDG_CACHE_HOME"), "{env:?}");
+        assert_eq!(env["PIP_CACHE_DIR"], "/tmp/relay-1/cache/pip");
+        // Whatever the template says.
+        assert_eq!(env["DISABLE_AUTOUPDATER"], "1");
     }
 }

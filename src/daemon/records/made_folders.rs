@@ -7,17 +7,20 @@
 //! go ([`MadeFolders::release`]), and every folder relay made that no running launch
 //! uses is removed if it is still the empty folder relay made: the same `(dev, ino)`,
 //! reached without following a link, and `rmdir`, which removes nothing but an empty
-//! folder. One that holds something now is the person's, and is left and forgotten. The
-//! list is kept in `<config>/made-folders.json`, so a relay that died removes them at its
-//! next start.
+//! folder. One that holds something now is the person's, and is left and forgotten. A
+//! claim holds a shared `flock` on each folder its launch holds, and a removal takes it
+//! exclusively first, so no relay removes what another relay's sandbox on the same
+//! folder holds (a host `rmdir` would lift that sandbox's read-only bind). The list is
+//! kept in `<config>/made-folders.json`, so a relay that died removes them at its next
+//! start.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use nix::fcntl::{openat, AtFlags, OFlag};
-use nix::sys::stat::{fstatat, Mode, SFlag};
+use nix::fcntl::{openat, Flock, FlockArg, OFlag};
+use nix::sys::stat::{fstat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 use serde::{Deserialize, Serialize};
 
@@ -35,11 +38,14 @@ pub struct MadeFolders {
     state: Mutex<State>,
 }
 
+/// A path a launch holds, with the shared lock on it when it is a folder ([`hold`]).
+type Held = (PathBuf, Option<Flock<std::fs::File>>);
+
 #[derive(Default)]
 struct State {
     made: Vec<Made>,
-    /// Each claim's paths, by its key.
-    using: HashMap<String, Vec<PathBuf>>,
+    /// Each claim's paths, by its key, each folder with its shared lock ([`hold`]).
+    using: HashMap<String, Vec<Held>>,
     claims: u64,
     /// Launches under way ([`Flight`]): a plan that found a folder there counts on it.
     flying: usize,
@@ -112,7 +118,14 @@ impl MadeFolders {
             }
             self.write(&s.made);
         }
-        s.using.insert(key.clone(), paths);
+        let held = paths
+            .into_iter()
+            .map(|p| {
+                let lock = hold(&p);
+                (p, lock)
+            })
+            .collect();
+        s.using.insert(key.clone(), held);
         Ok((out, key))
     }
 
@@ -137,18 +150,20 @@ impl MadeFolders {
 
     fn sweep(&self, s: &mut State) -> Vec<PathBuf> {
         s.due = false;
-        let used: Vec<PathBuf> = s.using.values().flatten().cloned().collect();
+        let used: HashSet<PathBuf> = s.using.values().flatten().map(|(p, _)| p.clone()).collect();
         let before = s.made.len();
         // The deepest first: a folder relay made inside another it made.
         s.made
             .sort_by_key(|m| std::cmp::Reverse(m.path.components().count()));
         let mut removed = Vec::new();
         s.made.retain(|m| {
-            if used.iter().any(|u| u == &m.path) {
+            if used.contains(&m.path) {
                 return true;
             }
-            if remove_if_made(m) {
-                removed.push(m.path.clone());
+            match remove_if_made(m) {
+                Fate::Removed => removed.push(m.path.clone()),
+                Fate::Held => return true,
+                Fate::Forgotten => {}
             }
             false
         });
@@ -190,22 +205,60 @@ fn open_dir(dir: &Path) -> nix::Result<OwnedFd> {
     Ok(at)
 }
 
-/// Removes `m` if it is still the folder relay made and empty.
-fn remove_if_made(m: &Made) -> bool {
+/// What became of a folder relay made, at a sweep.
+#[derive(Debug, PartialEq, Eq)]
+enum Fate {
+    Removed,
+    /// Some launch holds it, maybe another relay's on the same folder: tried again at
+    /// the next sweep.
+    Held,
+    /// Not relay's to remove any more: gone, replaced, reached through a link now, or
+    /// holding something.
+    Forgotten,
+}
+
+/// Removes `m` if it is still the folder relay made, empty, and no launch of any relay
+/// holds it: each claim holds a shared `flock` on the folders it holds
+/// ([`MadeFolders::claim`]), so a sweep that cannot take it exclusively leaves it.
+fn remove_if_made(m: &Made) -> Fate {
     let (Some(parent), Some(name)) = (m.path.parent(), m.path.file_name()) else {
-        return false;
+        return Fate::Forgotten;
     };
     let Ok(at) = open_dir(parent) else {
-        return false;
+        return Fate::Forgotten;
     };
-    let Ok(st) = fstatat(Some(at.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-        return false;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let Ok(raw) = openat(Some(at.as_raw_fd()), name, flags, Mode::empty()) else {
+        return Fate::Forgotten;
     };
-    let is_dir = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR;
-    if !is_dir || dev_ino(&st) != (m.dev, m.ino) {
-        return false;
+    // Safety: `raw` was just returned by openat(2) and is owned by nobody else.
+    let folder = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    match fstat(folder.as_raw_fd()) {
+        Ok(st) if dev_ino(&st) == (m.dev, m.ino) => {}
+        _ => return Fate::Forgotten,
     }
-    unlinkat(Some(at.as_raw_fd()), name, UnlinkatFlags::RemoveDir).is_ok()
+    let Ok(_locked) = Flock::lock(folder, FlockArg::LockExclusiveNonblock) else {
+        return Fate::Held;
+    };
+    match unlinkat(Some(at.as_raw_fd()), name, UnlinkatFlags::RemoveDir) {
+        Ok(()) => Fate::Removed,
+        Err(nix::errno::Errno::EBUSY) => Fate::Held,
+        Err(_) => Fate::Forgotten,
+    }
+}
+
+/// A shared `flock` on the folder at `path`, reached without a link, for as long as a
+/// launch holds it: what no relay's sweep removes meanwhile. `None` for what is no
+/// folder, or one a sweep holds right now (it is about to go; the launch's bind then
+/// fails, and says so).
+fn hold(path: &Path) -> Option<Flock<std::fs::File>> {
+    let (parent, name) = (path.parent()?, path.file_name()?);
+    let at = open_dir(parent).ok()?;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let raw = openat(Some(at.as_raw_fd()), name, flags, Mode::empty()).ok()?;
+    // Safety: as above.
+    let folder = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    Flock::lock(folder, FlockArg::LockSharedNonblock).ok()
 }
 
 /// A stat's `(dev, ino)`, as `MetadataExt` gives them on every platform.
@@ -267,8 +320,11 @@ mod tests {
         // deeper first.
         assert_eq!(list.release(&a), vec![hooks.clone(), git.clone()]);
         assert!(vscode.is_dir() && !git.exists() && root.join("repo").is_dir());
-        // Remembered on file: a new relay removes it once nothing uses it.
+        // Remembered on file: the next relay removes it once nothing holds it (while
+        // this one's launch holds it, it stays).
         let again = MadeFolders::open(file);
+        assert!(again.release("none").is_empty());
+        drop(list);
         assert_eq!(again.release("none"), vec![vscode.clone()]);
         assert!(!vscode.exists());
         assert!(again.release("none").is_empty());
@@ -324,6 +380,30 @@ mod tests {
         assert!(vscode.is_dir());
         drop(two);
         assert!(!vscode.exists());
+    }
+
+    #[test]
+    fn a_folder_another_relays_launch_holds_stays_until_it_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let git = root.join(".git");
+        std::fs::create_dir(&git).unwrap();
+        // Two relays on one project: a made it, b's sandbox holds it, found there.
+        let (a, b) = (
+            MadeFolders::open(root.join("a.json")),
+            MadeFolders::open(root.join("b.json")),
+        );
+        let ka = claim(&a, "t-a", vec![made(&git)], vec![git.clone()]);
+        let kb = claim(&b, "t-b", vec![], vec![git.clone()]);
+        assert!(a.release(&ka).is_empty());
+        assert!(
+            git.is_dir(),
+            "removed while another relay's sandbox holds it"
+        );
+        assert_eq!(a.state().made.len(), 1, "forgotten while held");
+        assert!(b.release(&kb).is_empty());
+        assert_eq!(a.release(""), vec![git.clone()]);
+        assert!(!git.exists());
     }
 
     #[test]

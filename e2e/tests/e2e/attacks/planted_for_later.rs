@@ -262,3 +262,40 @@ fn a_pinned_file_the_person_replaces_stops_the_session_that_could_then_write_it(
     let ev = r.wait_exited(&id);
     assert_eq!(ev["reason"], "pinned_path_replaced", "{ev}");
 }
+
+const CACHE_PLANTS: &str = r#"
+mkdir -p "$HOME/.cargo/registry/src/index.crates.io-1/serde-1.0.0" 2>/dev/null && echo 'fn main(){}' > "$HOME/.cargo/registry/src/index.crates.io-1/serde-1.0.0/build.rs" 2>/dev/null; echo registry=$?
+mkdir -p "$HOME/.npm/_cacache" 2>/dev/null && echo x > "$HOME/.npm/_cacache/planted" 2>/dev/null; echo npm=$?
+mkdir -p "$HOME/.cache/pre-commit/repoX" 2>/dev/null && echo x > "$HOME/.cache/pre-commit/repoX/hook" 2>/dev/null; echo cache=$?
+mkdir -p "$HOME/.gradle/init.d" 2>/dev/null && echo x > "$HOME/.gradle/init.d/x.gradle" 2>/dev/null; echo gradle=$?
+echo notes > "$HOME/notes.txt"; echo notes=$?
+echo "cargo_home=$CARGO_HOME"
+"#;
+
+#[test]
+fn a_session_granted_the_home_cannot_plant_in_the_persons_package_caches() {
+    let mut r = Relay::prepare(None, false);
+    r.launch_daemon();
+    // The person's cargo: its registry there, as after a first build.
+    std::fs::create_dir_all(r.home.join(".cargo/registry/index")).unwrap();
+    let mut s = settings_of(&r);
+    s["projects"][0]["allow_home_directory"] = json!(true);
+    r.write_settings(&s);
+    let out = sandboxed(&r, &r.home, CACHE_PLANTS);
+    assert_refused(&out, &["registry", "npm", "cache", "gradle"]);
+    let rcs = rcs(&out);
+    assert_eq!(rc(&rcs, "notes"), "0", "ordinary work in the home: {out}");
+    // Its own cargo home is its session's.
+    assert!(
+        !rc(&rcs, "cargo_home").starts_with(&*r.home.to_string_lossy()),
+        "{out}"
+    );
+    for planted in [
+        ".cargo/registry/src",
+        ".npm/_cacache",
+        ".cache/pre-commit",
+        ".gradle/init.d",
+    ] {
+        assert!(!r.home.join(planted).exists(), "{planted} was planted");
+    }
+}

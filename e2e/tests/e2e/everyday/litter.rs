@@ -87,3 +87,44 @@ fn what_relay_made_for_the_sessions_of_a_killed_relay_goes_at_its_next_start() {
     want.sort();
     assert_eq!(listing(&r.project), want);
 }
+
+#[test]
+fn a_session_cannot_plant_a_git_folder_when_another_relays_session_on_its_project_ends() {
+    // Two relays (two config dirs) on one project folder.
+    let a = Relay::start(base_settings(None));
+    let mut s = base_settings(None);
+    s["projects"][0]["path"] = serde_json::json!(a.project);
+    let b = Relay::start(s);
+    let project = a.project.clone();
+    let fifo = project.join("go.fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // a makes the empty read-only .git; b's session, found it there and holds it, waits.
+    let held = a.shell_terminal("exec sleep 600");
+    let held_id = held["id"].as_str().unwrap().to_string();
+    assert!(project.join(".git").is_dir());
+    let script = format!(
+        "cd {p} && read go < go.fifo; \
+         if mkdir -p .git 2>/dev/null && printf '[core]\\n\\tfsmonitor = touch fsmonitor.ran\\n' > .git/config 2>/dev/null; \
+         then echo planted; else echo refused; fi > plant.txt",
+        p = project.display()
+    );
+    let planter = b.shell_terminal(&script);
+    let planter_id = planter["id"].as_str().unwrap().to_string();
+    // a's session ends: its sweep must leave what b's sandbox holds.
+    assert_eq!(a.cli(&["terminal", "stop", "--id", &held_id]).status, 0);
+    a.wait_exited(&held_id);
+    // The write waits for b's reader; b's exit is what the test waits on.
+    std::thread::spawn(move || std::fs::write(&fifo, "go\n"));
+    b.wait_exited(&planter_id);
+    let said = std::fs::read_to_string(project.join("plant.txt")).unwrap_or_default();
+    assert_eq!(said.trim(), "refused", "b's session wrote .git/config");
+    assert!(!project.join(".git/config").exists());
+    assert!(
+        project.join(".git").is_dir(),
+        "relay's .git went while b held it"
+    );
+}
