@@ -65,16 +65,30 @@ fn host_run(dir: &Path, script: &str, env: &[(&str, &Path)]) -> Vec<u8> {
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().expect("sh on the host").stdout
+    let out = c.output().expect("sh on the host");
+    if !out.status.success() {
+        eprintln!(
+            "bench everyday: on the host: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out.stdout
 }
 
 fn relay_run(r: &Relay, template: &str, dir: &Path, script: &str) -> Vec<u8> {
-    r.cli_command(&["sandbox", template, "--", "-c", script])
+    let out = r
+        .cli_command(&["sandbox", template, "--", "-c", script])
         .current_dir(dir)
         .stdin(Stdio::null())
         .output()
-        .expect("relay sandbox")
-        .stdout
+        .expect("relay sandbox");
+    if !out.status.success() {
+        eprintln!(
+            "bench everyday: in relay: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out.stdout
 }
 
 /// The package the npm case installs, packed into `dir`.
@@ -185,7 +199,8 @@ fn cargo(r: &Relay, n: usize) -> Option<(Series, Series)> {
     std::fs::create_dir_all(dir.join("src")).ok()?;
     std::fs::write(
         dir.join("Cargo.toml"),
-        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        // A workspace of its own: the bench's instances may lie inside relay's.
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
     )
     .ok()?;
     std::fs::write(
@@ -194,7 +209,7 @@ fn cargo(r: &Relay, n: usize) -> Option<(Series, Series)> {
     )
     .ok()?;
     let script = timing_script(
-        "cargo build --offline -q",
+        "cargo build --offline -q >&2",
         "touch src/main.rs",
         "cargo build --offline -q",
         n,
