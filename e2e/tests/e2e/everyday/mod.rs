@@ -4,4 +4,5 @@
 
 mod caches;
 mod litter;
+mod tasks;
 mod toolchains;

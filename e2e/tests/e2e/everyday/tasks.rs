@@ -1,0 +1,110 @@
+//! A developer's ordinary tasks, each in a fresh folder of the project, in a token-less
+//! `relay sandbox shell` and through the real Claude Code's Bash tool in a launch that
+//! got the token: make and cc, a venv with `pip install` (from a wheel in the project,
+//! offline), and git init, commit, branch, clone and push in a folder of the session's
+//! own. After each run the folder holds only what the tools made.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::fakeapi::FakeApi;
+
+use crate::clients::real_claude::claude_code;
+use crate::clients::real_turns::{fake_oauth_token, message, settings, start_session};
+
+/// A wheel of one module, `relay_tiny`, written into `dir` by the host's Python.
+fn tiny_wheel(dir: &Path) {
+    let script = r#"
+import sys, zipfile
+w = sys.argv[1] + "/relay_tiny-1.0-py3-none-any.whl"
+with zipfile.ZipFile(w, "w") as z:
+    z.writestr("relay_tiny.py", "WORDS = 'pip ran'\n")
+    z.writestr("relay_tiny-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: relay-tiny\nVersion: 1.0\n")
+    z.writestr("relay_tiny-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: relay\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("relay_tiny-1.0.dist-info/RECORD", "relay_tiny.py,,\nrelay_tiny-1.0.dist-info/METADATA,,\nrelay_tiny-1.0.dist-info/WHEEL,,\nrelay_tiny-1.0.dist-info/RECORD,,\n")
+"#;
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .arg(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "the wheel");
+}
+
+/// The tasks, in a fresh folder `<name>` of the project; each prints `<task>=ok`.
+fn tasks(name: &str) -> String {
+    format!(
+        r#"mkdir {name} && cd {name}
+export GIT_AUTHOR_NAME=dev GIT_AUTHOR_EMAIL=dev@example.com GIT_COMMITTER_NAME=dev GIT_COMMITTER_EMAIL=dev@example.com
+printf 'int main(void) {{ return 0; }}\n' > hello.c
+printf 'hello: hello.c\n\tcc -o hello hello.c\n' > Makefile
+make -s >/dev/null 2>&1 && ./hello && echo make=ok
+/usr/bin/python3 -m venv .venv >/dev/null 2>&1 && .venv/bin/pip install -q --no-index --find-links .. relay-tiny >/dev/null 2>&1 && .venv/bin/python -c 'import relay_tiny; print("pip=" + ("ok" if relay_tiny.WORDS == "pip ran" else "no"))'
+mkdir repo && cd repo && git init -q && echo one > a.txt && git add a.txt && git commit -qm one && git checkout -qb topic && git branch -q | grep -q topic && echo git=ok
+cd .. && git init -q --bare remote.git && cd repo && git remote add origin ../remote.git && git push -q origin topic 2>/dev/null && cd .. && git clone -q remote.git copy 2>/dev/null && git -C copy checkout -q topic && test -f copy/a.txt && echo push=ok
+rm -rf .venv hello remote.git copy repo; ls -A
+"#
+    )
+}
+
+const DONE: [&str; 4] = ["make=ok", "pip=ok", "git=ok", "push=ok"];
+
+fn all_done(text: &str) -> bool {
+    DONE.iter().all(|d| text.contains(d))
+}
+
+#[test]
+fn make_cc_a_venv_with_pip_and_git_run_in_a_shell_and_in_claudes_bash_tool() {
+    let claude = claude_code();
+    let mut r = Relay::prepare(None, false);
+    let script = json!({"turns": [
+        {"text": "Working.", "tool_use": [
+            {"id": "toolu_tasks", "name": "Bash", "input": {"command": tasks("claude"), "description": "work"}},
+        ]},
+        {"text": "done"},
+    ]});
+    let api = FakeApi::start(&r.root, &script);
+    r.write_token(&fake_oauth_token());
+    let s = match &claude {
+        Some(c) => settings(c, &api, Some(TOKEN_SETTING)),
+        None => base_settings(Some(TOKEN_SETTING)),
+    };
+    r.write_settings(&s);
+    r.launch_daemon();
+    tiny_wheel(&r.project);
+
+    let out = r
+        .cli_command(&["sandbox", "shell", "--", "-c", &tasks("shell")])
+        .current_dir(&r.project)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(all_done(&text), "in a shell: {text}");
+    // What the tools made, and nothing else (relay's own folders went at the end).
+    let left: Vec<String> = std::fs::read_dir(r.project.join("shell"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, ["Makefile", "hello.c"], "{text}");
+
+    let Some(_) = claude else { return };
+    let id = start_session(&r, &[]);
+    let reply = message(&r, &id, "do the work", &[]);
+    assert_eq!(reply.status, 0, "{}", reply.stderr);
+    let result: Value = api
+        .messages()
+        .iter()
+        .flat_map(|q| q["tool_results"].as_array().cloned().unwrap_or_default())
+        .find(|t| t["tool_use_id"] == "toolu_tasks")
+        .expect("the tool call's result");
+    let text = result["text"].as_str().unwrap_or_default();
+    assert!(all_done(text), "in Claude's Bash tool: {result}");
+}
