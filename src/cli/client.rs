@@ -15,7 +15,13 @@ use crate::wire::ErrorBody;
 pub struct Client {
     pub socket: PathBuf,
     http: Result<Blocking, String>,
+    /// Whether relay answered this command's first look ([`Client::answering`]).
+    checked: std::cell::Cell<bool>,
 }
+
+/// How long relay has to answer a command's first look (`GET /api/status`) before the
+/// command gives up saying relay is hung (docs/cli.md#when-relay-does-not-answer).
+pub const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub struct Answer {
     pub status: u16,
@@ -78,7 +84,28 @@ impl Client {
     pub fn new(config: &Path) -> Self {
         let socket = config.join("relay.sock");
         let http = Blocking::new(Addr::Unix(socket.clone())).map_err(|e| format!("runtime: {e}"));
-        Client { socket, http }
+        Client {
+            socket,
+            http,
+            checked: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Before a command's first call: relay answers at all. A stopped (SIGSTOP) or
+    /// stuck relay accepts the connection and never answers; without this look every
+    /// verb would wait for ever, silently. A relay that is not running is left to the
+    /// call itself to report.
+    fn answering(&self) -> Result<(), String> {
+        if self.checked.replace(true) {
+            return Ok(());
+        }
+        match self
+            .http()?
+            .call_within(ANSWER_WITHIN, "GET", "/api/status")
+        {
+            Some(_) => Ok(()),
+            None => Err(hung(&self.socket, ANSWER_WITHIN)),
+        }
     }
 
     fn http(&self) -> Result<&Blocking, String> {
@@ -127,6 +154,7 @@ impl Client {
     }
 
     fn call_bytes(&self, method: &str, path: &str, payload: Vec<u8>) -> Result<Answer, String> {
+        self.answering()?;
         self.http()?
             .call(method, path, &JSON, payload)
             .map(Answer::from)
@@ -144,6 +172,7 @@ impl Client {
         on_line: impl FnMut(&[u8]),
     ) -> Result<Streamed, String> {
         let payload = serde_json::to_vec(body).map_err(|e| format!("request body: {e}"))?;
+        self.answering()?;
         match self
             .http()?
             .call_lines(method, path, &JSON, payload, on_line)
@@ -161,6 +190,7 @@ impl Client {
         path: &str,
         protocol: &str,
     ) -> Result<Result<(std::os::unix::net::UnixStream, Vec<u8>), Answer>, String> {
+        self.answering()?;
         match self.http()?.upgrade(path, protocol) {
             Ok(Ok((s, rest))) => Ok(Ok((s, rest.to_vec()))),
             Ok(Err(a)) => Ok(Err(a.into())),
@@ -197,6 +227,31 @@ fn cut_off(socket: &Path, what: &str, why: &str) -> String {
     } else {
         format!("relay closed the connection while answering {what}; see {log} ({why})")
     }
+}
+
+/// What a verb says when relay took the connection and gave no answer within `limit`:
+/// its pid (from `ready.json`), what may hold it, and what to do.
+fn hung(socket: &Path, limit: std::time::Duration) -> String {
+    let config = socket.parent().unwrap_or(Path::new("."));
+    let paths = Paths {
+        config: config.to_path_buf(),
+    };
+    let pid = std::fs::read(paths.ready())
+        .ok()
+        .and_then(|b| serde_json::from_slice::<crate::wire::Ready>(&b).ok())
+        .map(|r| r.pid);
+    let who = pid.map_or("relay".to_string(), |p| format!("relay (pid {p})"));
+    let (resume, stop) = match pid {
+        Some(p) => (format!("`kill -CONT {p}`"), format!("`kill {p}`")),
+        None => ("`kill -CONT <pid>`".into(), "stop it".into()),
+    };
+    format!(
+        "{who} took the connection on {} but did not answer in {} s: it may be stopped          (a Ctrl-Z or SIGSTOP; {resume} resumes it) or stuck. See {}; if it stays so,          {stop} and start it again with `{}`",
+        socket.display(),
+        limit.as_secs(),
+        paths.log().display(),
+        serve_command(Some(config))
+    )
 }
 
 /// What a verb says when no relay answers on `socket`: that relay is not running and

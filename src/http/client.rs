@@ -175,6 +175,26 @@ impl Blocking {
         })
     }
 
+    /// [`Blocking::call`], given up after `limit`: `None` when no answer came by then.
+    pub fn call_within(
+        &self,
+        limit: std::time::Duration,
+        method: &str,
+        path: &str,
+    ) -> Option<Result<Answer, CallError>> {
+        let req = match request(method, path, &[], Bytes::new()) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        self.rt.block_on(async {
+            let answer = async {
+                let resp = send(&self.addr, req).await?;
+                collect(resp).await
+            };
+            tokio::time::timeout(limit, answer).await.ok()
+        })
+    }
+
     /// One request whose `200` answer is a stream of lines, each handed to `on_line` as
     /// soon as it arrives (without its newline; a last line without one too). Any other
     /// answer is read whole and returned as `Err`'s `Ok`.
