@@ -327,3 +327,57 @@ fn relay_sandbox_with_piped_or_no_input_ends_when_its_input_does() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("last\r\ncat-ended"), "{out}");
 }
+
+/// `relay sandbox` whose input is a pipe that never ends ends when its tool does
+/// (issue 40): a pipe nobody writes (a CI job's stdin, `sleep 8 | relay sandbox …`)
+/// and one that never stops (`yes | relay sandbox …`, whose tool reads one line and
+/// exits: its pty's input queue fills and the program holding it is gone). Each run
+/// prints the tool's output and passes its exit status while the pipe is still open;
+/// the endless one twice over, and relay then stops cleanly: the session host did not
+/// keep spinning on input that had nowhere to go (two such runs once wedged it).
+#[test]
+fn relay_sandbox_fed_by_a_pipe_that_never_ends_ends_when_its_tool_does() {
+    let mut r = Relay::start(base_settings(None));
+    let run = |script: &str, endless: bool| {
+        let mut child = r
+            .cli_command(&["sandbox", "shell", "--", "-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("relay sandbox");
+        let mut stdin = child.stdin.take().unwrap();
+        // Written until relay has gone (then the write fails); else held open, unwritten.
+        let writer = std::thread::spawn(move || {
+            while endless && std::io::Write::write_all(&mut stdin, b"y\n").is_ok() {}
+            stdin
+        });
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = stdout.read_to_string(&mut out);
+            out
+        });
+        let st = wait::child_within(&mut child, WAIT);
+        if st.is_none() {
+            let _ = child.kill();
+        }
+        let st = st.expect("relay sandbox ended while its input was still open");
+        drop(writer.join().unwrap());
+        (st.code(), reader.join().unwrap())
+    };
+    let (code, out) = run("echo tool-ran; exit 3", false);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("tool-ran"), "{out}");
+    for _ in 0..2 {
+        let (code, out) = run("read -r line; echo got-$line; exit 4", true);
+        assert_eq!(code, Some(4), "{out}");
+        assert!(out.contains("got-y"), "{out}");
+    }
+    let st = r.stop().expect("relay serve ran");
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "relay serve did not stop cleanly: {st:?}"
+    );
+}
