@@ -95,13 +95,13 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
 
 /// Starts the terminal in the current folder at this terminal's size: its id.
 fn start(client: &Client, o: &Options) -> Result<String, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let cwd = crate::cli::current_folder()?;
     // The folder travels in JSON: a name that is not UTF-8 is refused, never sent
     // mangled.
     let Some(cwd_text) = cwd.to_str() else {
-        return Err(format!(
-            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: run relay sandbox from a folder whose name is",
-            cwd.to_string_lossy()
+        return Err(crate::cli::folder_not_utf8(
+            &cwd,
+            "run relay sandbox from a folder whose name is UTF-8",
         ));
     };
     let size = attach::terminal_size();
@@ -159,8 +159,7 @@ pub fn explain(c: &Client, v: SandboxVerb) -> ExitCode {
         backend,
         json: Json { json },
     } = v;
-    let asked = std::env::current_dir()
-        .map_err(|e| format!("current directory: {e}"))
+    let asked = crate::cli::current_folder()
         .map(|here| explain_path(&template, &folder(here, directory), backend.as_deref()));
     let answer = asked.and_then(|path| c.call_as::<Explanation>("GET", &path));
     print(

@@ -6,6 +6,7 @@ mod doctor_advice;
 mod explain;
 mod first_run;
 mod help;
+mod messages;
 mod prompt_input;
 pub(crate) mod service;
 mod settings_errors;
