@@ -330,8 +330,8 @@ fn relay_sandbox_with_piped_or_no_input_ends_when_its_input_does() {
 
 /// `relay sandbox` whose input is a pipe that never ends ends when its tool does
 /// (issue 40): a pipe nobody writes (a CI job's stdin, `sleep 8 | relay sandbox …`)
-/// and one that never stops (`yes | relay sandbox …`, whose tool reads one line and
-/// exits: its pty's input queue fills and the program holding it is gone). Each run
+/// and one that never stops (`yes | relay sandbox …`, whose tool exits once its pty's
+/// input queue is full, having read none of it: the input then has nowhere to go). Each run
 /// prints the tool's output and passes its exit status while the pipe is still open;
 /// the endless one twice over, and relay then stops cleanly: the session host did not
 /// keep spinning on input that had nowhere to go (two such runs once wedged it).
@@ -347,9 +347,11 @@ fn relay_sandbox_fed_by_a_pipe_that_never_ends_ends_when_its_tool_does() {
             .spawn()
             .expect("relay sandbox");
         let mut stdin = child.stdin.take().unwrap();
-        // Written until relay has gone (then the write fails); else held open, unwritten.
+        // Written as `yes` writes, in large blocks, until relay has gone (then the write
+        // fails); else held open, unwritten.
         let writer = std::thread::spawn(move || {
-            while endless && std::io::Write::write_all(&mut stdin, b"y\n").is_ok() {}
+            let block = b"y\n".repeat(4096);
+            while endless && std::io::Write::write_all(&mut stdin, &block).is_ok() {}
             stdin
         });
         let mut stdout = child.stdout.take().unwrap();
@@ -369,10 +371,15 @@ fn relay_sandbox_fed_by_a_pipe_that_never_ends_ends_when_its_tool_does() {
     let (code, out) = run("echo tool-ran; exit 3", false);
     assert_eq!(code, Some(3), "{out}");
     assert!(out.contains("tool-ran"), "{out}");
+    // The tool waits until its pty's input queue is full (4 KiB in line mode), reads
+    // none of it, and exits.
+    let full = "exec python3 -c 'import fcntl, sys, termios, time\n\
+                while int.from_bytes(fcntl.ioctl(0, termios.FIONREAD, bytes(4)), sys.byteorder) < 4000: time.sleep(0.01)\n\
+                print(\"queue-full\"); sys.exit(4)'";
     for _ in 0..2 {
-        let (code, out) = run("read -r line; echo got-$line; exit 4", true);
+        let (code, out) = run(full, true);
         assert_eq!(code, Some(4), "{out}");
-        assert!(out.contains("got-y"), "{out}");
+        assert!(out.contains("queue-full"), "{out}");
     }
     let st = r.stop().expect("relay serve ran");
     assert_eq!(
