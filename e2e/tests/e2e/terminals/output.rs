@@ -388,3 +388,18 @@ fn relay_sandbox_fed_by_a_pipe_that_never_ends_ends_when_its_tool_does() {
         "relay serve did not stop cleanly: {st:?}"
     );
 }
+
+/// A terminal `relay terminal list` shows has its log, also after relay was restarted
+/// and its new host holds no session (issue 40: `terminal log` said "no session").
+#[test]
+fn terminal_log_after_a_restart_shows_a_listed_terminals_output() {
+    let mut r = Relay::start(base_settings(None));
+    let id = attack_terminal(&r, "echo kept-$((6*7)); exit 5");
+    r.stop();
+    r.launch_daemon();
+    let list = r.cli(&["terminal", "list"]);
+    assert!(list.stdout.contains(&id), "{}", list.stdout);
+    let log = r.cli(&["terminal", "log", "--id", &id]);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("kept-42"), "{}", log.stdout);
+}
