@@ -400,8 +400,11 @@ mod tests {
     #[test]
     fn a_token_pasted_twice_or_with_a_space_inside_is_refused_without_its_content() {
         let d = tempfile::tempdir().unwrap();
-        // The token raw, in base64 (both alphabets, each alignment), hex and percent.
-        let encodings = crate::daemon::diagnostics::scan::needles(TOKEN.as_bytes());
+        // The token raw, JSON-escaped, percent-encoded, in base64 (both alphabets, each
+        // alignment) and in hex.
+        let mut encodings = crate::daemon::diagnostics::scan::needles(TOKEN.as_bytes());
+        let hex: String = TOKEN.bytes().map(|b| format!("{b:02x}")).collect();
+        encodings.push(("hex", hex.into_bytes()));
         for (body, want) in [
             (
                 format!("{TOKEN}\n{TOKEN}\n"),

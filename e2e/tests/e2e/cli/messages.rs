@@ -133,7 +133,10 @@ fn each_unclear_message_names_the_thing_the_place_and_the_next_step() {
     seen.extend(std::fs::read(r.config.join("audit.jsonl")).unwrap_or_default());
     seen.extend(std::fs::read(r.config.join("events.jsonl")).unwrap_or_default());
     seen.extend(r.output());
-    for (form, n) in needles(token.as_bytes()) {
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    let mut forms = needles(token.as_bytes());
+    forms.push(("hex", hex.into_bytes()));
+    for (form, n) in forms {
         assert!(
             !seen.windows(n.len()).any(|w| w == n.as_slice()),
             "the token ({form}) was written where it must not be"
