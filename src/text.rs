@@ -1,6 +1,7 @@
 //! Text cut to a size in bytes without splitting a character, for what relay keeps of
 //! strings it did not choose (request fields in audit rows, tool results in turns); and
-//! a time in words, for the text form of `relay audit`.
+//! a time in words, for the text form of `relay audit`; the last line of a log, for a
+//! message saying why a program ended.
 
 /// `s` whole when it is at most `max` bytes; else its longest prefix of at most `max`
 /// bytes that ends on a character boundary, followed by `…`.
@@ -13,6 +14,35 @@ pub fn cut(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+/// The last line of `log` that says something, as one plain line of at most 300
+/// characters: its escape sequences and control characters left out. For a message
+/// saying why Claude Code ended, in its own words (its stderr, redacted as the host
+/// wrote it).
+pub fn last_line(log: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(log);
+    text.lines()
+        .map(plain)
+        .rfind(|l| !l.is_empty())
+        .map(|l| l.chars().take(300).collect())
+}
+
+/// `line` without escape sequences (a CSI sequence, `ESC [ … letter`, goes whole) and
+/// control characters, trimmed.
+fn plain(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next_if_eq(&'[').is_some() {
+                while chars.next().is_some_and(|c| !c.is_ascii_alphabetic()) {}
+            }
+        } else if !c.is_control() {
+            out.push(c);
+        }
+    }
+    out.trim().to_string()
 }
 
 /// `ms` since the epoch as UTC to the millisecond: `2026-12-04 19:22:48.123Z`.
@@ -39,7 +69,18 @@ pub fn utc_ms(ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{cut, utc_ms};
+    use super::{cut, last_line, utc_ms};
+
+    #[test]
+    fn the_last_line_of_a_log_is_its_last_words_plain_and_short() {
+        let log = b"starting\r\n\x1b[31merror:\x1b[0m option '--permission-mode <mode>' argument 'yolo' is invalid\x07\r\n\r\n  \n";
+        assert_eq!(
+            last_line(log).as_deref(),
+            Some("error: option '--permission-mode <mode>' argument 'yolo' is invalid")
+        );
+        assert_eq!(last_line(b"\n \r\n"), None);
+        assert_eq!(last_line(&[b'x'; 1000]).unwrap().len(), 300);
+    }
 
     #[test]
     fn a_time_reads_as_utc_to_the_millisecond() {

@@ -146,6 +146,9 @@ fn read_once(path: &Path) -> Result<Once, TokenError> {
     if !unchanged(buf.len() as u64, Stamp::of(&meta), Stamp::of(&after)) {
         return Ok(Once::Again(err("kept changing while it was read".into())));
     }
+    if let Some(why) = not_one_token(trimmed) {
+        return Err(err(why));
+    }
     if trimmed.starts_with(API_KEY_PREFIX) {
         // An API key would bill a console account and bypass the subscription the
         // owner set up; relay takes only what `claude setup-token` prints.
@@ -158,6 +161,52 @@ fn read_once(path: &Path) -> Result<Once, TokenError> {
         dev: meta.dev(),
         ino: meta.ino(),
     }))
+}
+
+/// Why a file's trimmed text is not one token, when it is not: a token is one word on
+/// one line. Two lines are most often the token pasted twice; the launch is refused
+/// (fail closed), never handed a header Claude Code would send broken. Says how many
+/// lines or that a space is inside, never what is there.
+fn not_one_token(trimmed: &str) -> Option<String> {
+    let lines = trimmed.lines().filter(|l| !l.trim().is_empty()).count();
+    if lines > 1 {
+        return Some(format!(
+            "holds {lines} lines, and a token is one (pasted twice?): keep only the one line \
+             `claude setup-token` printed"
+        ));
+    }
+    if trimmed.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Some(
+            "holds a space or a control character inside, and a token is one word: keep only \
+             the line `claude setup-token` printed"
+                .into(),
+        );
+    }
+    None
+}
+
+impl TokenError {
+    /// The next step for a token file that is missing or empty, for the launch that
+    /// needed it: where the token comes from and how to put it there, readable by the
+    /// owner alone. `None` for the other reasons, which say their own.
+    pub fn next_step(&self) -> Option<String> {
+        let missing = self.reason == "does not exist";
+        if !(missing || self.reason == "is empty") {
+            return None;
+        }
+        let path = self.path.display();
+        let make = match (missing, self.path.parent()) {
+            (true, Some(dir)) => format!(
+                "mkdir -p {} && install -m 600 /dev/null {path}, then ",
+                dir.display()
+            ),
+            _ => String::new(),
+        };
+        Some(format!(
+            "run `claude setup-token` and save the one line it prints in that file, readable \
+             by you alone: {make}paste it into {path}"
+        ))
+    }
 }
 
 /// Why the token file could not be opened, in the person's words.
@@ -343,6 +392,73 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = write(d.path(), "t", &format!("{TOKEN}\n"));
         assert_eq!(read_token_file(&p).unwrap().token.expose(), TOKEN);
+    }
+
+    /// Threat: a token pasted twice handed over as one broken header (issue 40): the
+    /// launch fails closed, and the refusal names the path and the line count, never
+    /// the token or any encoding of it.
+    #[test]
+    fn a_token_pasted_twice_or_with_a_space_inside_is_refused_without_its_content() {
+        let d = tempfile::tempdir().unwrap();
+        // The token raw, JSON-escaped, percent-encoded, in base64 (both alphabets, each
+        // alignment) and in hex.
+        let mut encodings = crate::daemon::diagnostics::scan::needles(TOKEN.as_bytes());
+        let hex: String = TOKEN.bytes().map(|b| format!("{b:02x}")).collect();
+        encodings.push(("hex", hex.into_bytes()));
+        for (body, want) in [
+            (
+                format!("{TOKEN}\n{TOKEN}\n"),
+                "holds 2 lines, and a token is one (pasted twice?)",
+            ),
+            (format!("{TOKEN}\r\n\r\n{TOKEN}"), "holds 2 lines"),
+            (
+                format!("{TOKEN} {TOKEN}"),
+                "holds a space or a control character inside",
+            ),
+        ] {
+            let p = write(d.path(), "t", &body);
+            let e = read_token_file(&p).expect_err("refused");
+            let text = format!("{e}; {:?}", e.next_step());
+            assert!(text.contains(want), "{text}");
+            assert!(text.starts_with(&format!("claude_token_file {}: ", p.display())));
+            for (form, enc) in &encodings {
+                let enc = String::from_utf8_lossy(enc);
+                assert!(!text.contains(enc.as_ref()), "{form}: {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_or_empty_token_file_gets_where_the_token_comes_from_and_how_to_save_it() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("acme/token");
+        let e = read_token_file(&missing).expect_err("refused");
+        assert_eq!(
+            e.next_step().unwrap(),
+            format!(
+                "run `claude setup-token` and save the one line it prints in that file, \
+                 readable by you alone: mkdir -p {0}/acme && install -m 600 /dev/null \
+                 {0}/acme/token, then paste it into {0}/acme/token",
+                d.path().display()
+            )
+        );
+        let empty = write(d.path(), "empty", "\n");
+        let e = read_token_file(&empty).expect_err("refused");
+        assert_eq!(e.reason, "is empty");
+        assert_eq!(
+            e.next_step().unwrap(),
+            format!(
+                "run `claude setup-token` and save the one line it prints in that file, \
+                 readable by you alone: paste it into {}",
+                empty.display()
+            )
+        );
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&empty, &link).unwrap();
+        assert_eq!(
+            read_token_file(&link).expect_err("a link").next_step(),
+            None
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod fakeapi;
 pub mod procs;
 pub mod pty;
 pub mod seatbelt;
+pub mod tmpfs;
 pub mod wait;
 
 use std::collections::HashMap;

@@ -292,6 +292,17 @@ pub(super) enum TerminalVerb {
     },
 }
 
+/// The permission modes Claude Code takes (`claude --help`, 2.1.332). Checked here, so
+/// a mistyped mode is a usage error, not a Claude that starts and dies.
+const PERMISSION_MODES: [&str; 6] = [
+    "acceptEdits",
+    "auto",
+    "bypassPermissions",
+    "dontAsk",
+    "manual",
+    "plan",
+];
+
 #[derive(Subcommand)]
 pub(super) enum SessionVerb {
     /// Start a headless Claude Code session in a project.
@@ -311,7 +322,7 @@ pub(super) enum SessionVerb {
         model: Option<String>,
         /// Claude Code's permission mode for this session (over the template's; default
         /// for a sandboxed session: bypassPermissions).
-        #[arg(long = "permission-mode", value_name = "P")]
+        #[arg(long = "permission-mode", value_name = "P", value_parser = PERMISSION_MODES)]
         permission_mode: Option<String>,
         #[command(flatten)]
         json: Json,
@@ -342,6 +353,15 @@ pub(super) enum SessionVerb {
     },
     /// Stop a running session (it becomes dormant and can be resumed).
     Stop {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Print what Claude Code wrote on its stderr (its log), kept after it exits: why
+    /// a session that ended at once ended.
+    Log {
         /// The session's id.
         #[arg(long)]
         id: String,

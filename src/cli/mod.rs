@@ -20,7 +20,7 @@ mod turn;
 mod unit;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::Value;
@@ -30,10 +30,10 @@ use client::Client;
 
 pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Some(d) = flag {
-        return absolute(d);
+        return absolute(d).and_then(|d| a_folder(d, "--config-dir"));
     }
     if let Some(d) = std::env::var_os("RELAY_CONFIG_DIR").filter(|v| !v.is_empty()) {
-        return absolute(PathBuf::from(d));
+        return absolute(PathBuf::from(d)).and_then(|d| a_folder(d, "RELAY_CONFIG_DIR"));
     }
     crate::daemon::paths::default_config_dir().ok_or_else(|| {
         "no home directory (HOME is not set and the account has none); pass --config-dir"
@@ -41,14 +41,62 @@ pub(crate) fn config_dir(flag: Option<PathBuf>) -> Result<PathBuf, String> {
     })
 }
 
+/// The config dir named by `source`, unless something other than a folder is there:
+/// relay keeps its settings, socket and logs in a folder (made when missing), and a
+/// file named instead would only get advice to start relay on it.
+fn a_folder(dir: PathBuf, source: &str) -> Result<PathBuf, String> {
+    match std::fs::metadata(&dir) {
+        Ok(m) if !m.is_dir() => Err(config_not_a_folder(&dir, source)),
+        _ => Ok(dir),
+    }
+}
+
+fn config_not_a_folder(dir: &Path, source: &str) -> String {
+    format!(
+        "{source} {} is a file, not a folder: relay keeps its settings.json, socket and \
+         logs in a folder; name a folder (relay makes it when missing), or leave {source} \
+         out for the default, {}",
+        dir.display(),
+        crate::daemon::paths::default_config_dir()
+            .map_or("~/.config/relay".into(), |d| d.display().to_string())
+    )
+}
+
 fn absolute(p: PathBuf) -> Result<PathBuf, String> {
     if p.is_absolute() {
         Ok(p)
     } else {
-        std::env::current_dir()
-            .map(|c| c.join(p))
-            .map_err(|e| format!("current directory: {e}"))
+        current_folder().map(|c| c.join(p))
     }
+}
+
+/// The current folder, or why relay cannot use it: one deleted (or moved away) after
+/// the shell entered it is said to be so, with what to do.
+pub(crate) fn current_folder() -> Result<PathBuf, String> {
+    std::env::current_dir().map_err(|e| current_folder_gone(&e))
+}
+
+fn current_folder_gone(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return "the current folder no longer exists (it was deleted or moved after this \
+                shell entered it): cd into a folder that exists, such as your project's, and \
+                run the command again"
+            .into();
+    }
+    format!(
+        "the current folder cannot be read ({e}): cd into another folder and run the command again"
+    )
+}
+
+/// What relay says when the current folder's name is not UTF-8: JSON carries folder
+/// names as UTF-8, so the name would arrive mangled. `instead` is the verb's own way
+/// round (`--directory`, or another folder).
+pub(crate) fn folder_not_utf8(cwd: &Path, instead: &str) -> String {
+    format!(
+        "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: \
+         rename the folder to a UTF-8 name, or {instead}",
+        cwd.to_string_lossy()
+    )
 }
 
 /// What a verb prints: the `--json` line and the text form, or (`terminal log --raw`)
@@ -204,3 +252,54 @@ fn not_run(e: &clap::Error) -> ExitCode {
 
 /// The exit status of a command line relay did not run (clap's `USAGE_CODE`).
 const USAGE: u8 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40: `--config-dir <a file>` used to get advice to start relay on the file.
+    #[test]
+    fn a_config_dir_that_is_a_file_is_named_with_what_to_name_instead() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("settings.json");
+        std::fs::write(&file, "{}").unwrap();
+        let e = a_folder(file.clone(), "--config-dir").unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "--config-dir {} is a file, not a folder: relay keeps its settings.json, \
+                 socket and logs in a folder; name a folder (relay makes it when missing), \
+                 or leave --config-dir out for the default, ",
+                file.display()
+            )),
+            "{e}"
+        );
+        let env = a_folder(file, "RELAY_CONFIG_DIR").unwrap_err();
+        assert!(env.starts_with("RELAY_CONFIG_DIR /"), "{env}");
+        // A folder, or nothing yet: taken as it is.
+        assert_eq!(
+            a_folder(d.path().into(), "--config-dir"),
+            Ok(d.path().into())
+        );
+        let new = d.path().join("new");
+        assert_eq!(a_folder(new.clone(), "--config-dir"), Ok(new));
+    }
+
+    #[test]
+    fn a_deleted_current_folder_is_named_as_such_and_a_folder_name_in_other_bytes_too() {
+        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(
+            current_folder_gone(&gone),
+            "the current folder no longer exists (it was deleted or moved after this shell \
+             entered it): cd into a folder that exists, such as your project's, and run the \
+             command again"
+        );
+        use std::os::unix::ffi::OsStrExt;
+        let odd = Path::new(std::ffi::OsStr::from_bytes(b"/home/ada/caf\xe9"));
+        assert_eq!(
+            folder_not_utf8(odd, "run relay sandbox from a folder whose name is UTF-8"),
+            "the current folder's name is not UTF-8 (/home/ada/caf\u{fffd}), and relay names \
+             folders in UTF-8: rename the folder to a UTF-8 name, or run relay sandbox from \
+             a folder whose name is UTF-8"
+        );
+    }
+}

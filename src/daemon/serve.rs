@@ -121,6 +121,26 @@ fn already_running(config: &Path, lock: &Path, text: &str) -> String {
 }
 
 /// The API bearer: created 0600 at open time on first run, read afterwards.
+/// Why `relay serve` could not write `path` at its start, with the path and what to do:
+/// a full disk (or quota) names the disk to free, a read-only one the flag to move to.
+fn cannot_write(path: &Path, e: &std::io::Error) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    let reason = crate::token::plain_io(e);
+    match e.raw_os_error() {
+        Some(libc::ENOSPC | libc::EDQUOT) => format!(
+            "cannot write {}: {reason}: the disk holding {dir} is full; free some space there \
+             (`df -h {dir}` shows what is left) and start relay again",
+            path.display()
+        ),
+        Some(libc::EROFS) => format!(
+            "cannot write {}: {reason}: relay needs a config dir it can write; start it with \
+             --config-dir on a writable disk",
+            path.display()
+        ),
+        _ => format!("cannot write {}: {reason}", path.display()),
+    }
+}
+
 fn api_token(path: &Path) -> std::io::Result<String> {
     use std::io::Write;
     match std::fs::OpenOptions::new()
@@ -222,8 +242,8 @@ const HELPERS_FIX: &str = "relay runs relay-sessions and relay-shim from its own
 /// run are stale), the mask file, and on first run the seeded settings.
 /// Whether this was the first run (settings seeded).
 fn prepare_config(paths: &paths::Paths) -> Result<bool, String> {
-    ensure_dir(&paths.profiles()).map_err(|e| format!("{}: {e}", paths.profiles().display()))?;
-    ensure_mask(&paths.mask()).map_err(|e| format!("{}: {e}", paths.mask().display()))?;
+    ensure_dir(&paths.profiles()).map_err(|e| cannot_write(&paths.profiles(), &e))?;
+    ensure_mask(&paths.mask()).map_err(|e| cannot_write(&paths.mask(), &e))?;
     // Profiles of an earlier run are stale.
     if let Ok(rd) = std::fs::read_dir(paths.profiles()) {
         for e in rd.flatten() {
@@ -240,7 +260,7 @@ fn prepare_config(paths: &paths::Paths) -> Result<bool, String> {
         &paths.settings(),
         settings::to_pretty(&settings::seed()).as_bytes(),
     )
-    .map_err(|e| format!("seed {}: {e}", paths.settings().display()))?;
+    .map_err(|e| cannot_write(&paths.settings(), &e))?;
     Ok(true)
 }
 
@@ -315,8 +335,7 @@ fn daemon_with(
     service: Option<Service>,
     helper: impl Fn(&'static str) -> Result<crate::helpers::Helper, String>,
 ) -> Result<(Arc<Daemon>, Arc<hostlink::HostLink>), String> {
-    let token = api_token(&paths.api_token())
-        .map_err(|e| format!("{}: {e}", paths.api_token().display()))?;
+    let token = api_token(&paths.api_token()).map_err(|e| cannot_write(&paths.api_token(), &e))?;
     let host_secret = random_hex(32).map_err(|e| format!("random bytes: {e}"))?;
     let host = Arc::new(hostlink::HostLink::new(
         paths.host_state(),
@@ -326,13 +345,11 @@ fn daemon_with(
         host_secret,
     ));
     let audit = Audit::new(paths.audit());
-    audit
-        .open()
-        .map_err(|e| format!("{}: {e}", paths.audit().display()))?;
+    audit.open().map_err(|e| cannot_write(&paths.audit(), &e))?;
     let events = Events::new(paths.events());
     events
         .open()
-        .map_err(|e| format!("{}: {e}", paths.events().display()))?;
+        .map_err(|e| cannot_write(&paths.events(), &e))?;
     let store = records::ledger::Store::new(&paths.config);
     let made_folders = records::made_folders::MadeFolders::open(paths.made_folders());
     let daemon = Arc::new(Daemon {
@@ -422,7 +439,7 @@ pub async fn serve(
     // One relay per config dir, before anything there is read or written; held until
     // this function returns, after the sockets are gone (dropped last).
     let _lock = lock_config(&paths.config, service.as_ref())?;
-    ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
+    ensure_dir(&paths.config).map_err(|e| cannot_write(&paths.config, &e))?;
     start_logging(&paths.config, log_level.as_deref());
     let cap = connection_cap();
     let seeded = prepare_config(&paths)?;
@@ -593,7 +610,7 @@ fn say_ready(
     };
     let ready = serde_json::to_string(&ready).map_err(|e| format!("ready.json: {e}"))?;
     write_atomic_0600(&daemon.paths.ready(), format!("{ready}\n").as_bytes())
-        .map_err(|e| format!("ready.json: {e}"))?;
+        .map_err(|e| cannot_write(&daemon.paths.ready(), &e))?;
     println!("{}", daemon.paths.ready().display());
     eprint!("{}", started_lines(&daemon.paths, seeded, addr, service));
     Ok(())

@@ -56,8 +56,15 @@ pub async fn run(session: Arc<Session>, term: Arc<Terminal>, upgraded: Upgraded,
             };
             for (kind, payload) in frames {
                 match kind {
-                    attach::INPUT if input_term.write_input(&payload).await.is_err() => return,
-                    attach::INPUT => {}
+                    attach::INPUT => {
+                        // Input for a session that has ended goes nowhere: the attach
+                        // stops taking it rather than wait on a pty nobody reads.
+                        let mut exited = input_session.exited.clone();
+                        tokio::select! {
+                            r = input_term.write_input(&payload) => if r.is_err() { return },
+                            _ = exited.wait_for(|e| *e) => return,
+                        }
+                    }
                     attach::EOF if !ended => {
                         ended = true;
                         let term = input_term.clone();

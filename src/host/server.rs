@@ -251,8 +251,23 @@ async fn delete(host: &Host, id: &str) -> Resp {
 /// How long a broken turn waits for the session's exit, to say how it ended.
 const EXIT_REPORT_WAIT: Duration = Duration::from_secs(2);
 
-/// What a turn that broke says: the exit of Claude Code when it ended.
-async fn ended_message(session: &Arc<Session>, e: &TurnError) -> String {
+/// How a sentence saying Claude Code ended goes on: its last words, and where its log is.
+fn why_it_ended(session: &Session, id: &str) -> String {
+    let log = format!("relay session log --id {id} shows its log");
+    let bytes = session
+        .log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .read_all()
+        .unwrap_or_default();
+    match crate::text::last_line(&bytes) {
+        Some(w) => format!(": {w} ({log})"),
+        None => format!(" ({log})"),
+    }
+}
+
+/// What a turn that broke says: the exit of Claude Code when it ended, and why.
+async fn ended_message(session: &Arc<Session>, id: &str, e: &TurnError) -> String {
     if !matches!(e, TurnError::Ended) {
         return e.to_string();
     }
@@ -264,12 +279,14 @@ async fn ended_message(session: &Arc<Session>, e: &TurnError) -> String {
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     match (info.state, info.exit_status, info.exit_signal) {
-        (SessionState::Exited, _, Some(sig)) => {
-            format!("Claude Code was killed by signal {sig} before answering")
-        }
-        (SessionState::Exited, Some(code), None) => {
-            format!("Claude Code exited with status {code} before answering")
-        }
+        (SessionState::Exited, _, Some(sig)) => format!(
+            "Claude Code was killed by signal {sig} before answering{}",
+            why_it_ended(session, id)
+        ),
+        (SessionState::Exited, Some(code), None) => format!(
+            "Claude Code exited with status {code} before answering{}",
+            why_it_ended(session, id)
+        ),
         _ => e.to_string(),
     }
 }
@@ -294,13 +311,17 @@ async fn message(host: &Arc<Host>, id: &str, req: Request<Incoming>) -> Resp {
         }
     };
     if session.info.lock().unwrap_or_else(|p| p.into_inner()).state != SessionState::Running {
-        return error(HostCode::SessionExited, format!("session {id} has exited"));
+        return error(
+            HostCode::SessionExited,
+            format!("session {id} has exited{}", why_it_ended(&session, id)),
+        );
     }
     let (tx, rx) = mpsc::channel::<TurnEvent>(64);
     let text = m.text;
+    let owned_id = id.to_string();
     tokio::spawn(async move {
         if let Err(e) = provider.turn(&text, &tx).await {
-            let message = ended_message(&session, &e).await;
+            let message = ended_message(&session, &owned_id, &e).await;
             let _ = tx
                 .send(TurnEvent::Error {
                     code: HostCode::SessionExited,

@@ -40,6 +40,22 @@ fn winsize(size: PtySize) -> nix::pty::Winsize {
     }
 }
 
+/// How long input waits when the pty took none of it (its program is not reading)
+/// before it is offered again.
+const INPUT_FULL_WAIT: Duration = Duration::from_millis(20);
+
+/// Whether every holder of the pty's slave has closed it (`POLLHUP` on the master).
+fn hung_up(master: &OwnedFd) -> bool {
+    let mut fds = libc::pollfd {
+        fd: master.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // Safety: one pollfd we own, for the duration of the call; no wait.
+    let rc = unsafe { libc::poll(&mut fds, 1, 0) };
+    rc > 0 && fds.revents & libc::POLLHUP != 0
+}
+
 /// Opens a pty pair of the given size; both ends close-on-exec, the master non-blocking.
 pub fn open_pty(size: PtySize) -> io::Result<(OwnedFd, OwnedFd)> {
     let ws = winsize(size);
@@ -375,7 +391,13 @@ impl Terminal {
         }
     }
 
-    /// Writes input to the pty (what a person types).
+    /// Writes input to the pty (what a person types). Once every holder of the slave
+    /// has closed it (the program ended), the input has nowhere to go: an error, not a
+    /// wait. And a pty that says it is writable and then takes nothing (its input queue
+    /// full) is waited on, never retried at once: the master's readiness can come back
+    /// as fast as it is cleared, and a loop on it never yields, so `abort` never
+    /// reaches it; two such tasks stopped the whole host (`yes | relay sandbox …`
+    /// whose tool exits without reading, issue 40).
     pub async fn write_input(&self, mut data: &[u8]) -> io::Result<()> {
         let master = self.master()?;
         while !data.is_empty() {
@@ -397,7 +419,15 @@ impl Terminal {
             }) {
                 Ok(Ok(n)) => data = &data[n..],
                 Ok(Err(e)) => return Err(e),
-                Err(_would_block) => continue,
+                Err(_would_block) => {
+                    if hung_up(master.get_ref()) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::BrokenPipe,
+                            "the terminal's program has closed it",
+                        ));
+                    }
+                    tokio::time::sleep(INPUT_FULL_WAIT).await;
+                }
             }
         }
         Ok(())

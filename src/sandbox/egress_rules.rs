@@ -66,6 +66,9 @@ impl Entry {
         if t.is_empty() {
             return Err(bad("empty"));
         }
+        if let Some(why) = url_parts(t) {
+            return Err(bad(&why));
+        }
         let (host, port) = if let Some(rest) = t.strip_prefix('[') {
             let (addr, after) = rest.split_once(']').ok_or_else(|| bad("no closing ]"))?;
             let port = match after.strip_prefix(':') {
@@ -124,6 +127,38 @@ impl Entry {
             _ => None,
         }
     }
+}
+
+/// What is wrong with an entry written as a URL (`https://example.com/path`): its
+/// scheme and its path, named, and the entry meant. `None` when it is no URL.
+fn url_parts(t: &str) -> Option<String> {
+    let (scheme, rest) = match t.split_once("://") {
+        Some((s, r)) => (Some(s), r),
+        None => (None, t),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (hostport, path) = rest.split_at(end);
+    // `user@host`: the part before @ goes too.
+    let hostport = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
+    let mut parts = Vec::new();
+    if let Some(s) = scheme {
+        parts.push(format!("the scheme \"{s}://\""));
+    }
+    if !path.is_empty() {
+        parts.push(format!("the path {path:?}"));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let meant = if hostport.is_empty() {
+        "a host name".to_string()
+    } else {
+        format!("{hostport:?}")
+    };
+    Some(format!(
+        "an entry is a host (with an optional :port), not a URL: leave out {}, as in {meant}",
+        parts.join(" and ")
+    ))
 }
 
 /// Whether `host` is `localhost` (any case, a final dot or not): loopback by definition

@@ -47,7 +47,12 @@ pub fn run() -> ! {
             _ => break,
         }
     }
-    let outcome = if args.iter().any(|arg| arg == "--version") {
+    let outcome = if let Some(refusal) = bad_permission_mode(args) {
+        // As Claude Code refuses a mode it does not know: one stderr line, status 1,
+        // before anything else.
+        let _ = writeln!(io::stderr(), "{refusal}");
+        Ok(1)
+    } else if args.iter().any(|arg| arg == "--version") {
         let mut out = io::stdout().lock();
         writeln!(out, "{VERSION_LINE}")
             .and_then(|()| out.flush())
@@ -75,6 +80,23 @@ pub fn run() -> ! {
             std::process::exit(EXIT_STDOUT_FAILED)
         }
     }
+}
+
+/// Claude Code 2.1.332's permission modes (`claude --help`).
+const PERMISSION_MODES: &str = "acceptEdits, auto, bypassPermissions, manual, dontAsk, plan";
+
+/// Claude Code's refusal of a `--permission-mode` it does not know, word for word.
+fn bad_permission_mode(args: &[String]) -> Option<String> {
+    let mode = args
+        .windows(2)
+        .find(|pair| pair[0] == "--permission-mode")
+        .map(|pair| pair[1].as_str())?;
+    (!PERMISSION_MODES.split(", ").any(|m| m == mode)).then(|| {
+        format!(
+            "error: option '--permission-mode <mode>' argument '{mode}' is invalid. Allowed \
+             choices are {PERMISSION_MODES}."
+        )
+    })
 }
 
 /// Headless mode: `--input-format stream-json` (or `--input-format=stream-json`) among

@@ -162,6 +162,8 @@ pub fn run<R: BufRead, W: Write>(mut input: R, out: &mut W, session: &Session) -
             Input::User(text) => match reply::answer(&text) {
                 Answer::Exit(code) => {
                     out.flush()?;
+                    // Last words on stderr, as a Claude Code that ends says why there.
+                    eprintln!("fakeagent: exit {code} as asked");
                     return Ok(code);
                 }
                 Answer::Reply(reply) => {

@@ -125,9 +125,9 @@ pub fn here(directory: Option<&str>) -> Result<Option<String>, String> {
     match cwd.to_str() {
         Some(s) => Ok(Some(s.to_string())),
         None if directory.is_some_and(|d| !d.is_empty()) => Ok(None),
-        None => Err(format!(
-            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: pass --directory with a folder whose name is",
-            cwd.to_string_lossy()
+        None => Err(crate::cli::folder_not_utf8(
+            &cwd,
+            "pass --directory with a folder whose name is UTF-8",
         )),
     }
 }

@@ -95,13 +95,13 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
 
 /// Starts the terminal in the current folder at this terminal's size: its id.
 fn start(client: &Client, o: &Options) -> Result<String, String> {
-    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let cwd = crate::cli::current_folder()?;
     // The folder travels in JSON: a name that is not UTF-8 is refused, never sent
     // mangled.
     let Some(cwd_text) = cwd.to_str() else {
-        return Err(format!(
-            "the current folder's name is not UTF-8 ({}), and relay names folders in UTF-8: run relay sandbox from a folder whose name is",
-            cwd.to_string_lossy()
+        return Err(crate::cli::folder_not_utf8(
+            &cwd,
+            "run relay sandbox from a folder whose name is UTF-8",
         ));
     };
     let size = attach::terminal_size();
@@ -178,7 +178,7 @@ pub fn verb(c: &Client, v: SandboxVerb) -> ExitCode {
 }
 
 fn here() -> Result<PathBuf, String> {
-    std::env::current_dir().map_err(|e| format!("current directory: {e}"))
+    crate::cli::current_folder()
 }
 
 /// `relay sandbox why`: `what` asked of the sandbox of a terminal of `template` in

@@ -25,7 +25,16 @@ pub fn run(config: &Path, v: ServiceVerb) -> ExitCode {
         ServiceVerb::Install {
             dry_run,
             json: Json { json },
-        } => print(json, install(config, dry_run)),
+        } => {
+            let out = install(config, dry_run);
+            if let (true, false, Ok(o)) = (dry_run, json, &out) {
+                // stdout is the file, as written; where it would go is said beside it.
+                if let Some(file) = o.json["file"].as_str() {
+                    eprintln!("{}", dry_run_note(file));
+                }
+            }
+            print(json, out)
+        }
         ServiceVerb::Uninstall {
             json: Json { json },
         } => print(json, uninstall()),
@@ -216,6 +225,12 @@ struct Enabled {
     enabled: bool,
     started: bool,
     notes: Vec<String>,
+}
+
+/// What `install --dry-run` says on stderr, beside the file on stdout: where it would
+/// be written (issue 40: it did not name the file).
+fn dry_run_note(file: &str) -> String {
+    format!("relay: --dry-run: relay would write this to {file}; nothing was written")
 }
 
 /// `relay service install [--dry-run]`.
@@ -560,6 +575,15 @@ fn status_json(f: &Found) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dry_run_names_the_file_it_would_write() {
+        assert_eq!(
+            dry_run_note("/home/ada/.config/systemd/user/relay.service"),
+            "relay: --dry-run: relay would write this to \
+             /home/ada/.config/systemd/user/relay.service; nothing was written"
+        );
+    }
 
     fn systemd() -> Place {
         Place {

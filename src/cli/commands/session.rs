@@ -1,4 +1,4 @@
-//! `relay session start | message | list | stop | resume | purge | egress`: headless
+//! `relay session start | message | list | log | stop | resume | purge | egress`: headless
 //! Claude Code sessions (docs/cli.md). A turn, streamed or whole, is
 //! [`crate::cli::turn`].
 
@@ -46,6 +46,10 @@ pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
             json,
             entry::list(c, "sessions", |l: &wire::Sessions| &l.sessions),
         ),
+        SessionVerb::Log {
+            id,
+            json: Json { json },
+        } => print(json, super::terminal::log_of(c, "sessions", &id, false)),
         SessionVerb::Stop {
             id,
             json: Json { json },

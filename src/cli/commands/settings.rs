@@ -15,15 +15,59 @@ pub fn link(c: &Client, open: bool) -> Result<Out, String> {
         } else {
             "xdg-open"
         };
-        Command::new(opener)
+        let ran = Command::new(opener)
             .arg(&link.url)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("{opener} {}: {e}", link.url))?;
+            .map(|mut child| opener_end(&mut child));
+        if let Some(note) = not_opened(opener, ran) {
+            eprintln!("{note}");
+        }
     }
     Ok(Out::new(v, text(&link)))
+}
+
+/// How long the opener is given to say it failed: `xdg-open` hands the link to the
+/// browser and exits; one still running then is taken to be opening it.
+const OPENER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The opener's exit within [`OPENER_WAIT`], or `None` while it still runs.
+fn opener_end(child: &mut std::process::Child) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + OPENER_WAIT;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Some(st),
+            Ok(None) if std::time::Instant::now() < deadline => {}
+            _ => return None,
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+    }
+}
+
+/// What `--open` says when no browser opened (issue 40: it was silent): the opener
+/// missing, or its failure; `None` when it opened (or is still opening).
+fn not_opened(
+    opener: &str,
+    ran: std::io::Result<Option<std::process::ExitStatus>>,
+) -> Option<String> {
+    let why = match ran {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("{opener} is not on the PATH")
+        }
+        Err(e) => format!("{opener} could not run: {e}"),
+        Ok(Some(st)) if !st.success() => match st.code() {
+            Some(code) => format!("{opener} exited with status {code}"),
+            None => format!("{opener} was killed"),
+        },
+        Ok(_) => return None,
+    };
+    Some(format!(
+        "relay: no browser opened ({why}): open the link above in a browser yourself"
+    ))
 }
 
 fn text(link: &wire::LoginLink) -> String {
@@ -33,6 +77,26 @@ fn text(link: &wire::LoginLink) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_opener_that_fails_or_is_missing_is_said_and_one_that_opens_is_not() {
+        use std::os::unix::process::ExitStatusExt;
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(
+            not_opened("xdg-open", Err(missing)).unwrap(),
+            "relay: no browser opened (xdg-open is not on the PATH): open the link above in \
+             a browser yourself"
+        );
+        let failed = std::process::ExitStatus::from_raw(3 << 8);
+        assert_eq!(
+            not_opened("xdg-open", Ok(Some(failed))).unwrap(),
+            "relay: no browser opened (xdg-open exited with status 3): open the link above \
+             in a browser yourself"
+        );
+        let ok = std::process::ExitStatus::from_raw(0);
+        assert_eq!(not_opened("open", Ok(Some(ok))), None);
+        assert_eq!(not_opened("open", Ok(None)), None);
+    }
 
     #[test]
     fn the_link_is_printed_with_how_long_it_lasts() {

@@ -79,7 +79,13 @@ fn start(c: &Client, mut body: wire::TerminalStart) -> Result<Out, String> {
 /// `relay terminal log`: the log is what the session wrote, so its controls are made
 /// visible as text; `--raw` hands the bytes over untouched; JSON escapes them.
 fn log(c: &Client, id: &str, raw: bool) -> Result<Out, String> {
-    let a = c.call("GET", &format!("/api/terminals/{id}/log"))?;
+    log_of(c, "terminals", id, raw)
+}
+
+/// `relay terminal log` and `relay session log`: the log of the entry `id` of `kind`
+/// (`terminals`, `sessions`), its control bytes as visible text unless `raw`.
+pub(super) fn log_of(c: &Client, kind: &str, id: &str, raw: bool) -> Result<Out, String> {
+    let a = c.call("GET", &format!("/api/{kind}/{id}/log"))?;
     if a.status != 200 {
         return Err(a.error_text());
     }

@@ -85,18 +85,44 @@ pub(super) fn list(d: &Daemon) -> Resp {
     )
 }
 
-/// `GET /api/terminals/{id}/log`: the host's disk log, also after exit.
-pub(super) async fn log(d: &Daemon, id: &str) -> Resp {
-    if d.entry(id)
-        .is_none_or(|e| e.record.kind != SessionKind::Pty)
-    {
-        return refuse(Code::NotFound, format!("no terminal {id}"));
+/// `GET /api/terminals/{id}/log` and `GET /api/sessions/{id}/log`: the host's disk log,
+/// also after exit. An entry the host no longer holds (it was restarted since, or is
+/// down) still has its log files, as the host left them, until it is purged: those are
+/// read, so a listed entry's log is never "no session".
+pub(super) async fn log(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
+    let what = match kind {
+        SessionKind::Pty => "terminal",
+        SessionKind::Claude => "session",
+    };
+    if d.entry(id).is_none_or(|e| e.record.kind != kind) {
+        return refuse(Code::NotFound, format!("no {what} {id}"));
     }
-    match host_passthrough(d, "GET", &format!("/sessions/{id}/log"), None).await {
-        Ok((200, bytes)) => http::octets(bytes),
-        Ok((status, bytes)) => host_error(status, &bytes),
-        Err(r) => r,
+    let held = host_passthrough(d, "GET", &format!("/sessions/{id}/log"), None).await;
+    match held {
+        Ok((200, bytes)) => return http::octets(bytes),
+        Ok((404, _)) | Err(_) => {}
+        Ok((status, bytes)) => return host_error(status, &bytes),
     }
+    match log_files(&d.paths.host_state().join("logs"), id) {
+        Some(bytes) => http::octets(bytes),
+        None => refuse(
+            Code::NotFound,
+            format!("{what} {id} has no log left (relay keeps none for it)"),
+        ),
+    }
+}
+
+/// The last line of an entry's log, as its files hold it ([`crate::text::last_line`]).
+pub(super) fn last_words(d: &Daemon, id: &str) -> Option<String> {
+    crate::text::last_line(&log_files(&d.paths.host_state().join("logs"), id)?)
+}
+
+/// `<logs>/<id>.head` then `<id>.tail` as the host wrote them (`src/host/termlog.rs`);
+/// `None` without a head. `id` is a listed entry's, so it names no other file.
+fn log_files(logs: &std::path::Path, id: &str) -> Option<Vec<u8>> {
+    let mut out = std::fs::read(logs.join(format!("{id}.head"))).ok()?;
+    out.extend(std::fs::read(logs.join(format!("{id}.tail"))).unwrap_or_default());
+    Some(out)
 }
 
 /// After the host's side of an attach has ended, how long the client may take to close

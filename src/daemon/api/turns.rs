@@ -59,9 +59,16 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
                 (None, _, None) => String::new(),
             };
             let state = format!("{:?}", e.record.state).to_lowercase();
+            // Its last words and where its log is: why it ended, not only that it did.
+            let why = super::terminals::last_words(d, id)
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default();
             return refuse(
                 Code::SessionNotRunning,
-                format!("session {id} is {state}{how}; resume it first"),
+                format!(
+                    "session {id} is {state}{how}{why}; resume it first (relay session log \
+                     --id {id} shows its log)"
+                ),
             );
         }
         _ => return refuse(Code::NotFound, format!("no session {id}")),

@@ -389,7 +389,11 @@ fn read_token(at: &mut Attempt, decision: &Decision) -> Result<Tokens, ApiError>
     let (pass, redact) = match read {
         Some(Ok(t)) if decision.token.pass => (Some(t.token), None),
         Some(Err(e)) if decision.token.pass => {
-            return Err(at.refuse(ApiError::sandbox(e.to_string())))
+            let said = match e.next_step() {
+                Some(next) => format!("{e}; {next}"),
+                None => e.to_string(),
+            };
+            return Err(at.refuse(ApiError::sandbox(said)));
         }
         Some(Ok(t)) => (None, Some(t.token)),
         _ => (None, None),

@@ -397,8 +397,11 @@ pub(in crate::daemon) fn restore(
     let now = super::journal::now_ms();
     let mut restarted = Vec::new();
     let total = loaded.records.len();
+    let mut earlier = 0;
     for rec in loaded.records {
         let (e, was_running) = rec.into_entry(now);
+        earlier +=
+            usize::from(!was_running && e.record.exit_reason.as_deref() == Some(RELAY_RESTARTED));
         let id = e.record.id.clone();
         d.ledger().insert(id.clone(), e.clone());
         if was_running {
@@ -408,14 +411,14 @@ pub(in crate::daemon) fn restore(
         }
     }
     if total > 0 || !loaded.set_aside.is_empty() || !loaded.launching.is_empty() {
-        tracing::info!(
-            "ledger: {total} session{} read back ({} ended {RELAY_RESTARTED}), {} files set \
-             aside, {} launches cut short",
-            if total == 1 { "" } else { "s" },
-            restarted.len(),
-            loaded.set_aside.len(),
-            loaded.launching.len()
-        );
+        let counts = ReadBack {
+            total,
+            ended_now: restarted.len(),
+            ended_at_stop: earlier,
+            set_aside: loaded.set_aside.len(),
+            cut_short: loaded.launching.len(),
+        };
+        tracing::info!("{}", counts.line());
     }
     let sandboxed = restarted
         .into_iter()
@@ -423,6 +426,37 @@ pub(in crate::daemon) fn restore(
         .map(|(id, _, sb)| (id, sb))
         .collect();
     Ok((loaded.launching, sandboxed))
+}
+
+/// What [`restore`] read back, for its one log line.
+struct ReadBack {
+    total: usize,
+    /// Running when relay died: ended [`RELAY_RESTARTED`] now.
+    ended_now: usize,
+    /// Ended [`RELAY_RESTARTED`] when relay last stopped (it ends every session then).
+    ended_at_stop: usize,
+    set_aside: usize,
+    cut_short: usize,
+}
+
+impl ReadBack {
+    /// The line, counting both ways a session comes to be listed ended
+    /// `relay_restarted`: a stop that ended it, or a restart after a crash (issue 40:
+    /// the line said `0 ended relay_restarted` while the list showed them so).
+    fn line(&self) -> String {
+        format!(
+            "ledger: {} session{} read back ({} ended {RELAY_RESTARTED}: {} when relay last \
+             stopped, {} now, as they were running when it went), {} files set aside, {} \
+             launches cut short",
+            self.total,
+            if self.total == 1 { "" } else { "s" },
+            self.ended_now + self.ended_at_stop,
+            self.ended_at_stop,
+            self.ended_now,
+            self.set_aside,
+            self.cut_short
+        )
+    }
 }
 
 /// At shutdown, before the host is told to end every session: each running one ends
@@ -626,6 +660,24 @@ mod tests {
         let loaded = s.load();
         assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
         (d, s, loaded.records)
+    }
+
+    #[test]
+    fn the_read_back_line_counts_sessions_a_stop_ended_and_those_a_crash_left_running() {
+        let line = ReadBack {
+            total: 3,
+            ended_now: 1,
+            ended_at_stop: 2,
+            set_aside: 0,
+            cut_short: 0,
+        }
+        .line();
+        assert_eq!(
+            line,
+            "ledger: 3 sessions read back (3 ended relay_restarted: 2 when relay last \
+             stopped, 1 now, as they were running when it went), 0 files set aside, 0 \
+             launches cut short"
+        );
     }
 
     #[test]

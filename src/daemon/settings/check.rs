@@ -73,12 +73,8 @@ fn validate_template<'a>(
 ) -> Result<(), Invalid> {
     check_id(&t.id, ("terminal_templates", i, "template"), ids)?;
     let at = KeyPath::default().key("terminal_templates").index(i);
-    if t.command.is_empty() {
-        return Err(invalid(
-            at.key("command"),
-            "empty: name the program the template runs",
-        ));
-    }
+    check_command(t, at.clone().key("command"))?;
+    check_paths(t, &at)?;
     if !t.model.is_empty() && !valid_model(&t.model) {
         return Err(invalid(
             at.key("model"),
@@ -107,6 +103,66 @@ fn validate_template<'a>(
             at.key("permission_mode"),
             format!("{:?} is not one word of letters", t.permission_mode),
         ));
+    }
+    Ok(())
+}
+
+/// A template's `command`: a program, named alone (its arguments go in `args`).
+fn check_command(t: &Template, at: KeyPath) -> Result<(), Invalid> {
+    let c = &t.command;
+    if c.trim().is_empty() {
+        let got = if c.is_empty() {
+            "empty".to_string()
+        } else {
+            format!("{c:?} is blank")
+        };
+        return Err(invalid(
+            at,
+            format!(
+                "{got}: name the program the {:?} template runs, such as \"/bin/bash\" or \"claude\"",
+                t.id
+            ),
+        ));
+    }
+    // A name with a space that is not a path: a program and its arguments in one
+    // string, which no program is called. (An absolute path may hold a space.)
+    if !(c.starts_with('/') || c.starts_with('~')) && c.trim().contains(char::is_whitespace) {
+        let mut words = c.split_whitespace();
+        let program = words.next().unwrap_or_default();
+        let args: Vec<String> = words.map(|w| format!("{w:?}")).collect();
+        return Err(invalid(
+            at,
+            format!(
+                "{c:?} is a program and its arguments in one string: put the program in \
+                 command and each argument in args, as in \"command\": {program:?}, \
+                 \"args\": [{}]",
+                args.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A template's `read`, `read_write` and `deny` paths: absolute or `~/`, checked when
+/// the file is read rather than at the template's first launch, naming the template.
+fn check_paths(t: &Template, at: &KeyPath) -> Result<(), Invalid> {
+    for (key, list) in [
+        ("read", &t.read),
+        ("read_write", &t.read_write),
+        ("deny", &t.deny),
+    ] {
+        if let Some(i) = list
+            .iter()
+            .position(|p| !(p.starts_with('/') || p == "~" || p.starts_with("~/")))
+        {
+            return Err(invalid(
+                at.clone().key(key).index(i),
+                format!(
+                    "{:?} in the {:?} template's {key} list must be absolute or start with ~/",
+                    list[i], t.id
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -305,6 +305,38 @@ fn seen(serde_says: &str) -> String {
     }
 }
 
+/// The line and column of the first `//` or `/* */` comment outside a string, and its
+/// kind, for a file that is not JSON because of it.
+fn first_comment(bytes: &[u8]) -> Option<((usize, usize), &'static str)> {
+    let (mut line, mut col) = (1, 1);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut chars = std::str::from_utf8(bytes).ok()?.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c == '/' {
+            match chars.peek() {
+                Some('/') => return Some(((line, col), "//")),
+                Some('*') => return Some(((line, col), "/* */")),
+                _ => {}
+            }
+        }
+        if c == '\n' {
+            (line, col) = (line + 1, 1);
+        } else {
+            col += 1;
+        }
+    }
+    None
+}
+
 /// Reads and parses the file. A missing file is reported as such (the caller seeds it
 /// on first run).
 pub fn load(path: &Path) -> Result<Loaded, SettingsError> {
@@ -329,7 +361,24 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Loaded, SettingsError> {
         key: String::new(),
         problem,
     };
+    if bytes.starts_with(b"\xEF\xBB\xBF") {
+        return Err(whole(
+            Some((1, 1)),
+            "starts with a byte-order mark (EF BB BF), which JSON does not allow: save the \
+             file as UTF-8 without a BOM (your editor's encoding setting)"
+                .into(),
+        ));
+    }
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        if let Some((at, kind)) = first_comment(bytes) {
+            return whole(
+                Some(at),
+                format!(
+                    "not valid JSON: a {kind} comment; JSON has no comments: delete it \
+                     (what each key does is in docs/settings.md)"
+                ),
+            );
+        }
         // serde_json's message ends with where; the place is said first instead.
         let text = e.to_string();
         let what = text.split(" at line ").next().unwrap_or(&text);
@@ -417,7 +466,6 @@ mod tests {
     /// was expected in words (issue 26 item 5).
     #[test]
     fn every_error_names_the_file_the_line_the_column_and_the_key() {
-        let p = Path::new("/cfg/settings.json");
         let table: &[(&str, &str)] = &[
             (
                 "",
@@ -478,6 +526,12 @@ mod tests {
                 "/cfg/settings.json:2:16: not valid JSON: expected value",
             ),
         ];
+        assert_each_refused_as_said(table);
+    }
+
+    /// Each file of `table` is refused with exactly its message.
+    fn assert_each_refused_as_said(table: &[(&str, &str)]) {
+        let p = Path::new("/cfg/settings.json");
         let wrong: Vec<String> = table
             .iter()
             .filter_map(|(file, want)| {
@@ -486,6 +540,47 @@ mod tests {
             })
             .collect();
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// Issue 40's unclear messages: a blank command, a command with its arguments, an
+    /// egress entry written as a URL, a relative read path, a byte-order mark, a
+    /// comment. Each names the key (and the template) and what to write instead.
+    #[test]
+    fn each_unclear_settings_message_names_the_key_and_what_to_write_instead() {
+        assert_each_refused_as_said(&[
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "   "}]}"#,
+                r#"/cfg/settings.json:1:48: terminal_templates[0].command: "   " is blank: name the program the "t" template runs, such as "/bin/bash" or "claude""#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "sh -c 'make test'"}]}"#,
+                r#"/cfg/settings.json:1:48: terminal_templates[0].command: "sh -c 'make test'" is a program and its arguments in one string: put the program in command and each argument in args, as in "command": "sh", "args": ["-c", "'make", "test'"]"#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "x", "egress": ["https://example.com/path"]}]}"#,
+                r#"/cfg/settings.json:1:64: terminal_templates[0].egress[0]: egress entry "https://example.com/path": an entry is a host (with an optional :port), not a URL: leave out the scheme "https://" and the path "/path", as in "example.com""#,
+            ),
+            (
+                r#"{"session_sandbox": {"egress": ["http://localhost:4000"]}}"#,
+                r#"/cfg/settings.json:1:33: session_sandbox.egress[0]: egress entry "http://localhost:4000": an entry is a host (with an optional :port), not a URL: leave out the scheme "http://", as in "localhost:4000""#,
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "x", "read": ["~/.config", "src"]}]}"#,
+                r#"/cfg/settings.json:1:75: terminal_templates[0].read[1]: "src" in the "t" template's read list must be absolute or start with ~/"#,
+            ),
+            (
+                "\u{feff}{}",
+                "/cfg/settings.json:1:1: starts with a byte-order mark (EF BB BF), which JSON does not allow: save the file as UTF-8 without a BOM (your editor's encoding setting)",
+            ),
+            (
+                "{\n  // my projects\n  \"projects\": []\n}",
+                "/cfg/settings.json:2:3: not valid JSON: a // comment; JSON has no comments: delete it (what each key does is in docs/settings.md)",
+            ),
+            (
+                "{\"a\": \"http://x\" /* note */}",
+                "/cfg/settings.json:1:18: not valid JSON: a /* */ comment; JSON has no comments: delete it (what each key does is in docs/settings.md)",
+            ),
+        ]);
     }
 
     #[test]

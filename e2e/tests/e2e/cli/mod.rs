@@ -7,6 +7,7 @@ mod explain;
 mod first_run;
 mod help;
 mod hung;
+mod messages;
 mod prompt_input;
 pub(crate) mod service;
 mod settings_errors;

@@ -152,6 +152,14 @@ fn service_install_dry_run_prints_the_unit_and_writes_nothing() {
         !r.home.join(".config/systemd").exists(),
         "--dry-run wrote something"
     );
+    // Where it would go, beside it (issue 40).
+    assert_eq!(
+        out.stderr,
+        format!(
+            "relay: --dry-run: relay would write this to {}; nothing was written\n",
+            unit_file(&r).display()
+        )
+    );
     let (code, v) = json_of(
         &r,
         &mut r.cli_command(&["service", "install", "--dry-run", "--json"]),

@@ -29,6 +29,31 @@ fn each_bad_settings_file_is_named_by_line_column_and_key_in_status_and_at_the_l
             "{\"projects\": [\n  {\"id\": \"p1\", \"path\": \"~/project\",}\n]}",
             ":2:36: not valid JSON: trailing comma",
         ),
+        // Issue 40's unclear messages: each names the key, the template and what to do.
+        (
+            "{\"terminal_templates\": [\n  {\"id\": \"shell\", \"command\": \" \"}\n]}",
+            ":2:30: terminal_templates[0].command: \" \" is blank: name the program the \"shell\" template runs, such as \"/bin/bash\" or \"claude\"",
+        ),
+        (
+            "{\"terminal_templates\": [\n  {\"id\": \"shell\", \"command\": \"sh -c make\"}\n]}",
+            ":2:30: terminal_templates[0].command: \"sh -c make\" is a program and its arguments in one string: put the program in command and each argument in args, as in \"command\": \"sh\", \"args\": [\"-c\", \"make\"]",
+        ),
+        (
+            "{\"session_sandbox\": {\"egress\": [\"https://example.com/path\"]}}",
+            ":1:33: session_sandbox.egress[0]: egress entry \"https://example.com/path\": an entry is a host (with an optional :port), not a URL: leave out the scheme \"https://\" and the path \"/path\", as in \"example.com\"",
+        ),
+        (
+            "{\"terminal_templates\": [\n  {\"id\": \"shell\", \"command\": \"/bin/sh\", \"read\": [\"docs\"]}\n]}",
+            ":2:50: terminal_templates[0].read[0]: \"docs\" in the \"shell\" template's read list must be absolute or start with ~/",
+        ),
+        (
+            "\u{feff}{\"projects\": []}",
+            ":1:1: starts with a byte-order mark (EF BB BF), which JSON does not allow: save the file as UTF-8 without a BOM (your editor's encoding setting)",
+        ),
+        (
+            "{\n  // the projects\n  \"projects\": []\n}",
+            ":2:3: not valid JSON: a // comment; JSON has no comments: delete it (what each key does is in docs/settings.md)",
+        ),
     ];
     for (text, want) in table {
         std::fs::write(&file, text).unwrap();

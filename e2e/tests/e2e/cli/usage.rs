@@ -86,6 +86,26 @@ fn usage_errors_print_claps_whole_message_and_exit_2() {
             "[possible values: bash, elvish, fish, powershell, zsh]",
         ],
     );
+    // A permission mode Claude Code does not take is refused before a session starts
+    // (issue 40: `yolo` started a Claude that died at once).
+    let e = refused(
+        &r,
+        &[
+            "session",
+            "start",
+            "--project",
+            "p1",
+            "--permission-mode",
+            "yolo",
+        ],
+    );
+    has(
+        &e,
+        &[
+            "error: invalid value 'yolo' for '--permission-mode <P>'",
+            "[possible values: acceptEdits, auto, bypassPermissions, dontAsk, manual, plan]",
+        ],
+    );
     let e = refused(&r, &["serve", "--log-level", "a=b=c"]);
     has(
         &e,

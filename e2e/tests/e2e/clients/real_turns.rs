@@ -12,6 +12,7 @@ use std::process::Stdio;
 use relay_e2e::daemon::{base_settings, Cli, Relay, TOKEN_SETTING};
 use relay_e2e::fakeapi::FakeApi;
 use relay_e2e::pty::Pty;
+use relay_e2e::tmpfs::Tmpfs;
 use relay_e2e::{assert_absent, random_hex, sha256_hex, wait, WAIT};
 use serde_json::{json, Value};
 
@@ -597,20 +598,76 @@ fn a_turn_whose_claude_code_exits_is_one_error_line_and_exit_1() {
     let out = message(&r, &id, "!exit 3", &[]);
     assert_eq!(out.status, 1, "{}", out.stdout);
     assert_eq!(out.stdout, "");
+    // Its last words (its stderr) and where its whole log is (issue 40).
     assert_eq!(
         out.stderr,
-        "error: Claude Code exited with status 3 before answering (session_exited)\n"
+        format!(
+            "error: Claude Code exited with status 3 before answering: fakeagent: exit 3 as \
+             asked (relay session log --id {id} shows its log) (session_exited)\n"
+        )
     );
     r.wait_exited(&id);
     let out = message(&r, &id, "hello", &["--stream"]);
     assert_eq!(out.status, 1);
     assert!(
         out.stderr.contains(&format!(
-            "session {id} is dormant (Claude Code exited with status 3); resume it first \
+            "session {id} is dormant (Claude Code exited with status 3): fakeagent: exit 3 as \
+             asked; resume it first (relay session log --id {id} shows its log) \
              (session_not_running)"
         )),
         "{}",
         out.stderr
+    );
+    let log = r.cli(&["session", "log", "--id", &id]);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    assert!(
+        log.stdout.contains("fakeagent: exit 3 as asked"),
+        "{}",
+        log.stdout
+    );
+}
+
+/// A Claude Code that refuses its start (a permission mode from the template it does not
+/// know) says why at the first message, in its own words, and `relay session log`
+/// shows its log, also once relay has been restarted (issue 40: every message said only
+/// "exited with status 1", the reason only in `<config>/sessions/logs/<id>.tail`).
+#[test]
+fn a_claude_that_dies_at_start_says_why_and_relay_session_log_shows_it() {
+    let mut s = base_settings(None);
+    s["terminal_templates"][0]["permission_mode"] = json!("yolo");
+    let mut r = Relay::start(s);
+    let id = start_session(&r, &[]);
+    let said = "error: option '--permission-mode <mode>' argument 'yolo' is invalid. Allowed \
+                choices are acceptEdits, auto, bypassPermissions, manual, dontAsk, plan.";
+    let ended = r.wait_exited(&id);
+    assert_eq!(ended["exit_status"], 1, "{ended}");
+    let out = message(&r, &id, "hello", &[]);
+    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert!(
+        out.stderr.contains(&format!(
+            "(Claude Code exited with status 1): {said}; resume it first (relay session log \
+             --id {id} shows its log) (session_not_running)"
+        )),
+        "{}",
+        out.stderr
+    );
+    let log = r.cli(&["session", "log", "--id", &id]);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    assert!(log.stdout.contains(said), "{}", log.stdout);
+    let json = r.cli_json(&["session", "log", "--id", &id]);
+    assert!(json["log"].as_str().unwrap().contains(said), "{json}");
+    // Restarted, the host holds no session: the log is read from its files.
+    r.stop();
+    r.launch_daemon();
+    let log = r.cli(&["session", "log", "--id", &id]);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    assert!(log.stdout.contains(said), "{}", log.stdout);
+    let none = r.cli(&["session", "log", "--id", "s-000000000000"]);
+    assert_eq!(none.status, 1);
+    assert!(
+        none.stderr.contains("no session s-000000000000"),
+        "{}",
+        none.stderr
     );
 }
 
@@ -619,57 +676,6 @@ fn nix_mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
     // Safety: a NUL-terminated path; mkfifo touches no memory of ours.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-}
-
-/// A small tmpfs mounted on a folder for one test (`umount -l` when dropped), or none
-/// where `mount` is not allowed (a refusal under CI).
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(on: &Path, size: &str) -> Option<Tmpfs> {
-        let ok = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(on)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "mount tmpfs on {}",
-                on.display()
-            );
-            eprintln!("skipped: cannot mount a tmpfs here");
-            return None;
-        }
-        Some(Tmpfs(on.to_path_buf()))
-    }
-
-    /// Fills it: one file grown until the disk says no room.
-    fn fill(&self) -> std::path::PathBuf {
-        use std::io::Write;
-        let path = self.0.join("filler");
-        let mut f = std::fs::File::create(&path).expect("filler");
-        let chunk = vec![0u8; 64 * 1024];
-        while f.write_all(&chunk).is_ok() {}
-        while f.write_all(&chunk[..512]).is_ok() {}
-        let _ = f.sync_all();
-        path
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 #[test]

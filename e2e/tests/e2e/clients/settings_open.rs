@@ -53,6 +53,36 @@ fn settings_open_hands_the_printed_link_to_the_platform_opener() {
     );
 }
 
+/// An opener that fails (`xdg-open` finding no browser exits 3) is said on stderr;
+/// the link is still printed and the command succeeds (issue 40: it was silent).
+#[test]
+fn settings_open_says_when_no_browser_opened() {
+    let r = Relay::start(base_settings(None));
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    relay_e2e::exec_file::write_executable(
+        &r.home.join(".local/bin").join(opener),
+        "#!/bin/sh\nexit 3\n",
+    );
+    let out = r.cli(&["settings", "--open"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("http://127.0.0.1:"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stderr,
+        format!(
+            "relay: no browser opened ({opener} exited with status 3): open the link above in \
+             a browser yourself\n"
+        )
+    );
+}
+
 #[test]
 fn settings_without_a_listener_says_to_set_api_listen_and_once_set_to_restart_relay() {
     let mut settings = base_settings(None);

@@ -166,6 +166,16 @@ fn after_a_clean_restart_a_dormant_session_resumes_its_conversation_and_ended_on
     assert_eq!(rec["state"], "dormant", "{rec}");
     assert_token_not_in_ledger(&r, &token);
     r.launch_daemon();
+    // The start's line counts the one the stop ended (issue 40: it said `0 ended
+    // relay_restarted` while the list showed it so).
+    let log = std::fs::read_to_string(r.config.join("relay.log")).unwrap();
+    assert!(
+        log.contains(
+            "ledger: 3 sessions read back (1 ended relay_restarted: 1 when relay last \
+             stopped, 0 now, as they were running when it went)"
+        ),
+        "{log}"
+    );
 
     // Listed as before the restart, field for field.
     let after_s = listed(&r, &sid).expect("the dormant session after the restart");

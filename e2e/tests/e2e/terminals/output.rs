@@ -327,3 +327,79 @@ fn relay_sandbox_with_piped_or_no_input_ends_when_its_input_does() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("last\r\ncat-ended"), "{out}");
 }
+
+/// `relay sandbox` whose input is a pipe that never ends ends when its tool does
+/// (issue 40): a pipe nobody writes (a CI job's stdin, `sleep 8 | relay sandbox …`)
+/// and one that never stops (`yes | relay sandbox …`, whose tool exits once its pty's
+/// input queue is full, having read none of it: the input then has nowhere to go). Each run
+/// prints the tool's output and passes its exit status while the pipe is still open;
+/// the endless one twice over, and relay then stops cleanly: the session host did not
+/// keep spinning on input that had nowhere to go (two such runs once wedged it).
+#[test]
+fn relay_sandbox_fed_by_a_pipe_that_never_ends_ends_when_its_tool_does() {
+    let mut r = Relay::start(base_settings(None));
+    let run = |script: &str, endless: bool| {
+        let mut child = r
+            .cli_command(&["sandbox", "shell", "--", "-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("relay sandbox");
+        let mut stdin = child.stdin.take().unwrap();
+        // Written as `yes` writes, in large blocks, until relay has gone (then the write
+        // fails); else held open, unwritten.
+        let writer = std::thread::spawn(move || {
+            let block = b"y\n".repeat(4096);
+            while endless && std::io::Write::write_all(&mut stdin, &block).is_ok() {}
+            stdin
+        });
+        let mut stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = stdout.read_to_string(&mut out);
+            out
+        });
+        let st = wait::child_within(&mut child, WAIT);
+        if st.is_none() {
+            let _ = child.kill();
+        }
+        let st = st.expect("relay sandbox ended while its input was still open");
+        drop(writer.join().unwrap());
+        (st.code(), reader.join().unwrap())
+    };
+    let (code, out) = run("echo tool-ran; exit 3", false);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.contains("tool-ran"), "{out}");
+    // The tool waits until its pty's input queue is full (4 KiB in line mode), reads
+    // none of it, and exits.
+    let full = "exec python3 -c 'import fcntl, sys, termios, time\n\
+                while int.from_bytes(fcntl.ioctl(0, termios.FIONREAD, bytes(4)), sys.byteorder) < 4000: time.sleep(0.01)\n\
+                print(\"queue-full\"); sys.exit(4)'";
+    for _ in 0..2 {
+        let (code, out) = run(full, true);
+        assert_eq!(code, Some(4), "{out}");
+        assert!(out.contains("queue-full"), "{out}");
+    }
+    let st = r.stop().expect("relay serve ran");
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "relay serve did not stop cleanly: {st:?}"
+    );
+}
+
+/// A terminal `relay terminal list` shows has its log, also after relay was restarted
+/// and its new host holds no session (issue 40: `terminal log` said "no session").
+#[test]
+fn terminal_log_after_a_restart_shows_a_listed_terminals_output() {
+    let mut r = Relay::start(base_settings(None));
+    let id = attack_terminal(&r, "echo kept-$((6*7)); exit 5");
+    r.stop();
+    r.launch_daemon();
+    let list = r.cli(&["terminal", "list"]);
+    assert!(list.stdout.contains(&id), "{}", list.stdout);
+    let log = r.cli(&["terminal", "log", "--id", &id]);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("kept-42"), "{}", log.stdout);
+}
