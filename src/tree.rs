@@ -433,6 +433,11 @@ pub trait Visitor {
     fn entry(&mut self, dir: RawFd, name: &CStr, kind: Kind, at: Place<'_>);
     /// A folder that was not read, or not wholly.
     fn unread(&mut self, at: Place<'_>, why: Unread);
+    /// Whether to end the walk now (a bound of the visitor's own, such as time), asked
+    /// before each folder is read: the walk then ends without a word to `unread`.
+    fn stop(&mut self) -> bool {
+        false
+    }
 }
 
 /// One folder on the way down of a read-only walk.
@@ -558,7 +563,7 @@ pub fn walk(root: &Path, limits: Limits, v: &mut impl Visitor) {
 
 /// Reads the folder `dir` once for a walk: tells `v` each entry and keeps its folders
 /// in `frame.pending` while the name budget lasts. `false`: the walk's entry count ran
-/// out, and the walk stops.
+/// out, or the visitor asked to stop, and the walk stops.
 #[allow(clippy::too_many_arguments)]
 fn read_folder(
     dir: &mut Dir,
@@ -570,6 +575,9 @@ fn read_folder(
     limits: Limits,
     v: &mut impl Visitor,
 ) -> bool {
+    if v.stop() {
+        return false;
+    }
     let fd = dir.as_raw_fd();
     let at = Place { rel, depth };
     let mut cut = false;

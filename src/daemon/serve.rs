@@ -358,6 +358,7 @@ fn daemon_with(
         egress_budget: Default::default(),
         helpers_withheld: OnceLock::new(),
         service: service.map(|s| s.name),
+        ended: Default::default(),
     });
     Ok((daemon, host))
 }
@@ -554,10 +555,11 @@ pub async fn serve(
 
 /// The sessions of earlier runs, before the host or any API can start one; what of
 /// them still runs (a kill of relay in bwrap's one unguarded moment) ends, found by the
-/// sandboxes recorded at launch (`records::strays`); then what the launches a stop of
-/// relay cut short before their record had made goes.
+/// sandboxes recorded at launch (`records::strays`); then the ones that ran have what
+/// they planted in repositories set aside and their end recorded; then what the
+/// launches a stop of relay cut short before their record had made goes.
 fn restore_records(daemon: &Daemon) -> Result<(), String> {
-    let (cut_short, restarted) = records::ledger::restore(daemon)?;
+    let (cut_short, restarted, ended) = records::ledger::restore(daemon)?;
     let mut recorded = Vec::new();
     for (id, sandbox) in restarted {
         match sandbox {
@@ -584,6 +586,7 @@ fn restore_records(daemon: &Daemon) -> Result<(), String> {
             "a process of session {id} outlived the relay that ran it: ended"
         );
     }
+    records::ledger::end_restarted(daemon, &ended);
     records::purge::launches_cut_short(daemon, &cut_short);
     Ok(())
 }

@@ -1,0 +1,452 @@
+//! Repositories a session makes or changes under its write grants: a nested one it
+//! records in the project as a gitlink, one it inits or clones, one behind a `.git`
+//! file. What their configuration and hooks would run, the person's own git must never
+//! run once the session has ended — after `relay sandbox` returns, and at the next start
+//! of a relay killed while the session ran — while the person's own repositories keep
+//! what they set (docs/THREAT-MODEL.md#repositories-a-session-made-or-changed).
+//!
+//! Each planted command writes a marker in a folder no sandbox can write, so a marker
+//! there was written by the person's git, outside every sandbox.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use relay::wire::{REPOSITORY_SET_ASIDE, REPOSITORY_SET_ASIDE_EVENT};
+use relay_e2e::daemon::{base_settings, Relay};
+use serde_json::Value;
+
+use super::{git, sandboxed, text};
+
+/// A relay with the project a repository of the person's (one commit), and the marker
+/// folder outside every grant.
+struct Case {
+    r: Relay,
+    ran: PathBuf,
+}
+
+impl Case {
+    fn new() -> Case {
+        Self::with(|_| {})
+    }
+
+    /// [`Case::new`], with `setup` run before relay starts: what the person did in their
+    /// repositories some time before any session.
+    fn with(setup: impl FnOnce(&Case)) -> Case {
+        let r = Relay::prepare(None, false);
+        r.write_settings(&base_settings(None));
+        let ran = r.root.join("ran");
+        std::fs::create_dir_all(&ran).unwrap();
+        git(&r.home, &r.project, &["init", "-q", "."]);
+        std::fs::write(r.project.join("README"), "mine\n").unwrap();
+        git(&r.home, &r.project, &["add", "README"]);
+        git(&r.home, &r.project, &["commit", "-qm", "mine"]);
+        let mut c = Case { r, ran };
+        setup(&c);
+        c.r.launch_daemon();
+        c
+    }
+
+    /// `relay sandbox shell` in the project running `script`, after the lines that give
+    /// the session's git a name and put the marker folder in `$M`.
+    fn session(&self, script: &str) -> String {
+        sandboxed(
+            &self.r,
+            &self.r.project,
+            &format!("{}{script}", self.preamble()),
+        )
+    }
+
+    fn preamble(&self) -> String {
+        format!(
+            "set -e\nexport M='{}' GIT_AUTHOR_NAME=s GIT_AUTHOR_EMAIL=s@example.com \
+             GIT_COMMITTER_NAME=s GIT_COMMITTER_EMAIL=s@example.com\n",
+            self.ran.display()
+        )
+    }
+
+    /// git on the host as the person runs it, in `rel` of the project, whatever it
+    /// answers (a planted command set aside can leave an alias unknown, a fetch with
+    /// no transport).
+    fn person(&self, rel: &str, args: &[&str]) -> Output {
+        Command::new("git")
+            .args(args)
+            .current_dir(self.r.project.join(rel))
+            .env("HOME", &self.r.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "p")
+            .env("GIT_AUTHOR_EMAIL", "p@example.com")
+            .env("GIT_COMMITTER_NAME", "p")
+            .env("GIT_COMMITTER_EMAIL", "p@example.com")
+            .output()
+            .expect("git")
+    }
+
+    /// The markers written so far.
+    fn ran(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.ran)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn assert_nothing_ran(&self, what: &str) {
+        assert_eq!(self.ran(), Vec::<String>::new(), "{what}");
+    }
+
+    /// The `repository_set_aside` rows so far.
+    fn rows(&self) -> Vec<Value> {
+        self.r
+            .audit_rows()
+            .into_iter()
+            .filter(|row| row["action"] == REPOSITORY_SET_ASIDE)
+            .collect()
+    }
+
+    /// The one row's entry for the git folder `rel` of the project.
+    fn set_aside(&self, rel: &str) -> Value {
+        let rows = self.rows();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let want = self.r.project.join(rel);
+        let found = rows[0]["repositories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["repository"].as_str().map(Path::new) == Some(want.as_path()))
+            .cloned();
+        found.unwrap_or_else(|| panic!("no {rel} in {}", rows[0]))
+    }
+
+    /// The text of `file` in the one folder `relay-set-aside/` of the git folder `rel`.
+    fn aside_file(&self, rel: &str, file: &str) -> String {
+        let top = self.r.project.join(rel).join("relay-set-aside");
+        let mut folders: Vec<_> = std::fs::read_dir(&top)
+            .unwrap_or_else(|e| panic!("{}: {e}", top.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(folders.len(), 1, "{folders:?}");
+        let folder = folders.remove(0);
+        std::fs::read_to_string(folder.join(file))
+            .unwrap_or_else(|e| panic!("{}/{file}: {e}", folder.display()))
+    }
+}
+
+/// Makes `vendor/lib`, a repository of one commit, then runs `plant` in it.
+const NESTED: &str = "mkdir -p vendor/lib && cd vendor/lib && git init -q . \
+     && echo a > a.txt && git add a.txt && git commit -qm lib\n";
+
+fn keys(entry: &Value) -> Vec<String> {
+    entry["keys"]
+        .as_array()
+        .map(|a| a.iter().map(|k| k.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_nested_repository_committed_as_a_gitlink_runs_nothing_at_the_persons_git_status() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git config core.fsmonitor \"touch $M/fsmonitor.ran; false\"
+git config filter.x.clean \"touch $M/clean.ran; cat\"
+echo '*.txt filter=x' > .gitattributes
+cd ../.. && git add vendor/lib 2>/dev/null
+git ls-files -s vendor/lib | grep -q '^160000'
+"
+    ));
+    // The person's `git status` in the project looks into the gitlink's repository,
+    // and in the nested folder runs its own; a changed file goes through the filter.
+    c.person("", &["status"]);
+    c.person("vendor/lib", &["status"]);
+    std::fs::write(c.r.project.join("vendor/lib/a.txt"), "b\n").unwrap();
+    c.person("vendor/lib", &["diff"]);
+    c.person("", &["status"]);
+    c.assert_nothing_ran("the nested repository's fsmonitor or filter ran");
+
+    let entry = c.set_aside("vendor/lib/.git");
+    let moved = keys(&entry);
+    for k in ["core.fsmonitor", "filter.*.clean"] {
+        assert!(moved.contains(&k.to_string()), "{k}: {entry}");
+    }
+    let lines = c.aside_file("vendor/lib/.git", "config.txt");
+    assert!(
+        lines.contains("fsmonitor") && lines.contains("clean.ran"),
+        "{lines}"
+    );
+    let config = std::fs::read_to_string(c.r.project.join("vendor/lib/.git/config")).unwrap();
+    assert!(
+        !config.contains("fsmonitor") && !config.contains("filter"),
+        "{config}"
+    );
+    // The gitlink is still the project's, and the nested repository still works.
+    let listed = c.person("", &["ls-files", "-s", "vendor/lib"]);
+    assert!(text(&listed.stdout).starts_with("160000"), "{listed:?}");
+    let log = git(
+        &c.r.home,
+        &c.r.project.join("vendor/lib"),
+        &["log", "--format=%s"],
+    );
+    assert_eq!(text(&log.stdout), "lib\n");
+    // One event said it too.
+    let ev = c.r.wait_event(|e| e["name"] == REPOSITORY_SET_ASIDE_EVENT);
+    assert_eq!(ev["session_id"], c.rows()[0]["session_id"], "{ev}");
+}
+
+#[test]
+fn an_fsmonitor_in_a_repository_the_session_made_never_runs_at_the_persons_git_status() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git config core.fsmonitor \"touch $M/fsmonitor.ran; false\"\n"
+    ));
+    c.person("vendor/lib", &["status"]);
+    c.assert_nothing_ran("the planted fsmonitor ran");
+    assert_eq!(keys(&c.set_aside("vendor/lib/.git")), ["core.fsmonitor"]);
+}
+
+#[test]
+fn a_clean_filter_in_a_repository_the_session_made_never_runs_at_the_persons_git_diff() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git config filter.x.clean \"touch $M/clean.ran; cat\"
+git config filter.x.smudge \"touch $M/smudge.ran; cat\"
+echo '*.txt filter=x' > .gitattributes && git add .gitattributes && git commit -qm attrs
+"
+    ));
+    std::fs::write(c.r.project.join("vendor/lib/a.txt"), "b\n").unwrap();
+    c.person("vendor/lib", &["diff"]);
+    c.person("vendor/lib", &["checkout", "--", "a.txt"]);
+    c.assert_nothing_ran("the planted filter ran");
+    let moved = keys(&c.set_aside("vendor/lib/.git"));
+    assert_eq!(moved, ["filter.*.clean", "filter.*.smudge"]);
+}
+
+#[test]
+fn a_hooks_path_in_a_repository_the_session_made_never_runs_at_the_persons_commit() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}mkdir .hk && printf '#!/bin/sh\\ntouch \"%s/hookspath.ran\"\\n' \"$M\" > .hk/pre-commit
+chmod +x .hk/pre-commit
+git config core.hooksPath \"$PWD/.hk\"
+"
+    ));
+    std::fs::write(c.r.project.join("vendor/lib/a.txt"), "b\n").unwrap();
+    c.person("vendor/lib", &["commit", "-qam", "mine"]);
+    c.assert_nothing_ran("the planted hooks folder ran");
+    assert_eq!(keys(&c.set_aside("vendor/lib/.git")), ["core.hookspath"]);
+}
+
+#[test]
+fn an_ssh_command_in_a_repository_the_session_made_never_runs_at_the_persons_fetch() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git remote add origin ssh://git.invalid/lib.git
+git config core.sshCommand \"touch $M/ssh.ran; false\"
+"
+    ));
+    c.person("vendor/lib", &["fetch", "-q", "origin"]);
+    c.assert_nothing_ran("the planted ssh command ran");
+    assert_eq!(keys(&c.set_aside("vendor/lib/.git")), ["core.sshcommand"]);
+    // The remote itself is inert and stays.
+    let url = c.person("vendor/lib", &["remote", "get-url", "origin"]);
+    assert_eq!(text(&url.stdout), "ssh://git.invalid/lib.git\n");
+}
+
+#[test]
+fn a_textconv_in_a_repository_the_session_made_never_runs_at_the_persons_git_diff() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git config diff.x.textconv \"touch $M/textconv.ran; cat\"
+echo '*.txt diff=x' > .gitattributes && git add .gitattributes && git commit -qm attrs
+"
+    ));
+    std::fs::write(c.r.project.join("vendor/lib/a.txt"), "b\n").unwrap();
+    c.person("vendor/lib", &["diff"]);
+    c.person("vendor/lib", &["log", "-p", "-1"]);
+    c.assert_nothing_ran("the planted textconv ran");
+    assert_eq!(keys(&c.set_aside("vendor/lib/.git")), ["diff.*.textconv"]);
+}
+
+#[test]
+fn a_shell_alias_in_a_repository_the_session_made_never_runs_as_the_persons_command() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git config alias.st \"!touch $M/alias.ran\"\n"
+    ));
+    c.person("vendor/lib", &["st"]);
+    c.assert_nothing_ran("the planted alias ran");
+    assert_eq!(keys(&c.set_aside("vendor/lib/.git")), ["alias.st"]);
+}
+
+#[test]
+fn a_hook_in_a_repository_the_session_made_never_runs_at_the_persons_commit_or_checkout() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}for h in pre-commit post-checkout; do
+  printf '#!/bin/sh\\ntouch \"%s/%s.ran\"\\n' \"$M\" $h > .git/hooks/$h && chmod +x .git/hooks/$h
+done
+"
+    ));
+    std::fs::write(c.r.project.join("vendor/lib/a.txt"), "b\n").unwrap();
+    c.person("vendor/lib", &["commit", "-qam", "mine"]);
+    c.person("vendor/lib", &["checkout", "-q", "-b", "next"]);
+    c.assert_nothing_ran("a planted hook ran");
+    let entry = c.set_aside("vendor/lib/.git");
+    assert_eq!(
+        entry["hooks"],
+        serde_json::json!(["post-checkout", "pre-commit"])
+    );
+    let hook = c.aside_file("vendor/lib/.git", "hooks.moved/pre-commit");
+    assert!(hook.contains("pre-commit.ran"), "{hook}");
+    // git's own samples stay where they were.
+    assert!(c
+        .r
+        .project
+        .join("vendor/lib/.git/hooks/pre-commit.sample")
+        .exists());
+}
+
+#[test]
+fn a_repository_the_session_clones_into_the_project_runs_nothing_it_planted() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}cd ../.. && git clone -q vendor/lib cloned && cd cloned
+git config core.fsmonitor \"touch $M/fsmonitor.ran; false\"
+printf '#!/bin/sh\\ntouch \"%s/hook.ran\"\\n' \"$M\" > .git/hooks/post-checkout
+chmod +x .git/hooks/post-checkout
+"
+    ));
+    c.person("cloned", &["status"]);
+    c.person("cloned", &["checkout", "-q", "-b", "next"]);
+    c.assert_nothing_ran("the clone's planted fsmonitor or hook ran");
+    let entry = c.set_aside("cloned/.git");
+    assert_eq!(keys(&entry), ["core.fsmonitor"]);
+    assert_eq!(entry["hooks"], serde_json::json!(["post-checkout"]));
+    // What `git clone` wrote is inert, and stays: the clone still pulls from its origin.
+    let url = c.person("cloned", &["remote", "get-url", "origin"]);
+    assert!(
+        text(&url.stdout).trim_end().ends_with("vendor/lib"),
+        "{url:?}"
+    );
+    let pulled = c.person("cloned", &["pull", "-q", "origin", "HEAD"]);
+    assert!(pulled.status.success(), "{pulled:?}");
+}
+
+#[test]
+fn a_git_file_naming_a_git_folder_elsewhere_in_the_grants_runs_nothing_it_planted() {
+    let c = Case::new();
+    c.session(
+        "mkdir -p .store vendor/sep
+git init -q --separate-git-dir \"$PWD/.store/sep.git\" vendor/sep
+cd vendor/sep && echo a > a.txt && git add a.txt && git commit -qm sep
+git config core.fsmonitor \"touch $M/fsmonitor.ran; false\"
+test -f .git
+",
+    );
+    c.person("vendor/sep", &["status"]);
+    c.assert_nothing_ran("the planted fsmonitor behind a .git file ran");
+    assert_eq!(keys(&c.set_aside(".store/sep.git")), ["core.fsmonitor"]);
+}
+
+#[test]
+fn a_repository_planted_while_relay_is_killed_runs_nothing_after_relay_starts_again() {
+    let mut c = Case::new();
+    let script = format!(
+        "{}{NESTED}git config core.fsmonitor \"touch $M/fsmonitor.ran; false\"
+touch \"{}/up\"
+exec sleep 600
+",
+        c.preamble(),
+        c.r.project.display()
+    );
+    let v = c.r.shell_terminal(&script);
+    let id = v["id"].as_str().unwrap().to_string();
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || c.r.project.join("up").exists()),
+        "the session never planted"
+    );
+    c.r.kill();
+    c.r.launch_daemon();
+    c.person("vendor/lib", &["status"]);
+    c.assert_nothing_ran("the fsmonitor planted before relay was killed ran");
+    let entry = c.set_aside("vendor/lib/.git");
+    assert_eq!(keys(&entry), ["core.fsmonitor"]);
+    assert_eq!(c.rows()[0]["session_id"], id.as_str());
+}
+
+/// The person's repositories: the project's (pinned at launch) and one five levels
+/// down (not), each with an fsmonitor, an alias and a hook of the person's.
+const DEEP: &str = "p/q/r/s/t/deep";
+
+fn persons_own(c: &Case) {
+    std::fs::create_dir_all(c.r.project.join(DEEP)).unwrap();
+    git(&c.r.home, &c.r.project.join(DEEP), &["init", "-q", "."]);
+    for rel in ["", DEEP] {
+        let dir = c.r.project.join(rel);
+        let name = if rel.is_empty() { "top" } else { "deep" };
+        let fsmonitor = format!("touch {}/{name}-fsmonitor.ran; false", c.ran.display());
+        git(&c.r.home, &dir, &["config", "core.fsmonitor", &fsmonitor]);
+        git(&c.r.home, &dir, &["config", "alias.st", "status"]);
+        let hook = dir.join(".git/hooks/post-checkout");
+        let body = format!("#!/bin/sh\ntouch {}/{name}-hook.ran\n", c.ran.display());
+        std::fs::write(&hook, body).unwrap();
+        let mut perm = std::fs::metadata(&hook).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&hook, perm).unwrap();
+    }
+}
+
+#[test]
+fn the_persons_own_fsmonitor_and_hooks_run_unchanged_after_a_session() {
+    let c = Case::with(persons_own);
+    let deep = DEEP;
+    let before: Vec<Vec<u8>> = ["", deep]
+        .iter()
+        .map(|rel| std::fs::read(c.r.project.join(rel).join(".git/config")).unwrap())
+        .collect();
+    // Ordinary work in both: files written, added and committed.
+    c.session(&format!(
+        "echo work > work.txt && git add work.txt && git commit -qm work 2>/dev/null
+cd {deep} && echo deep > d.txt && git add d.txt && git commit -qm deep 2>/dev/null
+"
+    ));
+    assert!(c.rows().is_empty(), "{:?}", c.rows());
+    for (i, rel) in ["", deep].into_iter().enumerate() {
+        let dir = c.r.project.join(rel);
+        assert_eq!(std::fs::read(dir.join(".git/config")).unwrap(), before[i]);
+        assert!(!dir.join(".git/relay-set-aside").exists());
+        git(&c.r.home, &dir, &["st"]);
+        git(&c.r.home, &dir, &["checkout", "-q", "-b", "next"]);
+    }
+    assert_eq!(
+        c.ran(),
+        [
+            "deep-fsmonitor.ran",
+            "deep-hook.ran",
+            "top-fsmonitor.ran",
+            "top-hook.ran"
+        ]
+    );
+}
+
+#[test]
+fn a_repository_the_session_inits_and_commits_in_a_subfolder_is_the_persons_to_use_at_once() {
+    let c = Case::new();
+    c.session(
+        "git init -q sub && cd sub && echo s > s.txt && git add s.txt && git commit -qm from-the-session
+git remote add origin https://example.com/sub.git
+",
+    );
+    assert!(c.rows().is_empty(), "{:?}", c.rows());
+    assert!(!c.r.project.join("sub/.git/relay-set-aside").exists());
+    let sub = c.r.project.join("sub");
+    let log = git(&c.r.home, &sub, &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "from-the-session\n");
+    let status = git(&c.r.home, &sub, &["status", "--porcelain"]);
+    assert_eq!(text(&status.stdout), "");
+    std::fs::write(sub.join("p.txt"), "p\n").unwrap();
+    git(&c.r.home, &sub, &["add", "p.txt"]);
+    git(&c.r.home, &sub, &["commit", "-qm", "from-the-person"]);
+    let url = git(&c.r.home, &sub, &["remote", "get-url", "origin"]);
+    assert_eq!(text(&url.stdout), "https://example.com/sub.git\n");
+    c.assert_nothing_ran("nothing was planted");
+}

@@ -1,0 +1,430 @@
+//! Repositories a session made or changed, neutralized once it ended: at its end, before
+//! anyone is told it ended, and at relay's next start for a session that was running
+//! when relay died (docs/THREAT-MODEL.md#repositories-a-session-made-or-changed).
+//!
+//! 1. **Which repositories**: every git folder under the session's read-write grants
+//!    ([`find`]: one bounded walk per grant that follows no link).
+//! 2. **Which of them**: those whose `config`, `config.worktree`, `hooks/` or an entry
+//!    of it changed (its ctime, which no process can set back) at or after the
+//!    session's launch; or that a `.git` file the session made names. A file the launch
+//!    bound read-only and that is still the one it bound is not the session's
+//!    ([`act::Ctx`]).
+//! 3. **What**: in each configuration file that changed, every entry but the inert
+//!    ones of an allowlist ([`allow`]), each include among them; when the hooks did,
+//!    every hook but git's samples; moved into
+//!    `<git folder>/relay-set-aside/<session id>-<unix ms>/` ([`act`]). Never deleted.
+//! 4. **Told**: one `repository_set_aside` audit row and event per session end that set
+//!    something aside or could not look everywhere.
+
+mod act;
+mod allow;
+mod at;
+mod config;
+mod find;
+
+use std::collections::HashSet;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+
+use crate::daemon::records::journal::{self, AuditRow, Event};
+use crate::daemon::{Daemon, Entry};
+use crate::tree::Limits;
+use crate::wire::{Outcome, SetAside, REPOSITORY_SET_ASIDE, REPOSITORY_SET_ASIDE_EVENT};
+
+/// How far one session's search goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub limits: Limits,
+    pub time: Duration,
+}
+
+impl Bounds {
+    /// The walks of `src/tree.rs` over what a session could write (depth and entries),
+    /// and 30 s in all.
+    pub const SESSION: Bounds = Bounds {
+        limits: Limits::SESSION,
+        time: Duration::from_secs(30),
+    };
+}
+
+/// One session, as the search needs it.
+pub struct Session<'a> {
+    pub id: &'a str,
+    /// Its launch (ms since the epoch).
+    pub created_ms: u64,
+    pub read_write: &'a [PathBuf],
+    pub held: &'a [(PathBuf, Option<(u64, u64)>)],
+}
+
+/// What one session's end did.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub repositories: Vec<SetAside>,
+    /// What could not be looked at, in words.
+    pub notes: Vec<String>,
+    pub git_folders: usize,
+    pub entries: u64,
+    pub ms: u64,
+}
+
+/// Finds the git folders under `s`'s read-write grants and sets aside what `s` planted
+/// in them.
+pub fn run(s: &Session, bounds: Bounds) -> Report {
+    let started = Instant::now();
+    let roots = roots(s.read_write);
+    let found = find::find(&roots, bounds.limits, started + bounds.time, s.created_ms);
+    let ctx = act::Ctx {
+        session: s.id,
+        stamp_ms: journal::now_ms(),
+        created_ms: s.created_ms,
+        held: s.held,
+    };
+    let mut report = Report {
+        notes: found.notes,
+        entries: found.entries,
+        ..Default::default()
+    };
+    let mut seen = HashSet::new();
+    for p in &found.places {
+        let path = roots[p.root].join(at::os(&p.rel));
+        let dir = match at::open_rel(&roots[p.root], &p.rel) {
+            Ok(d) => d,
+            Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                report.notes.push(format!(
+                    "{}: reached through a link, not followed",
+                    path.display()
+                ));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let Ok(st) = nix::sys::stat::fstat(dir.as_raw_fd()) else {
+            continue;
+        };
+        if !seen.insert(at::ident(&st)) {
+            continue;
+        }
+        report.git_folders += 1;
+        report
+            .repositories
+            .extend(act::visit(&ctx, &dir, &path, p.named_anew));
+    }
+    report.ms = started.elapsed().as_millis() as u64;
+    report
+}
+
+/// The grants to walk: folders that are there (not links), none inside another.
+fn roots(read_write: &[PathBuf]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = read_write
+        .iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .cloned()
+        .collect();
+    v.sort();
+    v.dedup();
+    let all = v.clone();
+    v.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    v
+}
+
+/// At the end of `e` (exited, stopped, its host gone, or ended at relay's start): its
+/// repositories neutralized, and the person told. Before its end is written or said.
+pub(in crate::daemon) fn at_end(d: &Daemon, e: &Entry) {
+    let r = &e.record;
+    if !r.sandboxed || e.probe || r.reach.read_write.is_empty() {
+        return;
+    }
+    let s = Session {
+        id: &r.id,
+        created_ms: r.created_ms,
+        read_write: &r.reach.read_write,
+        held: &r.reach.held,
+    };
+    let report = blocking(|| run(&s, Bounds::SESSION));
+    tracing::debug!(
+        session = %r.id,
+        git_folders = report.git_folders,
+        entries = report.entries,
+        ms = report.ms,
+        "repositories of an ended session looked at"
+    );
+    if report.repositories.is_empty() && report.notes.is_empty() {
+        return;
+    }
+    tell(d, e, report);
+}
+
+/// Runs `f` on this thread, letting the runtime move its other tasks elsewhere while it
+/// reads the disk (a multi-threaded runtime), or as it is.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// Most repositories one row names, and most names of one kind it gives for each.
+const MAX_LISTED: usize = 64;
+
+/// The audit row and the event, with every name capped as a request's strings are.
+fn tell(d: &Daemon, e: &Entry, report: Report) {
+    let r = &e.record;
+    let mut notes = report.notes;
+    if report.repositories.iter().any(|s| s.problem.is_some()) {
+        notes.push("a repository could not be wholly set aside (its problem is listed)".into());
+    }
+    if report.repositories.len() > MAX_LISTED {
+        notes.push(format!(
+            "{} more repositories set aside, not listed",
+            report.repositories.len() - MAX_LISTED
+        ));
+    }
+    let listed: Vec<SetAside> = report
+        .repositories
+        .into_iter()
+        .take(MAX_LISTED)
+        .map(capped)
+        .collect();
+    tracing::warn!(
+        session = %r.id,
+        repositories = listed.len(),
+        "session {}: set aside what git would have run in {} repositor{} it made or changed{}",
+        r.id,
+        listed.len(),
+        if listed.len() == 1 { "y" } else { "ies" },
+        if notes.is_empty() { String::new() } else { format!("; {}", notes.join("; ")) }
+    );
+    let error = (!notes.is_empty()).then(|| journal::cap(&notes.join("; ")));
+    let outcome = if error.is_some() {
+        Outcome::Error
+    } else {
+        Outcome::Allowed
+    };
+    let row = d.audit.record(&AuditRow {
+        action: REPOSITORY_SET_ASIDE,
+        session_id: Some(r.id.clone()),
+        kind: Some(r.kind.as_str().into()),
+        project: Some(r.project_id.clone()),
+        template: Some(r.template_id.clone()),
+        outcome,
+        error: error.clone(),
+        repositories: Some(listed.clone()),
+        ..Default::default()
+    });
+    if let Err(err) = row {
+        tracing::error!("audit: {REPOSITORY_SET_ASIDE} of {}: {err}", r.id);
+    }
+    d.events.emit(&Event {
+        name: REPOSITORY_SET_ASIDE_EVENT,
+        status: Some(outcome.as_str()),
+        reason: error,
+        session_id: Some(r.id.clone()),
+        kind: Some(r.kind.as_str().into()),
+        repositories: Some(listed),
+        ..Default::default()
+    });
+}
+
+fn capped(s: SetAside) -> SetAside {
+    let names = |v: Vec<String>| v.iter().take(MAX_LISTED).map(|n| journal::cap(n)).collect();
+    SetAside {
+        repository: journal::cap(&s.repository),
+        folder: s.folder.map(|f| journal::cap(&f)),
+        keys: names(s.keys),
+        whole: names(s.whole),
+        hooks: names(s.hooks),
+        problem: s.problem.map(|p| journal::cap(&p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A git folder at `at` as `git init` leaves it, with `config`.
+    fn git_folder(at: &Path, config: &str) {
+        for d in ["objects", "refs/heads", "hooks"] {
+            std::fs::create_dir_all(at.join(d)).unwrap();
+        }
+        std::fs::write(at.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(at.join("hooks/pre-commit.sample"), "#!/bin/sh\n").unwrap();
+        std::fs::write(at.join("config"), config).unwrap();
+    }
+
+    const PLANTED: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+        \tfsmonitor = touch /tmp/x\n[remote \"origin\"]\n\turl = /src/lib\n\
+        \tuploadpack = touch /tmp/y\n[include]\n\tpath = ../elsewhere\n";
+
+    fn session<'a>(
+        grant: &'a [PathBuf],
+        created_ms: u64,
+        held: &'a [(PathBuf, Option<(u64, u64)>)],
+    ) -> Session<'a> {
+        Session {
+            id: "t-0123456789ab",
+            created_ms,
+            read_write: grant,
+            held,
+        }
+    }
+
+    fn aside_folder(git: &Path) -> PathBuf {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(git.join("relay-set-aside"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(v.len(), 1, "{v:?}");
+        v.remove(0)
+    }
+
+    #[test]
+    fn a_planted_repository_is_cut_to_its_inert_entries_and_nothing_is_lost() {
+        let d = tempfile::tempdir().unwrap();
+        let grant = vec![d.path().canonicalize().unwrap()];
+        let launched = journal::now_ms() - 1_000;
+        let git = grant[0].join("vendor/lib/.git");
+        git_folder(&git, PLANTED);
+        std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\ntouch /tmp/z\n").unwrap();
+        let report = run(&session(&grant, launched, &[]), Bounds::SESSION);
+        assert_eq!(report.git_folders, 1);
+        assert!(report.notes.is_empty(), "{:?}", report.notes);
+        let s = &report.repositories[0];
+        assert_eq!(s.repository, git.display().to_string());
+        assert_eq!(
+            s.keys,
+            ["core.fsmonitor", "include.path", "remote.*.uploadpack"]
+        );
+        assert_eq!(s.hooks, ["pre-commit"]);
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).unwrap(),
+            "[core]\n\trepositoryformatversion = \"0\"\n\tbare = \"false\"\n\
+             [remote \"origin\"]\n\turl = \"/src/lib\"\n"
+        );
+        let folder = aside_folder(&git);
+        assert_eq!(s.folder.as_deref(), Some(folder.to_str().unwrap()));
+        assert_eq!(
+            std::fs::read_to_string(folder.join("config.txt")).unwrap(),
+            PLANTED
+        );
+        assert!(folder.join("hooks.moved/pre-commit").is_file());
+        assert!(git.join("hooks/pre-commit.sample").is_file());
+        assert!(!git.join("hooks/pre-commit").exists());
+        let readme = std::fs::read_to_string(folder.join("README.txt")).unwrap();
+        assert!(
+            readme.contains("t-0123456789ab") && readme.contains("core.fsmonitor"),
+            "{readme}"
+        );
+
+        // Once done, a second end has nothing to do: what stays is inert.
+        let again = run(&session(&grant, launched, &[]), Bounds::SESSION);
+        assert!(again.repositories.is_empty(), "{:?}", again.repositories);
+    }
+
+    #[test]
+    fn a_repository_older_than_the_session_or_still_the_bound_file_is_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let grant = vec![d.path().canonicalize().unwrap()];
+        let git = grant[0].join(".git");
+        git_folder(&git, PLANTED);
+        // Changed before the launch: the person's.
+        let later = journal::now_ms() + 60_000;
+        assert!(run(&session(&grant, later, &[]), Bounds::SESSION)
+            .repositories
+            .is_empty());
+        // Changed after it, but the very file bound read-only: the person's too.
+        let launched = journal::now_ms() - 1_000;
+        let id = |p: &Path| crate::daemon::plan::guard::identity(p);
+        let held: Vec<_> = ["config", "hooks"]
+            .iter()
+            .map(|n| (git.join(n), id(&git.join(n))))
+            .collect();
+        assert!(run(&session(&grant, launched, &held), Bounds::SESSION)
+            .repositories
+            .is_empty());
+        // A file renamed over the bound one (the person's `git config`, which the
+        // session could then write) is judged by its time.
+        let replaced = vec![(git.join("config"), Some((0, 0))), held[1].clone()];
+        let report = run(&session(&grant, launched, &replaced), Bounds::SESSION);
+        assert_eq!(report.repositories[0].keys.len(), 3);
+        assert!(report.repositories[0].hooks.is_empty());
+    }
+
+    #[test]
+    fn a_config_that_is_no_file_or_not_gits_syntax_goes_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let grant = vec![d.path().canonicalize().unwrap()];
+        let launched = journal::now_ms() - 1_000;
+        let a = grant[0].join("a.git");
+        git_folder(&a, "[core]\n\tbare = true\n\tfsmonitor = \"unterminated\n");
+        let b = grant[0].join("b/.git");
+        git_folder(&b, "");
+        std::fs::remove_file(b.join("config")).unwrap();
+        std::os::unix::fs::symlink("/etc/gitconfig-of-the-session", b.join("config")).unwrap();
+        let report = run(&session(&grant, launched, &[]), Bounds::SESSION);
+        assert_eq!(report.repositories.len(), 2, "{:?}", report.repositories);
+        for s in &report.repositories {
+            assert_eq!(s.whole, ["config"], "{s:?}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(a.join("config")).unwrap(),
+            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+        );
+        assert!(std::fs::symlink_metadata(b.join("config"))
+            .unwrap()
+            .is_file());
+        let moved = aside_folder(&b).join("config.txt");
+        assert!(std::fs::symlink_metadata(moved)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn a_git_folder_named_through_a_link_is_refused_and_said() {
+        let d = tempfile::tempdir().unwrap();
+        let grant = vec![d.path().canonicalize().unwrap()];
+        let launched = journal::now_ms() - 1_000;
+        let outside = tempfile::tempdir().unwrap();
+        git_folder(&outside.path().join("x.git"), PLANTED);
+        std::os::unix::fs::symlink(outside.path(), grant[0].join("link")).unwrap();
+        std::fs::create_dir_all(grant[0].join("w")).unwrap();
+        let target = grant[0].join("link/x.git");
+        std::fs::write(
+            grant[0].join("w/.git"),
+            format!("gitdir: {}\n", target.display()),
+        )
+        .unwrap();
+        let report = run(&session(&grant, launched, &[]), Bounds::SESSION);
+        assert!(report.repositories.is_empty());
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("reached through a link")),
+            "{:?}",
+            report.notes
+        );
+        let kept = std::fs::read_to_string(outside.path().join("x.git/config")).unwrap();
+        assert_eq!(kept, PLANTED);
+    }
+
+    #[test]
+    fn grants_inside_another_are_walked_once() {
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(top.join("in")).unwrap();
+        let got = roots(&[
+            top.join("in"),
+            top.clone(),
+            top.join("missing"),
+            top.clone(),
+        ]);
+        assert_eq!(got, vec![top]);
+    }
+}
