@@ -30,9 +30,9 @@ fn sandboxed(r: &Relay, dir: &Path, script: &str) -> String {
     text(&out.stdout)
 }
 
-/// git on the host, as the person runs it, with `home` as its home.
-fn git(home: &Path, dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
+/// git on the host, as the person runs it, with `home` as its home, whatever it answers.
+fn person_git(home: &Path, dir: &Path, args: &[&str]) -> Output {
+    Command::new("git")
         .args(args)
         .current_dir(dir)
         .env("HOME", home)
@@ -42,7 +42,12 @@ fn git(home: &Path, dir: &Path, args: &[&str]) -> Output {
         .env("GIT_COMMITTER_NAME", "p")
         .env("GIT_COMMITTER_EMAIL", "p@example.com")
         .output()
-        .expect("git");
+        .expect("git")
+}
+
+/// [`person_git`], which must succeed.
+fn git(home: &Path, dir: &Path, args: &[&str]) -> Output {
+    let out = person_git(home, dir, args);
     assert!(out.status.success(), "git {args:?}: {out:?}");
     out
 }

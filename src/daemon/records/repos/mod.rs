@@ -414,6 +414,37 @@ mod tests {
         assert_eq!(kept, PLANTED);
     }
 
+    /// The time a session's end takes over a project of `files` files (in folders of
+    /// 100, a repository of `git init`'s shape every 1,000 folders, one planted), on
+    /// the temp folder's file system with its cache warm (docs/performance.md).
+    #[test]
+    #[ignore = "a rough timing, printed; run with --ignored --nocapture"]
+    fn time_to_neutralize_a_project() {
+        for files in [10_000usize, 100_000, 1_000_000] {
+            let d = tempfile::tempdir().unwrap();
+            let grant = vec![d.path().canonicalize().unwrap()];
+            let launched = journal::now_ms() - 1_000;
+            for f in 0..files / 100 {
+                let dir = grant[0].join(format!("src/m{}/d{f}", f / 1_000));
+                std::fs::create_dir_all(&dir).unwrap();
+                for i in 0..100 {
+                    std::fs::write(dir.join(format!("f{i}.rs")), "").unwrap();
+                }
+                if f % 1_000 == 0 {
+                    git_folder(&dir.join(".git"), "[core]\n\tbare = false\n");
+                }
+            }
+            git_folder(&grant[0].join("vendor/lib/.git"), PLANTED);
+            let warm = run(&session(&grant, launched, &[]), Bounds::SESSION);
+            assert_eq!(warm.repositories.len(), 1);
+            let again = run(&session(&grant, launched, &[]), Bounds::SESSION);
+            println!(
+                "{files} files: {} entries, {} git folders, {} ms (then {} ms with nothing to do)",
+                warm.entries, warm.git_folders, warm.ms, again.ms
+            );
+        }
+    }
+
     #[test]
     fn grants_inside_another_are_walked_once() {
         let d = tempfile::tempdir().unwrap();

@@ -9,13 +9,13 @@
 //! there was written by the person's git, outside every sandbox.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use relay::wire::{REPOSITORY_SET_ASIDE, REPOSITORY_SET_ASIDE_EVENT};
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::Value;
 
-use super::{git, sandboxed, text};
+use super::{git, person_git, sandboxed, text};
 
 /// A relay with the project a repository of the person's (one commit), and the marker
 /// folder outside every grant.
@@ -68,17 +68,7 @@ impl Case {
     /// answers (a planted command set aside can leave an alias unknown, a fetch with
     /// no transport).
     fn person(&self, rel: &str, args: &[&str]) -> Output {
-        Command::new("git")
-            .args(args)
-            .current_dir(self.r.project.join(rel))
-            .env("HOME", &self.r.home)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "p")
-            .env("GIT_AUTHOR_EMAIL", "p@example.com")
-            .env("GIT_COMMITTER_NAME", "p")
-            .env("GIT_COMMITTER_EMAIL", "p@example.com")
-            .output()
-            .expect("git")
+        person_git(&self.r.home, &self.r.project.join(rel), args)
     }
 
     /// The markers written so far.
