@@ -166,11 +166,12 @@ fn cut_config(
         let _ = fchmod(opened.as_raw_fd(), Mode::empty());
         return Err(format!("{e}; made unreadable instead"));
     }
+    // Its modes as they were, but never writable by others.
     at::replace(
         dir,
         &cname,
         &kept,
-        Mode::from_bits_truncate(st.st_mode & 0o666),
+        Mode::from_bits_truncate(st.st_mode & 0o664),
     )
     .map_err(|e| format!("replace: {e}"))?;
     if whole {
@@ -181,21 +182,29 @@ fn cut_config(
 }
 
 /// Every hook but git's samples moved aside by name; a `hooks` that is not a folder (a
-/// link git would follow) moved aside whole.
+/// link git would follow), or cannot be opened or listed, moved aside whole.
 fn move_hooks(dir: RawFd, aside: &mut Aside, out: &mut SetAside) -> Result<(), String> {
     let st = match at::look(dir, &c("hooks")) {
         Ok(st) => st,
         Err(Errno::ENOENT) => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
-    if !at::is_kind(&st, SFlag::S_IFDIR) {
+    let listed = if at::is_kind(&st, SFlag::S_IFDIR) {
+        at::folder(dir, &c("hooks")).ok().and_then(|mut hooks| {
+            at::writable(hooks.as_raw_fd());
+            let names = at::names(&mut hooks, HOOKS_MAX).ok()?;
+            Some((hooks, names))
+        })
+    } else {
+        None
+    };
+    // Not a folder, or one that cannot be opened or listed within the bound (a session
+    // may take its modes away, or fill it): it goes whole.
+    let Some((hooks, names)) = listed else {
         aside.take(dir, &c("hooks"), "hooks.moved")?;
         out.whole.push("hooks".into());
         return Ok(());
-    }
-    let mut hooks = at::folder(dir, &c("hooks")).map_err(|e| e.to_string())?;
-    at::writable(hooks.as_raw_fd());
-    let names = at::names(&mut hooks, HOOKS_MAX).map_err(|e| e.to_string())?;
+    };
     let mut moved: Vec<String> = Vec::new();
     for name in names.iter().filter(|n| !n.to_bytes().ends_with(b".sample")) {
         let into = aside.hooks()?;
@@ -238,24 +247,24 @@ impl<'a> Aside<'a> {
     }
 
     fn dir(&mut self) -> Result<RawFd, String> {
-        if self.made.is_none() {
-            let top = at::ensure_folder(self.git, TOP, self.stamp)
-                .map_err(|e| format!("make {TOP}: {e}"))?;
-            let made = at::new_folder(top.as_raw_fd(), &self.name)
-                .map_err(|e| format!("make {TOP}/{}: {e}", self.name))?;
-            self.made = Some(made);
+        if let Some((_, d)) = &self.made {
+            return Ok(d.as_raw_fd());
         }
-        Ok(self.made.as_ref().map_or(-1, |(_, d)| d.as_raw_fd()))
+        let top =
+            at::ensure_folder(self.git, TOP, self.stamp).map_err(|e| format!("make {TOP}: {e}"))?;
+        let made = at::new_folder(top.as_raw_fd(), &self.name)
+            .map_err(|e| format!("make {TOP}/{}: {e}", self.name))?;
+        Ok(self.made.insert(made).1.as_raw_fd())
     }
 
     fn hooks(&mut self) -> Result<RawFd, String> {
-        if self.hooks.is_none() {
-            let mine = self.dir()?;
-            let (_, d) = at::new_folder(mine, "hooks.moved")
-                .map_err(|e| format!("make hooks.moved: {e}"))?;
-            self.hooks = Some(d);
+        if let Some(d) = &self.hooks {
+            return Ok(d.as_raw_fd());
         }
-        Ok(self.hooks.as_ref().map_or(-1, |d| d.as_raw_fd()))
+        let mine = self.dir()?;
+        let (_, d) =
+            at::new_folder(mine, "hooks.moved").map_err(|e| format!("make hooks.moved: {e}"))?;
+        Ok(self.hooks.insert(d).as_raw_fd())
     }
 
     fn save(&mut self, name: &str, bytes: &[u8]) -> Result<(), String> {

@@ -191,7 +191,8 @@ pub fn new_folder(dir: RawFd, name: &str) -> nix::Result<(String, Dir)> {
 }
 
 /// The folder `name` of `dir`, made (0700) when missing. Anything else in its place (a
-/// link, a file) is renamed to `<name>.planted-<stamp>` first, never followed.
+/// link, a file, a folder that cannot be opened) is renamed to `<name>.planted-<stamp>`
+/// first, never followed.
 pub fn ensure_folder(dir: RawFd, name: &str, stamp: u64) -> nix::Result<Dir> {
     let cname = c(name);
     match mkdirat(Some(dir), cname.as_c_str(), Mode::S_IRWXU) {
@@ -199,7 +200,7 @@ pub fn ensure_folder(dir: RawFd, name: &str, stamp: u64) -> nix::Result<Dir> {
         Err(e) => return Err(e),
     }
     match folder(dir, &cname) {
-        Err(Errno::ELOOP | Errno::ENOTDIR) => {
+        Err(Errno::ELOOP | Errno::ENOTDIR | Errno::EACCES) => {
             let away = c(&format!("{name}.planted-{stamp}"));
             renameat(Some(dir), cname.as_c_str(), Some(dir), away.as_c_str())?;
             mkdirat(Some(dir), cname.as_c_str(), Mode::S_IRWXU)?;

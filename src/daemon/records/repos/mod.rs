@@ -386,6 +386,40 @@ mod tests {
     }
 
     #[test]
+    fn what_the_session_put_in_the_way_is_moved_aside_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let grant = vec![d.path().canonicalize().unwrap()];
+        let launched = journal::now_ms() - 1_000;
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("post-checkout"), "#!/bin/sh\n").unwrap();
+        let git = grant[0].join(".git");
+        git_folder(&git, PLANTED);
+        // `hooks` a link to a folder elsewhere, and a link where the set-aside folder goes.
+        std::fs::remove_dir_all(git.join("hooks")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), git.join("hooks")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), git.join("relay-set-aside")).unwrap();
+        let report = run(&session(&grant, launched, &[]), Bounds::SESSION);
+        let s = &report.repositories[0];
+        assert_eq!(s.whole, ["hooks"], "{s:?}");
+        assert_eq!(s.keys.len(), 3, "{s:?}");
+        let folder = aside_folder(&git);
+        assert!(std::fs::symlink_metadata(folder.join("hooks.moved"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(!git.join("hooks").exists());
+        let planted: Vec<_> = std::fs::read_dir(&git)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("relay-set-aside.planted-"))
+            .collect();
+        assert_eq!(planted.len(), 1, "{planted:?}");
+        // Nothing was written through either link.
+        let left: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+        assert_eq!(left.len(), 1);
+    }
+
+    #[test]
     fn a_git_folder_named_through_a_link_is_refused_and_said() {
         let d = tempfile::tempdir().unwrap();
         let grant = vec![d.path().canonicalize().unwrap()];
