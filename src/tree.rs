@@ -451,113 +451,170 @@ struct Frame {
 /// Walks the folder `root` (never through a link), top down, reading each folder once,
 /// and tells `v` every entry and every folder it could not read. Changes nothing.
 pub fn walk(root: &Path, limits: Limits, v: &mut impl Visitor) {
-    let top = Place { rel: b"", depth: 0 };
-    let mut cur = match Dir::open(
-        root,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(d) => d,
-        Err(Errno::ENOENT) => return,
-        // Linux says ENOTDIR for a link opened `O_DIRECTORY|O_NOFOLLOW`, macOS ELOOP.
-        Err(Errno::ELOOP | Errno::ENOTDIR)
-            if std::fs::symlink_metadata(root).is_ok_and(|m| m.file_type().is_symlink()) =>
-        {
-            return v.unread(top, Unread::Link)
-        }
-        Err(e) => return v.unread(top, Unread::Unreadable(e)),
+    let Some(mut w) = Walk::open(root, limits, v) else {
+        return;
     };
-    let id = match fstat(cur.as_raw_fd()) {
-        Ok(st) => ident(&st),
-        Err(e) => return v.unread(top, Unread::Unreadable(e)),
-    };
-    let mut rel: Vec<u8> = Vec::new();
-    let mut stack = vec![Frame {
-        id,
-        pending: Vec::new(),
-        rel_len: 0,
-    }];
-    let mut held = 0usize;
-    let mut seen = 0u64;
-    if !read_folder(
-        &mut cur,
-        &mut stack[0],
-        &rel,
-        0,
-        &mut held,
-        &mut seen,
-        limits,
-        v,
-    ) {
+    if !w.read(0, v) {
         return;
     }
     loop {
-        let depth = stack.len().saturating_sub(1);
-        let Some(frame) = stack.last_mut() else {
+        let Some(frame) = w.stack.last_mut() else {
             return;
         };
-        if let Some(sub) = frame.pending.pop() {
-            held -= cost(&sub);
-            // `rel` names the folder below for a moment (no copy: it can be long).
-            let rel_len = rel.len();
-            if !rel.is_empty() {
-                rel.push(b'/');
-            }
-            rel.extend_from_slice(sub.to_bytes());
-            let at = Place {
-                rel: &rel,
-                depth: depth + 1,
-            };
-            if depth + 1 > limits.depth {
-                v.unread(at, Unread::TooDeep);
-                rel.truncate(rel_len);
-                continue;
-            }
-            match open_folder(cur.as_raw_fd(), &sub, false) {
-                Ok((dir, id)) => {
-                    cur = dir;
-                    stack.push(Frame {
-                        id,
-                        pending: Vec::new(),
-                        rel_len,
-                    });
-                    let Some(frame) = stack.last_mut() else {
-                        return;
-                    };
-                    if !read_folder(
-                        &mut cur,
-                        frame,
-                        &rel,
-                        depth + 1,
-                        &mut held,
-                        &mut seen,
-                        limits,
-                        v,
-                    ) {
-                        return;
-                    }
-                    continue;
-                }
-                // Gone, or no longer a folder (a link is not followed).
-                Err(Errno::ENOENT | Errno::ELOOP | Errno::ENOTDIR) => {}
-                Err(e) => v.unread(at, Unread::Unreadable(e)),
-            }
-            rel.truncate(rel_len);
-            continue;
+        let go_on = match frame.pending.pop() {
+            Some(sub) => w.down(sub, v),
+            None => w.climb(v),
+        };
+        if !go_on {
+            return;
         }
-        let Some(done) = stack.pop() else {
-            return;
+    }
+}
+
+/// A read-only walk under way: the folder open, its path below the top, the folders
+/// from the top down to it, and what the limits have counted so far.
+struct Walk {
+    cur: Dir,
+    rel: Vec<u8>,
+    stack: Vec<Frame>,
+    /// Bytes of folder names waiting to be visited ([`NAME_BUDGET`]).
+    held: usize,
+    /// Entries read ([`Limits::entries`]).
+    seen: u64,
+    limits: Limits,
+}
+
+impl Walk {
+    /// Opens the top of the walk, never through a link. `None`: nothing to walk; it is
+    /// gone, or `v` was told it is a link or could not be read.
+    fn open(root: &Path, limits: Limits, v: &mut impl Visitor) -> Option<Walk> {
+        let top = Place { rel: b"", depth: 0 };
+        let cur = match Dir::open(
+            root,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(d) => d,
+            Err(Errno::ENOENT) => return None,
+            // Linux says ENOTDIR for a link opened `O_DIRECTORY|O_NOFOLLOW`, macOS ELOOP.
+            Err(Errno::ELOOP | Errno::ENOTDIR)
+                if std::fs::symlink_metadata(root).is_ok_and(|m| m.file_type().is_symlink()) =>
+            {
+                v.unread(top, Unread::Link);
+                return None;
+            }
+            Err(e) => {
+                v.unread(top, Unread::Unreadable(e));
+                return None;
+            }
         };
-        let Some(above) = stack.last() else {
-            return;
+        let id = match fstat(cur.as_raw_fd()) {
+            Ok(st) => ident(&st),
+            Err(e) => {
+                v.unread(top, Unread::Unreadable(e));
+                return None;
+            }
         };
-        let at = Place { rel: &rel, depth };
-        match up(&cur, above.id) {
-            Ok(dir) => cur = dir,
-            Err(Some(e)) => return v.unread(at, Unread::Unreadable(e)),
-            Err(None) => return v.unread(at, Unread::Moved),
+        Some(Walk {
+            cur,
+            rel: Vec::new(),
+            stack: vec![Frame {
+                id,
+                pending: Vec::new(),
+                rel_len: 0,
+            }],
+            held: 0,
+            seen: 0,
+            limits,
+        })
+    }
+
+    /// Reads the folder open, at level `depth`, into the last frame ([`read_folder`]).
+    /// `false`: the walk's entry count ran out, and the walk stops.
+    fn read(&mut self, depth: usize, v: &mut impl Visitor) -> bool {
+        let Some(frame) = self.stack.last_mut() else {
+            return false;
+        };
+        read_folder(
+            &mut self.cur,
+            frame,
+            &self.rel,
+            depth,
+            &mut self.held,
+            &mut self.seen,
+            self.limits,
+            v,
+        )
+    }
+
+    /// Goes down into `sub`, a folder of the one open, and reads it. A folder past the
+    /// depth or one that cannot be opened is told to `v` and passed over; one gone, or
+    /// no longer a folder (a link is not followed), is passed over. `false`: the walk
+    /// stops.
+    fn down(&mut self, sub: CString, v: &mut impl Visitor) -> bool {
+        let depth = self.stack.len().saturating_sub(1);
+        self.held -= cost(&sub);
+        // `rel` names the folder below for a moment (no copy: it can be long).
+        let rel_len = self.rel.len();
+        if !self.rel.is_empty() {
+            self.rel.push(b'/');
         }
-        rel.truncate(done.rel_len);
+        self.rel.extend_from_slice(sub.to_bytes());
+        let at = Place {
+            rel: &self.rel,
+            depth: depth + 1,
+        };
+        if depth + 1 > self.limits.depth {
+            v.unread(at, Unread::TooDeep);
+            self.rel.truncate(rel_len);
+            return true;
+        }
+        match open_folder(self.cur.as_raw_fd(), &sub, false) {
+            Ok((dir, id)) => {
+                self.cur = dir;
+                self.stack.push(Frame {
+                    id,
+                    pending: Vec::new(),
+                    rel_len,
+                });
+                return self.read(depth + 1, v);
+            }
+            // Gone, or no longer a folder (a link is not followed).
+            Err(Errno::ENOENT | Errno::ELOOP | Errno::ENOTDIR) => {}
+            Err(e) => v.unread(at, Unread::Unreadable(e)),
+        }
+        self.rel.truncate(rel_len);
+        true
+    }
+
+    /// Climbs from the folder open, read through, to the one above, which must be the
+    /// folder the walk came down from (`up`). `false`: the walk is over (the top was
+    /// read through), or stops where that folder could not be reached, as `v` is told.
+    fn climb(&mut self, v: &mut impl Visitor) -> bool {
+        let depth = self.stack.len().saturating_sub(1);
+        let Some(done) = self.stack.pop() else {
+            return false;
+        };
+        let Some(above) = self.stack.last() else {
+            return false;
+        };
+        let at = Place {
+            rel: &self.rel,
+            depth,
+        };
+        match up(&self.cur, above.id) {
+            Ok(dir) => self.cur = dir,
+            Err(Some(e)) => {
+                v.unread(at, Unread::Unreadable(e));
+                return false;
+            }
+            Err(None) => {
+                v.unread(at, Unread::Moved);
+                return false;
+            }
+        }
+        self.rel.truncate(done.rel_len);
+        true
     }
 }
 

@@ -192,19 +192,13 @@ pub fn parse(args: &[OsString]) -> Result<Command, UsageError> {
     }
 }
 
+/// `exec`'s flags, then its argv after `--`; each flag read on its own
+/// ([`Given::read`]), then checked together: the argv and the session id are there, the
+/// sandbox flags come as a pair ([`sandbox`]), no two descriptors collide
+/// ([`ExecArgs::check_fds`]).
 fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
-    let mut session_id: Option<String> = None;
-    let mut identity = false;
-    let mut pty = false;
-    let mut backend: Option<Backend> = None;
-    let mut profile: Option<PathBuf> = None;
-    let mut launcher: Option<PathBuf> = None;
-    let mut status_fd: Option<RawFd> = None;
-    let mut pass_token = false;
-    let mut landlock_fd: Option<RawFd> = None;
-    let mut landlock_inherited: Option<u16> = None;
+    let mut given = Given::default();
     let mut argv: Option<Vec<OsString>> = None;
-
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == flags::ARGV {
@@ -214,8 +208,57 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
         let Some(flag) = arg.to_str() else {
             return Err(usage("unknown flag <non-UTF-8>"));
         };
-        let mut value = |what: &str| -> Result<&OsStr, UsageError> {
-            it.next()
+        given.read(flag, &mut it)?;
+    }
+
+    let argv = argv.ok_or_else(|| usage("missing -- before the target's argv"))?;
+    if argv.is_empty() {
+        return Err(usage("empty target argv after --"));
+    }
+    let session_id = given
+        .session_id
+        .ok_or_else(|| usage("--session-id is required"))?;
+    let sandbox = sandbox(given.backend, given.profile, given.launcher)?;
+    let exec = ExecArgs {
+        session_id,
+        identity: given.identity,
+        pty: given.pty,
+        sandbox,
+        status_fd: given.status_fd.unwrap_or(default_status_fd(given.identity)),
+        pass_token: given.pass_token,
+        landlock_fd: given.landlock_fd,
+        landlock_inherited: given.landlock_inherited,
+        argv,
+    };
+    exec.check_fds()?;
+    Ok(exec)
+}
+
+/// The flags of `exec` as given, each at most once, before they are checked together.
+#[derive(Default)]
+struct Given {
+    session_id: Option<String>,
+    identity: bool,
+    pty: bool,
+    backend: Option<Backend>,
+    profile: Option<PathBuf>,
+    launcher: Option<PathBuf>,
+    status_fd: Option<RawFd>,
+    pass_token: bool,
+    landlock_fd: Option<RawFd>,
+    landlock_inherited: Option<u16>,
+}
+
+impl Given {
+    /// Takes `flag`, and its value from `rest` if it has one: refused when the flag is
+    /// unknown or given twice, or its value is missing or not one the flag takes.
+    fn read<'a>(
+        &mut self,
+        flag: &str,
+        rest: &mut impl Iterator<Item = &'a OsString>,
+    ) -> Result<(), UsageError> {
+        let mut value = |what: &str| -> Result<&'a OsStr, UsageError> {
+            rest.next()
                 .map(OsString::as_os_str)
                 .ok_or_else(|| usage(format!("missing value for {what}")))
         };
@@ -225,11 +268,11 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
                 if v.is_empty() {
                     return Err(usage("--session-id is empty"));
                 }
-                set_once(&mut session_id, v.to_string(), flag)?;
+                set_once(&mut self.session_id, v.to_string(), flag)?;
             }
-            flags::IDENTITY => set_flag(&mut identity, flag)?,
-            flags::PTY => set_flag(&mut pty, flag)?,
-            flags::PASS_TOKEN => set_flag(&mut pass_token, flag)?,
+            flags::IDENTITY => set_flag(&mut self.identity, flag)?,
+            flags::PTY => set_flag(&mut self.pty, flag)?,
+            flags::PASS_TOKEN => set_flag(&mut self.pass_token, flag)?,
             flags::SANDBOX_BACKEND => {
                 let name = utf8(value(flag)?, flag)?;
                 let Some(b) = Backend::from_name(name) else {
@@ -237,25 +280,25 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
                         "unknown --sandbox-backend {name} (expected seatbelt or bwrap)"
                     )));
                 };
-                set_once(&mut backend, b, flag)?;
+                set_once(&mut self.backend, b, flag)?;
             }
             flags::SANDBOX_PROFILE => {
                 let p = PathBuf::from(value(flag)?);
                 if !p.is_absolute() {
                     return Err(usage("--sandbox-profile must be an absolute path"));
                 }
-                set_once(&mut profile, p, flag)?;
+                set_once(&mut self.profile, p, flag)?;
             }
             flags::SANDBOX_LAUNCHER => {
                 let p = value(flag)?;
                 if p.is_empty() {
                     return Err(usage("--sandbox-launcher is empty"));
                 }
-                set_once(&mut launcher, PathBuf::from(p), flag)?;
+                set_once(&mut self.launcher, PathBuf::from(p), flag)?;
             }
             flags::STATUS_FD => {
                 let fd = fd_number(value(flag)?, flag)?;
-                set_once(&mut status_fd, fd, flag)?;
+                set_once(&mut self.status_fd, fd, flag)?;
             }
             flags::LANDLOCK_INHERITED => {
                 let v = utf8(value(flag)?, flag)?;
@@ -264,79 +307,76 @@ fn parse_exec(args: &[OsString]) -> Result<ExecArgs, UsageError> {
                     .ok()
                     .filter(|p| *p != 0)
                     .ok_or_else(|| usage(format!("{flag} {v} is not a port (1-65535)")))?;
-                set_once(&mut landlock_inherited, port, flag)?;
+                set_once(&mut self.landlock_inherited, port, flag)?;
             }
             flags::LANDLOCK_FD => {
                 let fd = fd_number(value(flag)?, flag)?;
-                set_once(&mut landlock_fd, fd, flag)?;
+                set_once(&mut self.landlock_fd, fd, flag)?;
             }
             other => return Err(usage(format!("unknown flag {other}"))),
         }
+        Ok(())
     }
+}
 
-    let argv = argv.ok_or_else(|| usage("missing -- before the target's argv"))?;
-    if argv.is_empty() {
-        return Err(usage("empty target argv after --"));
-    }
-    let session_id = session_id.ok_or_else(|| usage("--session-id is required"))?;
-
-    let sandbox = match (backend, profile) {
-        (Some(backend), Some(profile)) => Some(Sandbox {
+/// The sandbox of `--sandbox-backend` and `--sandbox-profile`, which come together or
+/// not at all; `--sandbox-launcher` only with them (without it, the backend's default).
+fn sandbox(
+    backend: Option<Backend>,
+    profile: Option<PathBuf>,
+    launcher: Option<PathBuf>,
+) -> Result<Option<Sandbox>, UsageError> {
+    match (backend, profile) {
+        (Some(backend), Some(profile)) => Ok(Some(Sandbox {
             backend,
             profile,
             launcher: launcher.unwrap_or_else(|| PathBuf::from(backend.default_launcher())),
-        }),
-        (Some(_), None) => return Err(usage("--sandbox-backend without --sandbox-profile")),
-        (None, Some(_)) => return Err(usage("--sandbox-profile without --sandbox-backend")),
+        })),
+        (Some(_), None) => Err(usage("--sandbox-backend without --sandbox-profile")),
+        (None, Some(_)) => Err(usage("--sandbox-profile without --sandbox-backend")),
         (None, None) => {
             if launcher.is_some() {
                 return Err(usage("--sandbox-launcher without --sandbox-backend"));
             }
-            None
-        }
-    };
-
-    let status_fd = status_fd.unwrap_or(default_status_fd(identity));
-    if pass_token && status_fd == TOKEN_FD {
-        return Err(usage(
-            "--status-fd 5 collides with the token fd of --pass-token",
-        ));
-    }
-    if identity && status_fd == IDENTITY_FD {
-        return Err(usage(
-            "--status-fd 3 collides with the identity fd of --identity",
-        ));
-    }
-    if landlock_inherited.is_some() && landlock_fd.is_some() {
-        return Err(usage("--landlock-inherited together with --landlock-fd"));
-    }
-    if let Some(fd) = landlock_fd {
-        if fd <= TOKEN_FD {
-            return Err(usage(format!(
-                "--landlock-fd {fd} collides with the fd table (0-5)"
-            )));
-        }
-        if fd == status_fd {
-            return Err(usage(format!(
-                "--landlock-fd {fd} collides with the status fd"
-            )));
+            Ok(None)
         }
     }
-
-    Ok(ExecArgs {
-        session_id,
-        identity,
-        pty,
-        sandbox,
-        status_fd,
-        pass_token,
-        landlock_fd,
-        landlock_inherited,
-        argv,
-    })
 }
 
 impl ExecArgs {
+    /// No two descriptors the shim is given are one: the status fd is neither the
+    /// token's (with `--pass-token`) nor the identity's (with `--identity`); the
+    /// Landlock ruleset's is above the fd table (0-5) and not the status fd, and comes
+    /// without `--landlock-inherited`.
+    fn check_fds(&self) -> Result<(), UsageError> {
+        if self.pass_token && self.status_fd == TOKEN_FD {
+            return Err(usage(
+                "--status-fd 5 collides with the token fd of --pass-token",
+            ));
+        }
+        if self.identity && self.status_fd == IDENTITY_FD {
+            return Err(usage(
+                "--status-fd 3 collides with the identity fd of --identity",
+            ));
+        }
+        if self.landlock_inherited.is_some() && self.landlock_fd.is_some() {
+            return Err(usage("--landlock-inherited together with --landlock-fd"));
+        }
+        if let Some(fd) = self.landlock_fd {
+            if fd <= TOKEN_FD {
+                return Err(usage(format!(
+                    "--landlock-fd {fd} collides with the fd table (0-5)"
+                )));
+            }
+            if fd == self.status_fd {
+                return Err(usage(format!(
+                    "--landlock-fd {fd} collides with the status fd"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The command line [`parse`] reads back as this (program name excluded): what the
     /// host runs the shim with.
     pub fn to_args(&self) -> Vec<OsString> {

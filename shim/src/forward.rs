@@ -303,11 +303,13 @@ mod tests {
         );
     }
 
+    /// How long the forwarder's test waits for any one thing.
+    #[cfg(target_os = "linux")]
+    const BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
     #[cfg(target_os = "linux")]
     fn forwarder_body() {
         use std::os::unix::net::UnixListener;
-        use std::time::Duration;
-        const BOUND: Duration = Duration::from_secs(10);
         let dir = std::env::temp_dir().join(format!("relay-shim-fwd-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("egress.sock");
@@ -333,9 +335,20 @@ mod tests {
         .unwrap();
         // Safety: the write end is this test's own.
         unsafe { libc::close(pipe[1]) };
-        // The forwarder holds no copy: the read end sees the end at once.
+        holds_no_copy(pipe[0]);
+        let pid = the_forwarder();
+        let mut lifeline = the_lifeline(&egress);
+        each_listener_passes(egress, [proxy, bridge]);
+        the_lifeline_lasts_as_long_as(&mut lifeline, pid);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The forwarder holds no copy of the target's pipe: its read end sees the end at
+    /// once, this process's write end closed.
+    #[cfg(target_os = "linux")]
+    fn holds_no_copy(read_end: i32) {
         let mut poll = libc::pollfd {
-            fd: pipe[0],
+            fd: read_end,
             events: libc::POLLIN,
             revents: 0,
         };
@@ -344,9 +357,14 @@ mod tests {
         assert_eq!(ready, 1, "the forwarder keeps the target's descriptor");
         let mut byte = [0u8; 1];
         // Safety: reading one byte into a one-byte buffer.
-        let n = unsafe { libc::read(pipe[0], byte.as_mut_ptr().cast(), 1) };
+        let n = unsafe { libc::read(read_end, byte.as_mut_ptr().cast(), 1) };
         assert_eq!(n, 0, "the end of the pipe");
-        // A session of its own, its own name, /dev/null on 0-2.
+    }
+
+    /// The one child `start` left: a session of its own, its own name, /dev/null on
+    /// 0-2. Its pid.
+    #[cfg(target_os = "linux")]
+    fn the_forwarder() -> i32 {
         let kids = children();
         assert_eq!(kids.len(), 1, "{kids:?}");
         let pid = kids[0];
@@ -366,7 +384,13 @@ mod tests {
                 .unwrap();
             assert_eq!(flags & libc::O_ACCMODE, libc::O_RDWR, "fd {fd}: {info}");
         }
-        // The socket's first connection is the lifeline, made before start returned.
+        pid
+    }
+
+    /// The socket's first connection is the lifeline, made before `start` returned:
+    /// there to accept at once, its line read.
+    #[cfg(target_os = "linux")]
+    fn the_lifeline(egress: &std::os::unix::net::UnixListener) -> UnixStream {
         egress.set_nonblocking(true).unwrap();
         let (mut lifeline, _) = egress.accept().unwrap();
         egress.set_nonblocking(false).unwrap();
@@ -375,6 +399,16 @@ mod tests {
         let mut line = vec![0u8; LIFELINE.len()];
         lifeline.read_exact(&mut line).unwrap();
         assert_eq!(line, LIFELINE.as_bytes());
+        lifeline
+    }
+
+    /// A connection to the proxy port, then one to the bridge, each reaches the socket
+    /// after the line naming its listener, and the bytes go both ways.
+    #[cfg(target_os = "linux")]
+    fn each_listener_passes(
+        egress: std::os::unix::net::UnixListener,
+        [proxy, bridge]: [SocketAddr; 2],
+    ) {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for conn in egress.incoming() {
@@ -399,8 +433,12 @@ mod tests {
             tcp.read_to_end(&mut back).unwrap();
             assert_eq!(back, b"pong");
         }
-        // The lifeline stays open while the forwarder lives (this process dropped its
-        // copy in start), and ends when it dies.
+    }
+
+    /// The lifeline stays open while the forwarder `pid` lives (this process dropped its
+    /// copy in `start`), and ends when it dies.
+    #[cfg(target_os = "linux")]
+    fn the_lifeline_lasts_as_long_as(lifeline: &mut UnixStream, pid: i32) {
         lifeline.set_nonblocking(true).unwrap();
         let mut byte = [0u8; 1];
         let open = lifeline.read(&mut byte).unwrap_err();
@@ -412,7 +450,6 @@ mod tests {
             assert_eq!(libc::waitpid(pid, std::ptr::null_mut(), 0), pid);
         }
         assert_eq!(lifeline.read(&mut byte).unwrap(), 0, "the lifeline's end");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// No socket to hold a lifeline on: nothing is forked, and the error names it.

@@ -377,8 +377,10 @@ impl Link {
 }
 
 /// Blocks, in this thread and those it starts, the signals one thread then takes:
-/// window changes, and the terminal going away.
-fn block_signals() -> SigSet {
+/// window changes, and the terminal going away. A command that starts a session before
+/// it attaches (`relay sandbox`) blocks them first, so a signal in between waits for
+/// the attach's signal thread instead of ending this process by default.
+pub(crate) fn block_signals() -> SigSet {
     let mut set = SigSet::empty();
     for s in [
         Signal::SIGWINCH,

@@ -416,61 +416,20 @@ pub async fn serve(
     crate::harden::harden_process().map_err(|e| format!("harden the daemon: {e}"))?;
     let home =
         paths::home_dir().ok_or("no home directory: HOME is not set and the account has none")?;
-    let tmp = std::env::var_os("TMPDIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(|| "/tmp".into());
-    let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
+    let (tmp, tmp_real) = temp_dir();
     let paths = paths::Paths { config: config_dir };
     // One relay per config dir, before anything there is read or written; held until
     // this function returns, after the sockets are gone (dropped last).
     let _lock = lock_config(&paths.config, service.as_ref())?;
     ensure_dir(&paths.config).map_err(|e| format!("config dir {}: {e}", paths.config.display()))?;
     start_logging(&paths.config, log_level.as_deref());
-    // Room for what a flood of connections cannot take (src/listen.rs).
-    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
-        tracing::warn!("raise the descriptor limit: {e}");
-        crate::listen::nofile()
-    });
-    let cap = crate::listen::connection_cap(nofile);
+    let cap = connection_cap();
     let seeded = prepare_config(&paths)?;
     let said = service.clone();
     let (daemon, host) = build_daemon(paths, home, tmp, tmp_real, service)?;
-    let initial = daemon.load_settings();
-    if let Err(e) = &initial {
-        tracing::warn!("{e} (launches are refused until it is fixed)");
-    }
-    if let Some(note) = daemon
-        .settings_note
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
-    {
-        tracing::warn!("settings: {note}");
-    }
+    let listen = settings_at_start(&daemon);
     restore_records(&daemon)?;
-    // Neither helper runs, not even for `--version`, while a remembered session could
-    // have put its own program in relay's folder; launches say why, a purge still works.
-    let run_helpers =
-        match plan::sandbox::own_pins_hold(&daemon.home, &daemon.sandboxed_since_start("")) {
-            Ok(()) => {
-                for h in [&host.host_helper, &host.shim_helper] {
-                    h.check_version()
-                        .map_err(|e| format!("{e}: {HELPERS_FIX}"))?;
-                }
-                true
-            }
-            Err(why) => {
-                tracing::error!("{why}; relay runs neither helper until then");
-                let _ = daemon.helpers_withheld.set(why);
-                host.withhold();
-                false
-            }
-        };
-    let listen = initial
-        .as_ref()
-        .map(|s| s.api.listen.clone())
-        .unwrap_or_default();
+    let run_helpers = helpers_may_run(&daemon, &host)?;
 
     // From the first socket bound on, every way out removes them (and `ready.json`),
     // the stop below as a start that fails later (a full disk at `ready.json`, a port
@@ -485,13 +444,99 @@ pub async fn serve(
         .await
         .map_err(|e| format!("bridge socket: {e}"))?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let supervisor = start_host(&daemon, &host, run_helpers, stop_rx).await?;
+    let addr = open_api(&daemon, &listen, cap).await?;
+    let mut stops = Stops::catch()?;
+    say_ready(&daemon, seeded, addr, said.as_ref())?;
+
+    let why = stops.wait().await;
+    stop_sessions(&daemon, &host, &stop_tx, supervisor).await;
+    drop(sockets);
+    eprintln!("relay: stopped ({why}); every session ended");
+    Ok(())
+}
+
+/// The temp dir sessions' temp folders go in: `TMPDIR` when it is absolute, else
+/// `/tmp`; and the same canonical (itself, if it cannot be resolved).
+fn temp_dir() -> (PathBuf, PathBuf) {
+    let tmp = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| "/tmp".into());
+    let tmp_real = std::fs::canonicalize(&tmp).unwrap_or_else(|_| tmp.clone());
+    (tmp, tmp_real)
+}
+
+/// How many connections each socket serves at once: room for what a flood of them
+/// cannot take (src/listen.rs), from the descriptor limit, raised first.
+fn connection_cap() -> usize {
+    let nofile = crate::listen::raise_nofile().unwrap_or_else(|e| {
+        tracing::warn!("raise the descriptor limit: {e}");
+        crate::listen::nofile()
+    });
+    crate::listen::connection_cap(nofile)
+}
+
+/// The settings as this start reads them, said in the log when they are broken (relay
+/// starts all the same, refusing launches) or carry a note. Answers `api.listen`, the
+/// address the API binds for this start (empty: none, and for broken settings).
+fn settings_at_start(daemon: &Daemon) -> String {
+    let initial = daemon.load_settings();
+    if let Err(e) = &initial {
+        tracing::warn!("{e} (launches are refused until it is fixed)");
+    }
+    if let Some(note) = daemon
+        .settings_note
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+    {
+        tracing::warn!("settings: {note}");
+    }
+    initial
+        .as_ref()
+        .map(|s| s.api.listen.clone())
+        .unwrap_or_default()
+}
+
+/// Whether this start runs the helpers. Neither runs, not even for `--version`, while
+/// a remembered session could have put its own program in relay's folder: the host is
+/// withheld, launches say why, a purge still works. Otherwise both must answer with
+/// relay's version, or relay does not start.
+fn helpers_may_run(daemon: &Daemon, host: &hostlink::HostLink) -> Result<bool, String> {
+    match plan::sandbox::own_pins_hold(&daemon.home, &daemon.sandboxed_since_start("")) {
+        Ok(()) => {
+            for h in [&host.host_helper, &host.shim_helper] {
+                h.check_version()
+                    .map_err(|e| format!("{e}: {HELPERS_FIX}"))?;
+            }
+            Ok(true)
+        }
+        Err(why) => {
+            tracing::error!("{why}; relay runs neither helper until then");
+            let _ = daemon.helpers_withheld.set(why);
+            host.withhold();
+            Ok(false)
+        }
+    }
+}
+
+/// The session host, started and supervised until `stop` turns true, when the helpers
+/// run: relay goes on once it is live (10 s at most, or relay does not start). The
+/// supervisor's task, to wait for at the stop; `None` when the helpers are withheld.
+async fn start_host(
+    daemon: &Arc<Daemon>,
+    host: &Arc<hostlink::HostLink>,
+    run_helpers: bool,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
     let d1 = daemon.clone();
     let d2 = daemon.clone();
     let supervisor = run_helpers.then(|| {
         tokio::spawn(host.clone().supervise(
             move |ev| d1.on_host_event(ev),
             move || d2.on_host_death(),
-            stop_rx,
+            stop,
         ))
     });
     if run_helpers {
@@ -499,14 +544,23 @@ pub async fn serve(
             .await
             .ok_or("the session host did not start")?;
     }
+    Ok(supervisor)
+}
 
+/// The API's sockets bound and served: the unix socket always, TCP at `listen` when it
+/// names an address; the token watcher started. The TCP address bound, if any.
+async fn open_api(
+    daemon: &Arc<Daemon>,
+    listen: &str,
+    cap: usize,
+) -> Result<Option<std::net::SocketAddr>, String> {
     let unix = api::bind_unix(&daemon.paths.socket())
         .map_err(|e| format!("{}: {e}", daemon.paths.socket().display()))?;
     let tcp = if listen.is_empty() {
         None
     } else {
         Some(
-            tokio::net::TcpListener::bind(&listen)
+            tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| format!("api.listen {listen}: {e}"))?,
         )
@@ -518,7 +572,17 @@ pub async fn serve(
     if let Some(l) = tcp {
         tokio::spawn(api::serve_tcp(daemon.clone(), l, cap));
     }
-    let mut stops = Stops::catch()?;
+    Ok(addr)
+}
+
+/// Relay says it is ready: `ready.json` written, its path on stdout, and on stderr
+/// what listens and how to stop it (`started_lines`).
+fn say_ready(
+    daemon: &Daemon,
+    seeded: bool,
+    addr: Option<std::net::SocketAddr>,
+    service: Option<&Service>,
+) -> Result<(), String> {
     let ready = wire::Ready {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -530,15 +594,20 @@ pub async fn serve(
     write_atomic_0600(&daemon.paths.ready(), format!("{ready}\n").as_bytes())
         .map_err(|e| format!("ready.json: {e}"))?;
     println!("{}", daemon.paths.ready().display());
-    eprint!(
-        "{}",
-        started_lines(&daemon.paths, seeded, addr, said.as_ref())
-    );
+    eprint!("{}", started_lines(&daemon.paths, seeded, addr, service));
+    Ok(())
+}
 
-    let why = stops.wait().await;
-    // End every session: the host terminates them all when its stdin closes.
-    records::ledger::stopping_all(&daemon);
-    let _ = stop_tx.send(true);
+/// The stop: every session ends (the host terminates them all when its stdin closes),
+/// and relay waits up to 10 s for the supervisor to see the host go.
+async fn stop_sessions(
+    daemon: &Daemon,
+    host: &hostlink::HostLink,
+    stop: &tokio::sync::watch::Sender<bool>,
+    supervisor: Option<tokio::task::JoinHandle<()>>,
+) {
+    records::ledger::stopping_all(daemon);
+    let _ = stop.send(true);
     host.shutdown();
     if let Some(supervisor) = supervisor {
         if tokio::time::timeout(std::time::Duration::from_secs(10), supervisor)
@@ -548,9 +617,6 @@ pub async fn serve(
             tracing::warn!("the session host did not end within 10 s of the stop");
         }
     }
-    drop(sockets);
-    eprintln!("relay: stopped ({why}); every session ended");
-    Ok(())
 }
 
 /// The sessions of earlier runs, before the host or any API can start one; what of

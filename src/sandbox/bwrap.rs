@@ -191,6 +191,21 @@ fn pins<'a>(spec: &'a Spec, grants: &[MergedGrant<'a>]) -> Vec<(&'a Path, Access
             pins.push((pinned, Access::Read));
         }
     }
+    // A grant below a folder bound again here would be covered by that bind (a read
+    // grant in `~/.cargo` turned writable by `~/.cargo` pinned for a deny in it): it is
+    // bound again after it, with its own access, read-only inside a read-only pin.
+    let rebound: Vec<&Path> = pins.iter().map(|(p, _)| *p).collect();
+    for (g, access) in &bound {
+        let covered = rebound.iter().any(|p| g.starts_with(p) && g != p);
+        if covered && !pins.iter().any(|(p, _)| p == g) {
+            let access = if in_read_only(g) {
+                Access::Read
+            } else {
+                *access
+            };
+            pins.push((g, access));
+        }
+    }
     pins.sort_by_key(|(p, _)| depth(p));
     pins
 }
@@ -344,6 +359,26 @@ mod tests {
         let config = flag_index(&args, "--ro-bind", "/home/ada/.config").unwrap();
         let demo = flag_index(&args, "--bind", "/home/ada/src/demo").unwrap();
         assert!(home < config && config < demo, "{args:?}");
+    }
+
+    #[test]
+    fn a_grant_below_a_folder_pinned_for_a_deny_is_bound_again_after_it() {
+        // `~/.cargo` is bound onto itself for the deny in it (a mount point, never
+        // renamed away); the read grant below it must stay on top, read-only.
+        let mut s = spec();
+        s.grants = vec![
+            grant("/home/ada", PathKind::Dir, Access::ReadWrite),
+            grant("/home/ada/.cargo/bin", PathKind::Dir, Access::Read),
+        ];
+        s.deny = vec![res("/home/ada/.cargo/credentials.toml", PathKind::File)];
+        let args = render_bwrap(&s);
+        let cargo = flag_index(&args, "--bind", "/home/ada/.cargo").expect("cargo pinned");
+        let last_bin = (0..args.len() - 1)
+            .rev()
+            .find(|&i| args[i].starts_with("--") && args[i + 1] == "/home/ada/.cargo/bin")
+            .unwrap();
+        assert_eq!(args[last_bin], "--ro-bind", "{args:?}");
+        assert!(last_bin > cargo, "the read grant is covered: {args:?}");
     }
 
     #[test]

@@ -181,6 +181,43 @@ pub fn unsandboxed(workdir: &Path) -> Explanation {
 pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels) -> Explanation {
     let bwrap = backend == Backend::Bwrap;
     let mut notes = Vec::new();
+    let (read, write) = granted(spec, bwrap, labels);
+    let read_only = read_only(spec, bwrap, labels);
+    let state = state(spec, bwrap, labels);
+    let denied = denied(spec, bwrap, labels);
+    if bwrap && spec.deny.iter().any(|d| d.kind == PathKind::Missing) {
+        notes.push(
+            "bwrap cannot mask a path that does not exist: one created while the session \
+             runs is masked from the next launch on (docs/THREAT-MODEL.md)"
+                .into(),
+        );
+    }
+    let denied_sockets = denied_sockets(spec, bwrap);
+    let network = network_view(&spec.network, bwrap);
+    Explanation {
+        backend: backend.as_str().into(),
+        sandboxed: true,
+        workdir: text(&spec.workdir),
+        system: if bwrap {
+            bwrap_system()
+        } else {
+            seatbelt_system(host)
+        },
+        read,
+        write,
+        read_only,
+        state,
+        denied,
+        denied_sockets,
+        network,
+        environment: None,
+        notes,
+    }
+}
+
+/// The spec's grants, merged as the renderers merge them: those read-only, then those
+/// read-write. A grant of a path not there yet says what the backend does with it.
+fn granted(spec: &Spec, bwrap: bool, labels: &Labels) -> (Vec<Place>, Vec<Place>) {
     let mut read = Vec::new();
     let mut write = Vec::new();
     for grant in merged_grants(spec) {
@@ -195,7 +232,13 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
             Access::ReadWrite => write.push(p),
         }
     }
-    let read_only: Vec<Place> = effective_read_only(spec)
+    (read, write)
+}
+
+/// What stays read-only inside a write grant ([`effective_read_only`]), and how the
+/// backend holds it so.
+fn read_only(spec: &Spec, bwrap: bool, labels: &Labels) -> Vec<Place> {
+    effective_read_only(spec)
         .into_iter()
         .map(|p| {
             let how = if bwrap {
@@ -205,8 +248,13 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
             };
             place(p, labels, how)
         })
-        .collect();
-    let state: Vec<Place> = effective_state(spec)
+        .collect()
+}
+
+/// What is writable again inside a read-only folder ([`effective_state`]), and how the
+/// backend allows it.
+fn state(spec: &Spec, bwrap: bool, labels: &Labels) -> Vec<Place> {
+    effective_state(spec)
         .into_iter()
         .map(|p| {
             let how = if bwrap {
@@ -216,7 +264,14 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
             };
             place(p, labels, how)
         })
-        .collect();
+        .collect()
+}
+
+/// The spec's denies, each path once, and how the backend denies it: bwrap covers a
+/// path with an empty one of mode 0000 (one inside a denied folder is hidden with it,
+/// one not there yet is not masked), Seatbelt refuses it and the renaming of its
+/// folders.
+fn denied(spec: &Spec, bwrap: bool, labels: &Labels) -> Vec<Place> {
     let dir_denies: Vec<&Path> = spec
         .deny
         .iter()
@@ -243,15 +298,13 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
         };
         denied.push(place(d, labels, how));
     }
-    if bwrap && spec.deny.iter().any(|d| d.kind == PathKind::Missing) {
-        notes.push(
-            "bwrap cannot mask a path that does not exist: one created while the session \
-             runs is masked from the next launch on (docs/THREAT-MODEL.md)"
-                .into(),
-        );
-    }
-    let denied_sockets = spec
-        .deny_unix_sockets
+    denied
+}
+
+/// relay's own sockets, which the sandbox cannot connect to: bwrap leaves them out,
+/// Seatbelt refuses the connect.
+fn denied_sockets(spec: &Spec, bwrap: bool) -> Vec<Place> {
+    spec.deny_unix_sockets
         .iter()
         .map(|s| Place {
             path: text(s),
@@ -264,27 +317,7 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
                 "connecting refused".into()
             },
         })
-        .collect();
-    let network = network_view(&spec.network, bwrap);
-    Explanation {
-        backend: backend.as_str().into(),
-        sandboxed: true,
-        workdir: text(&spec.workdir),
-        system: if bwrap {
-            bwrap_system()
-        } else {
-            seatbelt_system(host)
-        },
-        read,
-        write,
-        read_only,
-        state,
-        denied,
-        denied_sockets,
-        network,
-        environment: None,
-        notes,
-    }
+        .collect()
 }
 
 /// What a template's macOS opt-ins (`macos`, docs/settings.md#macos) open, one note

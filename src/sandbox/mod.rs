@@ -8,11 +8,16 @@
 //! - [`bwrap`]: the argument list for Linux bubblewrap.
 //! - [`explain`]: the spec in words, per backend (the Settings page, `relay sandbox
 //!   explain`).
+//! - [`exec_list`]: the execution-bearing names every sandbox holds read-only, as data.
+//! - [`egress_rules`]: a proxied sandbox's egress allowlist, parsed; the proxy in
+//!   `src/daemon/egress/` asks it.
 //!
 //! Both renderers are pure: the filesystem is read once, while resolving, so what the
 //! profile says is exactly what the goldens under `testdata/` show.
 
 pub mod bwrap;
+pub mod egress_rules;
+pub mod exec_list;
 pub mod explain;
 pub mod policy;
 pub mod resolve;

@@ -8,6 +8,7 @@
 mod attacks;
 mod cli;
 mod clients;
+mod everyday;
 mod host;
 mod network;
 mod seatbelt;

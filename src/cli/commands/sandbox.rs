@@ -63,6 +63,8 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(e),
     };
+    // From here a SIGTERM or SIGHUP ends the session it starts, however early it comes.
+    attach::block_signals();
     let id = match start(&client, &o) {
         Ok(id) => id,
         Err(e) => return fail(e),

@@ -136,8 +136,28 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
             Some("install relay, relay-sessions and relay-shim together from one source tree: `cargo install --locked --path .` in it (README, Install), then restart relay"),
         );
     }
-    if !inside.is_empty() {
-        return check(
+    if let Some(c) = relay_place(d, &dir, &inside) {
+        return c;
+    }
+    check(
+        "helpers",
+        Status::Ok,
+        format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
+        None,
+    )
+}
+
+/// relay's folder in a folder sessions can write (`inside` says where) is pinned
+/// read-only in every sandbox, as a native `claude` is: `ok` with a note, unless a
+/// session relay remembers could have written it without the pin.
+fn relay_place(d: &Daemon, dir: &str, inside: &[String]) -> Option<Check> {
+    const VERSION: &str = env!("CARGO_PKG_VERSION");
+    if inside.is_empty() {
+        return None;
+    }
+    let remembered = d.sandboxed_since_start("");
+    if crate::daemon::plan::sandbox::own_pins_hold(&d.home, &remembered).is_err() {
+        return Some(check(
             "helpers",
             Status::Fail,
             format!(
@@ -147,14 +167,20 @@ async fn helpers_check(d: &Daemon, s: &Settings) -> Check {
                 inside.join("; ")
             ),
             Some("install relay outside every project and template grant (`cargo install --locked --path . --root /opt/relay`, then run /opt/relay/bin/relay), or narrow the project that covers it"),
-        );
+        ));
     }
-    check(
+    Some(check(
         "helpers",
         Status::Ok,
-        format!("relay-sessions and relay-shim {VERSION} beside relay in {dir}"),
+        format!(
+            "relay-sessions and relay-shim {VERSION} beside relay in {dir}; note: {}; relay \
+             pins it read-only in every sandbox, so no session can change relay's programs \
+             (and sessions cannot write there either; to keep it writable, install relay \
+             outside every project: `cargo install --locked --path . --root /opt/relay`)",
+            inside.join("; ")
+        ),
         None,
-    )
+    ))
 }
 
 /// The launcher that launches use (`Settings::backend` and `Settings::launcher`).
@@ -636,11 +662,12 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
             .find_map(|f| Some((f, writable.iter().find(|r| f.starts_with(r))?)))
         {
             Some((folder, root)) => found.push(format!(
-                "{}: note: its folder {} lies in {}, which a sandboxed session can write; \
+                "{}: note: {} {} lies in {}, which a sandboxed session can write; \
                  relay pins it read-only in every sandbox, so sessions cannot change what \
                  gets the token (and cannot write there either; to keep it writable, install \
                  Claude Code outside every project and set claude_path to it)",
                 path.display(),
+                folder_role(path, folder),
                 folder.display(),
                 root.display()
             )),
@@ -651,6 +678,19 @@ fn program_check(d: &Daemon, s: &Settings, token_set: bool) -> Check {
         }
     }
     check("claude_program", Status::Ok, found.join("; "), None)
+}
+
+/// What a pinned folder is to the program at `path`: its own folder (as named or where
+/// its real file is), or one it depends on: a `PATH` folder searched before it, a link's
+/// folder on the way, its interpreter's.
+fn folder_role(path: &Path, folder: &Path) -> &'static str {
+    let real = std::fs::canonicalize(path).ok();
+    let own = [path.parent(), real.as_deref().and_then(Path::parent)];
+    if own.iter().flatten().any(|f| *f == folder) {
+        "its folder"
+    } else {
+        "the folder it depends on (a PATH folder searched before it, a link's, or its interpreter's)"
+    }
 }
 
 /// Strips terminal escape sequences and whitespace, for matching a pty log.
@@ -853,6 +893,9 @@ pub async fn read_only(d: &Arc<Daemon>) -> crate::wire::DoctorPage<&'static str>
     }
 }
 
+/// `relay doctor`: the checks that launch nothing, then the two probes, each a
+/// sandboxed launch in the first project that allows `claude-code` ([`canary_check`],
+/// [`claude_auth_check`]), kept for the Settings page ([`read_only`]).
 pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     let (mut checks, rest) = checks_without_probes(d).await;
     let Some((settings, token_ok)) = rest else {
@@ -860,11 +903,30 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     };
     let first_probe = checks.len();
     let project = probe_project(&settings);
+    checks.push(canary_check(d, &settings, token_ok, project.as_deref()).await);
+    checks.push(claude_auth_check(d, &settings, token_ok, project.as_deref()).await);
+    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+        crate::daemon::records::journal::now_ms(),
+        checks[first_probe..].to_vec(),
+    ));
+    let ok = checks.iter().all(|c| c.status != Status::Fail);
+    crate::wire::Doctor { ok, checks }
+}
+
+/// The canary: a probe launched in `project` as a token launch is tries to read every
+/// configured token file, and passes only when each read was denied. Skipped without
+/// such a project or a usable token file (`token_ok`).
+async fn canary_check(
+    d: &Arc<Daemon>,
+    settings: &Settings,
+    token_ok: bool,
+    project: Option<&str>,
+) -> Check {
     // Every configured token file, each of which the probe must be denied.
-    let paths: Vec<std::path::PathBuf> = settings::configured_tokens(&settings, &d.home)
+    let paths: Vec<std::path::PathBuf> = settings::configured_tokens(settings, &d.home)
         .map(|all| all.into_iter().map(|t| t.path).collect())
         .unwrap_or_default();
-    match (paths.first(), token_ok, &project) {
+    match (paths.first(), token_ok, project) {
         (Some(_), true, Some(project)) => {
             let path = paths
                 .iter()
@@ -882,40 +944,50 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                 probe_argv: Some(argv),
                 ..Default::default()
             };
-            checks.push(match run_probe(d, project, input).await {
+            match run_probe(d, project, input).await {
                 Ok(log) if plain(&log).contains("relay-canary:denied") => check("canary", Status::Ok, format!("a sandboxed probe was denied reading {path}"), None),
                 Ok(log) if plain(&log).contains("relay-canary:read") => check("canary", Status::Fail, format!("a sandboxed probe READ one of {path}"), Some("the sandbox does not deny the token file: do not launch Claude sessions; report this")),
                 Ok(_) => check("canary", Status::Fail, "the probe gave no answer", Some("see `relay terminal list` for the canary terminal")),
                 Err(e) => check("canary", Status::Fail, format!("the probe could not run: {e}"), Some("fix the launch error above")),
-            });
+            }
         }
-        (_, _, None) => checks.push(check(
+        (_, _, None) => check(
             "canary",
             Status::Skip,
             "no project allows the claude-code template",
             Some("allow claude-code in a project"),
-        )),
-        _ => checks.push(check(
+        ),
+        _ => check(
             "canary",
             Status::Skip,
             "no usable token file to protect",
             None,
-        )),
+        ),
     }
+}
 
+/// `claude auth status`, launched in `project` with its token on fd 5, must report
+/// `oauth_token`. Skipped without a Claude Code binary (the test stand-in is none),
+/// or without a usable token file for that project.
+async fn claude_auth_check(
+    d: &Arc<Daemon>,
+    settings: &Settings,
+    token_ok: bool,
+    project: Option<&str>,
+) -> Check {
     let claude = match launch::which(
         &settings.claude_program(),
         &d.home,
-        &guard::claude_path_env(&settings),
+        &guard::claude_path_env(settings),
     ) {
         Some(p) if !is_fake(&p).await => Some(p),
         _ => None,
     };
     // The probe runs on the token of the project it runs in.
-    let on_token = project.as_ref().is_some_and(|p| {
-        settings::project_token_path(&settings, p, &d.home).is_ok_and(|t| t.is_some())
+    let on_token = project.is_some_and(|p| {
+        settings::project_token_path(settings, p, &d.home).is_ok_and(|t| t.is_some())
     });
-    match (claude, token_ok && on_token, &project) {
+    match (claude, token_ok && on_token, project) {
         (Some(bin), true, Some(project)) => {
             let input = LaunchInput {
                 template: Some(CLAUDE_CODE_TEMPLATE.into()),
@@ -924,7 +996,7 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                 extra_args: vec!["auth".into(), "status".into()],
                 ..Default::default()
             };
-            checks.push(match run_probe(d, project, input).await {
+            match run_probe(d, project, input).await {
                 Ok(log)
                     if plain(&log).contains("\"authMethod\":\"oauth_token\"")
                         && plain(&log).contains("\"loggedIn\":true") =>
@@ -948,9 +1020,9 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                     format!("could not run {}: {e}", bin.display()),
                     Some("check the claude-code template's command"),
                 ),
-            });
+            }
         }
-        (None, _, _) => checks.push(check(
+        (None, _, _) => check(
             "claude_auth",
             Status::Skip,
             format!(
@@ -958,20 +1030,14 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
                 settings.claude_program()
             ),
             Some("install Claude Code or set the claude-code template's command"),
-        )),
-        _ => checks.push(check(
+        ),
+        _ => check(
             "claude_auth",
             Status::Skip,
             "needs a usable token file and a project allowing claude-code",
             None,
-        )),
+        ),
     }
-    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((
-        crate::daemon::records::journal::now_ms(),
-        checks[first_probe..].to_vec(),
-    ));
-    let ok = checks.iter().all(|c| c.status != Status::Fail);
-    crate::wire::Doctor { ok, checks }
 }
 
 /// The test stand-in answers `auth status` too, but it is not Claude Code.
@@ -1094,11 +1160,28 @@ fn ledger_check(d: &Daemon) -> Check {
 #[cfg(test)]
 mod tests {
     use super::{
-        install_fix, macos_opt_ins_check, network_check, plain, seatbelt_launcher_check,
-        space_verdict, Status,
+        folder_role, install_fix, macos_opt_ins_check, network_check, plain,
+        seatbelt_launcher_check, space_verdict, Status,
     };
     use crate::daemon::settings::{seed, BackendChoice, SessionSandbox, Settings, Template};
     use crate::protocol::Backend;
+
+    #[test]
+    fn a_pinned_folder_is_the_programs_own_only_where_it_or_its_real_file_lies() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        for dir in ["cargo-bin", "local-bin", "versions"] {
+            std::fs::create_dir(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("versions/claude"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("versions/claude"), root.join("local-bin/claude"))
+            .unwrap();
+        let program = root.join("local-bin/claude");
+        assert_eq!(folder_role(&program, &root.join("local-bin")), "its folder");
+        assert_eq!(folder_role(&program, &root.join("versions")), "its folder");
+        let other = folder_role(&program, &root.join("cargo-bin"));
+        assert!(other.starts_with("the folder it depends on"), "{other}");
+    }
     use crate::sandbox::MacOptIns;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;

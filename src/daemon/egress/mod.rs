@@ -6,14 +6,14 @@
 //! sandbox sees) into its sandbox, and `relay-shim enter` runs a forwarder inside that
 //! listens on loopback ports and hands every connection to that socket: the socket is
 //! the session's identity, nothing in its environment is. Here each connection is
-//! checked against the session's allowlist ([`rules`]), resolved by relay, connected to
+//! checked against the session's allowlist ([`Rules`]), resolved by relay, connected to
 //! the address checked, and recorded (an `egress` event and audit row at its close).
 //!
-//! - [`rules`]: the allowlist and the address classes no name may lead to.
+//! - [`Rules`] (`src/sandbox/egress_rules.rs`): the allowlist and the address classes no
+//!   name may lead to, the ports the forwarder holds, the routing URLs that join the list.
 //! - [`proxy`]: one connection: HTTP `CONNECT`, plain HTTP, or a loopback bridge.
 
 pub mod proxy;
-pub mod rules;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
-pub use rules::Rules;
+use crate::sandbox::egress_rules::proxy_port;
+pub use crate::sandbox::egress_rules::{
+    held_ports, routing_entries, Rules, PROXY_PORT, ROUTING_URL_VARS,
+};
 
 /// Connections one session may have open through the proxy at once; more are closed at
 /// once (a flood slows only the session that floods).
@@ -33,9 +36,6 @@ pub const INSIDE_SOCKET: &str = "/run/relay/egress.sock";
 /// The variable `relay-shim enter` reads (and removes) to run the forwarder:
 /// `<socket> <proxy port> [<bridge address>…]`.
 pub const FORWARD_VAR: &str = relay_shim::forward::FORWARD_VAR;
-
-/// The proxy port inside a sandbox, unless a bridge takes it.
-pub const PROXY_PORT: u16 = 3128;
 
 /// Why a session ended when its forwarder died while its sandbox ran (its
 /// `session.exited` event, `session_end` audit row and ledger entry say so).
@@ -301,28 +301,6 @@ fn proxy_vars(url: &str) -> Vec<(String, String)> {
     env
 }
 
-/// The port the forwarder's proxy listens on beside `bridges`: [`PROXY_PORT`], or the
-/// next one no bridge takes.
-fn proxy_port(bridges: &[std::net::SocketAddr]) -> u16 {
-    (PROXY_PORT..=u16::MAX)
-        .find(|p| !bridges.iter().any(|b| b.port() == *p))
-        .unwrap_or(PROXY_PORT)
-}
-
-/// The loopback ports a bwrap sandbox's forwarder listens on for `rules`: the proxy's
-/// and each bridge's. No tool of a token launch may listen on one (a template's
-/// `listen_ports` naming one is refused): whoever does takes Claude's traffic there.
-pub fn held_ports(rules: &Rules) -> Vec<u16> {
-    let bridges = rules.bridges();
-    let mut ports = vec![proxy_port(&bridges)];
-    for b in &bridges {
-        if !ports.contains(&b.port()) {
-            ports.push(b.port());
-        }
-    }
-    ports
-}
-
 /// What a proxied launch's forwarder is told, and the proxy variables its target gets.
 pub fn launch_env(rules: &Rules) -> Vec<(String, String)> {
     let bridges = rules.bridges();
@@ -337,106 +315,9 @@ pub fn launch_env(rules: &Rules) -> Vec<(String, String)> {
     env
 }
 
-/// The routing variables that name where Claude Code sends its API traffic.
-pub const ROUTING_URL_VARS: &[&str] = &["ANTHROPIC_BASE_URL", "CLAUDE_CODE_API_BASE_URL"];
-
-/// The loopback addresses a launch's routing variables name (`ANTHROPIC_BASE_URL=
-/// http://127.0.0.1:4000`), and the names: each joins the launch's egress list.
-pub fn routing_entries(env: &std::collections::BTreeMap<String, String>) -> Vec<String> {
-    let mut out = Vec::new();
-    for name in ROUTING_URL_VARS {
-        let Some(value) = env.get(*name) else {
-            continue;
-        };
-        if let Some(entry) = url_entry(value) {
-            if !out.contains(&entry) {
-                out.push(entry);
-            }
-        }
-    }
-    out
-}
-
-/// `host:port` of an `http(s)://` URL, the port its scheme's when none is written.
-fn url_entry(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let default = match scheme.to_ascii_lowercase().as_str() {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let authority = authority.rsplit('@').next()?;
-    if authority.is_empty() {
-        return None;
-    }
-    let has_port = if authority.starts_with('[') {
-        authority.contains("]:")
-    } else {
-        authority.contains(':')
-    };
-    let entry = if has_port {
-        authority.to_string()
-    } else {
-        format!("{authority}:{default}")
-    };
-    rules::Entry::parse(&entry).ok().map(|e| e.written)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn routing_urls_become_entries() {
-        let env = std::collections::BTreeMap::from([
-            (
-                "ANTHROPIC_BASE_URL".to_string(),
-                "http://127.0.0.1:4000/v1".to_string(),
-            ),
-            ("HTTPS_PROXY".to_string(), "not a url".to_string()),
-        ]);
-        assert_eq!(routing_entries(&env), vec!["127.0.0.1:4000".to_string()]);
-        assert_eq!(
-            url_entry("https://gw.example.com"),
-            Some("gw.example.com:443".into())
-        );
-        assert_eq!(url_entry("http://[::1]:5000/x"), Some("[::1]:5000".into()));
-        assert_eq!(
-            url_entry("http://u:p@h.example:81"),
-            Some("h.example:81".into())
-        );
-        assert_eq!(url_entry("ftp://h"), None);
-        assert_eq!(url_entry("HTTP://h.example/x"), Some("h.example:80".into()));
-        assert_eq!(url_entry("http://[::1]/x"), Some("[::1]:80".into()));
-        assert_eq!(url_entry("http:///x"), None);
-        // Both routing variables count, each entry once.
-        let both = std::collections::BTreeMap::from([
-            (
-                "ANTHROPIC_BASE_URL".to_string(),
-                "http://127.0.0.1:4000".to_string(),
-            ),
-            (
-                "CLAUDE_CODE_API_BASE_URL".to_string(),
-                "http://127.0.0.1:4000/v1".to_string(),
-            ),
-        ]);
-        assert_eq!(routing_entries(&both), vec!["127.0.0.1:4000".to_string()]);
-        let two = std::collections::BTreeMap::from([
-            (
-                "ANTHROPIC_BASE_URL".to_string(),
-                "https://a.example".to_string(),
-            ),
-            (
-                "CLAUDE_CODE_API_BASE_URL".to_string(),
-                "https://b.example".to_string(),
-            ),
-        ]);
-        assert_eq!(
-            routing_entries(&two),
-            vec!["a.example:443".to_string(), "b.example:443".to_string()]
-        );
-    }
 
     #[test]
     fn a_seatbelt_launch_reaches_its_proxy_on_its_port_and_loopback_directly() {
@@ -690,25 +571,5 @@ mod tests {
         let forward = &env.iter().find(|(k, _)| k == FORWARD_VAR).unwrap().1;
         assert_eq!(forward, "/run/relay/egress.sock 3129 127.0.0.1:3128");
         assert!(env.contains(&("HTTPS_PROXY".into(), "http://127.0.0.1:3129".into())));
-    }
-
-    /// The ports no tool may listen on: the forwarder's proxy port and each bridge's,
-    /// once each; hosts that are not loopback hold none.
-    #[test]
-    fn the_forwarder_holds_the_proxy_port_and_each_bridges() {
-        let held = |list: &[&str]| {
-            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
-            held_ports(&Rules::parse(&list).unwrap())
-        };
-        assert_eq!(held(&[]), vec![3128]);
-        assert_eq!(held(&["api.anthropic.com", "example.org:8080"]), vec![3128]);
-        assert_eq!(
-            held(&["127.0.0.1:4000", "[::1]:4000", "127.0.0.1:5432"]),
-            vec![3128, 4000, 5432]
-        );
-        assert_eq!(
-            held(&["127.0.0.1:3128", "127.0.0.1:3129"]),
-            vec![3130, 3128, 3129]
-        );
     }
 }

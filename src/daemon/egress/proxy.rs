@@ -25,8 +25,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
-use super::rules::Verdict;
 use super::{Lost, Session, Sink};
+use crate::sandbox::egress_rules::{is_localhost, Verdict};
 use crate::wire::Egress;
 
 /// The forwarder's first line, at most this long.
@@ -233,7 +233,7 @@ async fn open(
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
-    if super::rules::is_localhost(&name) {
+    if is_localhost(&name) {
         name = "127.0.0.1".into();
     }
     let addrs: Vec<SocketAddr> =

@@ -207,6 +207,20 @@ impl Check {
     }
 }
 
+impl Check {
+    /// A check that notes, until authorization knows better, what the request asked.
+    fn asked(input: &LaunchInput) -> Check {
+        Check {
+            noted: Noted {
+                project: input.project.clone(),
+                directory: input.directory.clone(),
+                template: input.template.clone(),
+                sandboxed: None,
+            },
+        }
+    }
+}
+
 /// Decides one launch: see the module's order. Pure but for file-system reads.
 pub fn authorize(
     s: &Settings,
@@ -214,45 +228,19 @@ pub fn authorize(
     env: &Environment,
 ) -> Result<Decision, Refusal> {
     let kind = input.kind.unwrap_or(SessionKind::Pty);
-    let mut c = Check {
-        noted: Noted {
-            project: input.project.clone(),
-            directory: input.directory.clone(),
-            template: input.template.clone(),
-            sandboxed: None,
-        },
-    };
+    let mut c = Check::asked(input);
     // What a session itself runs can never drive relay.
     if env.caller_inside_session {
         return Err(c.refuse(Code::InsideSession, crate::daemon::INSIDE_SESSION));
     }
-    let project = find_project(s, input, env.home, &c)?.clone();
-    c.noted.project = Some(project.id.clone());
-    let (project_path, project_real) = project_folder(&project, env.home, &c)?;
-    let (directory, directory_asked) = directory(input, &project_path, &project_real, env, &c)?;
-    c.noted.directory = Some(directory.to_string_lossy().into_owned());
-    if !directory.starts_with(&project_real) {
-        return Err(c.refuse(
-            Code::DirectoryOutsideProject,
-            format!(
-                "directory {} is outside project {} ({})",
-                directory.display(),
-                project.id,
-                project_real.display()
-            ),
-        ));
-    }
-    let template = template(s, kind, input, &c)?;
-    c.noted.template = Some(template.id.clone());
-    if !project.allows(&template.id) {
-        return Err(c.refuse(
-            Code::TemplateNotAllowed,
-            format!(
-                "project {} does not allow template {}",
-                project.id, template.id
-            ),
-        ));
-    }
+    let Place {
+        project,
+        project_path,
+        project_real,
+        directory,
+        directory_asked,
+    } = place(s, input, env, &mut c)?;
+    let template = allowed_template(s, kind, input, &project, &mut c)?;
     // Claude sessions are always sandboxed; a terminal unless `sandbox: false`.
     let sandboxed = kind == SessionKind::Claude || template.sandbox;
     let claude_launch = kind == SessionKind::Claude || template.id == CLAUDE_CODE_TEMPLATE;
@@ -284,18 +272,8 @@ pub fn authorize(
         true => Some(launcher(s, env.home, &c)?),
         false => None,
     };
-    let resume_session = env
-        .prior
-        .as_ref()
-        .and_then(|p| p.claude.as_ref())
-        .and_then(|c| c.session_id.clone())
-        .filter(|id| valid_claude_session_id(id));
-    let claude_path_env = guard::claude_path_env_from(s, env.relay_path);
-    let launch_path_env = template
-        .env
-        .get("PATH")
-        .map(OsString::from)
-        .unwrap_or_else(|| claude_path_env.clone());
+    let resume_session = resume_session(env.prior.as_ref());
+    let (claude_path_env, launch_path_env) = path_envs(s, &template, env.relay_path);
     let (argv, unfound) = program_argv(
         input,
         kind,
@@ -329,6 +307,93 @@ pub fn authorize(
         token,
         relay_probe: input.relay_probe,
     })
+}
+
+/// Where a launch runs: its project, the project's folder as set and canonical, and
+/// the working folder canonical and as asked.
+struct Place {
+    project: Project,
+    project_path: PathBuf,
+    project_real: PathBuf,
+    directory: PathBuf,
+    directory_asked: PathBuf,
+}
+
+/// The project and the working folder, which must lie inside the project's folder;
+/// each noted once known.
+fn place(
+    s: &Settings,
+    input: &LaunchInput,
+    env: &Environment,
+    c: &mut Check,
+) -> Result<Place, Refusal> {
+    let project = find_project(s, input, env.home, c)?.clone();
+    c.noted.project = Some(project.id.clone());
+    let (project_path, project_real) = project_folder(&project, env.home, c)?;
+    let (directory, directory_asked) = directory(input, &project_path, &project_real, env, c)?;
+    c.noted.directory = Some(directory.to_string_lossy().into_owned());
+    if !directory.starts_with(&project_real) {
+        return Err(c.refuse(
+            Code::DirectoryOutsideProject,
+            format!(
+                "directory {} is outside project {} ({})",
+                directory.display(),
+                project.id,
+                project_real.display()
+            ),
+        ));
+    }
+    Ok(Place {
+        project,
+        project_path,
+        project_real,
+        directory,
+        directory_asked,
+    })
+}
+
+/// The launch's template ([`template`]), which the project must allow; noted once
+/// known.
+fn allowed_template(
+    s: &Settings,
+    kind: SessionKind,
+    input: &LaunchInput,
+    project: &Project,
+    c: &mut Check,
+) -> Result<Template, Refusal> {
+    let template = template(s, kind, input, c)?;
+    c.noted.template = Some(template.id.clone());
+    if !project.allows(&template.id) {
+        return Err(c.refuse(
+            Code::TemplateNotAllowed,
+            format!(
+                "project {} does not allow template {}",
+                project.id, template.id
+            ),
+        ));
+    }
+    Ok(template)
+}
+
+/// The id of Claude Code's own session a resume continues (`--resume`): what the
+/// dormant session said last, when it looks like one ([`valid_claude_session_id`]).
+fn resume_session(prior: Option<&Prior>) -> Option<String> {
+    prior
+        .and_then(|p| p.claude.as_ref())
+        .and_then(|c| c.session_id.clone())
+        .filter(|id| valid_claude_session_id(id))
+}
+
+/// The `PATH` Claude programs are found with ([`guard::claude_path_env_from`]), and the
+/// one the launch runs with: the template's own `PATH`, else that one.
+fn path_envs(s: &Settings, template: &Template, relay_path: &OsStr) -> (OsString, OsString) {
+    let claude_path_env = guard::claude_path_env_from(s, relay_path);
+    let launch_path_env = template
+        .env
+        .get("PATH")
+        .map(OsString::from)
+        .unwrap_or_else(|| claude_path_env.clone());
+    (claude_path_env, launch_path_env)
 }
 
 /// Which token a launch gets and which token files it is denied, and the refusals that
@@ -1716,6 +1781,109 @@ mod tests {
         }
     }
 
+    /// Routing URLs Claude Code reads as blank, and so as its default.
+    const BLANK: &[&str] = &["", "   ", "\t\n", "\u{0} \u{1f}"];
+
+    /// Routing URLs that go over TLS, whatever they name.
+    const TLS: &[&str] = &[
+        "https://api.example.com",
+        "HTTPS://gw.example",
+        "HttpS://gw.example/v1",
+        " https://gw.example ",
+        "\u{1}https://gw.example\u{0}",
+        "ht\ntps://gw.example",
+        "ht\rtps://gw.example",
+        "ht\ttps://gw.example",
+        "https:gw.example",
+        "https://127.0.0.1.evil.example",
+    ];
+
+    /// Plain `http://` routing URLs to this machine, however written.
+    const LOOPBACK: &[&str] = &[
+        "http://127.0.0.1:4000",
+        "http://127.0.0.1",
+        "http://127.255.1.2:80/v1",
+        "http://localhost:4000/v1",
+        "http://LocalHost",
+        "http://[::1]:4000",
+        "http://[::1]",
+        "http://[0:0:0:0:0:0:0:1]/",
+        "HTTP://127.0.0.1:4000",
+        "HtTp://localhost",
+        " http://127.0.0.1:4000 ",
+        "\u{1}http://127.0.0.1:4000\u{0}",
+        "http://127.0.0.1:40\r\n00",
+        "http://127.0.0.\t1:4000",
+        "http://user:pw@127.0.0.1:4000",
+        "http://evil.example@127.0.0.1:4000",
+        "http:127.0.0.1:4000",
+        "http:/127.0.0.1:4000",
+        "http:\\\\127.0.0.1:4000\\v1",
+        "http://127.0.0.1:",
+        "http://127.0.0.1?x=1",
+        "http://127.0.0.1#f",
+        "http://localhost/path@evil.example",
+    ];
+
+    /// Plain `http://` routing URLs that could reach another host, each with the host
+    /// the refusal names.
+    const CLEARTEXT: &[(&str, &str)] = &[
+        ("http://gw.example.com:4000/v1", "gw.example.com:4000"),
+        ("HTTP://EVIL.EXAMPLE", "EVIL.EXAMPLE"),
+        ("ht\ttp://gw.example", "gw.example"),
+        (" http://gw.example ", "gw.example"),
+        ("http://10.0.0.1:4000", "10.0.0.1:4000"),
+        ("http://128.0.0.1", "128.0.0.1"),
+        ("http://126.255.255.255", "126.255.255.255"),
+        ("http://0.0.0.0:4000", "0.0.0.0:4000"),
+        ("http://127.0.0.1.evil.example", "127.0.0.1.evil.example"),
+        ("http://127.0.0.1\t.evil.example", "127.0.0.1.evil.example"),
+        (
+            "http://127.0.0.1%2eevil.example",
+            "127.0.0.1%2eevil.example",
+        ),
+        ("http://127.0.0.1@evil.example", "evil.example"),
+        ("http://127.0.0.1:4000@evil.example/", "evil.example"),
+        ("http://localhost@evil.example", "evil.example"),
+        ("http://[::1]@evil.example", "evil.example"),
+        ("http://localhost.evil.example", "localhost.evil.example"),
+        ("http://localhostx", "localhostx"),
+        ("http://evil.example\\@127.0.0.1", "evil.example"),
+        ("http://evil.example#@127.0.0.1", "evil.example"),
+        ("http://evil.example?@127.0.0.1", "evil.example"),
+        ("http://evil.example/@127.0.0.1", "evil.example"),
+        (
+            "http://127.0.0.1:80.evil.example",
+            "127.0.0.1:80.evil.example",
+        ),
+        ("http://127.0.0.1:4000x", "127.0.0.1:4000x"),
+        ("http://[::1].evil.example", "[::1].evil.example"),
+        ("http://[::1]x:4000", "[::1]x:4000"),
+        ("http://[::1", "[::1"),
+        ("http://[::2]:4000", "[::2]:4000"),
+        ("http://[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]"),
+        // Loopback to WHATWG, but not in a form relay reads: refused, not guessed.
+        ("http://127.1", "127.1"),
+        ("http://2130706433", "2130706433"),
+        ("http://%6cocalhost", "%6cocalhost"),
+        // Any number of slashes before the host, as WHATWG skips them.
+        ("http:///v1", "v1"),
+    ];
+
+    /// Routing URLs that are neither `http` nor `https` with a host.
+    const OTHER: &[&str] = &[
+        "ftp://gw.example",
+        "ws://127.0.0.1:4000",
+        "xhttp://127.0.0.1",
+        "httpx://127.0.0.1",
+        "127.0.0.1:4000",
+        "localhost",
+        "gw.example",
+        "http://",
+        "http:",
+        "http://user@",
+    ];
+
     /// The routing URL as Claude Code's parser (WHATWG's) reads it: blank is the
     /// default, `https://` is TLS, `http://` is loopback only for `127.x.y.z`, `[::1]` and
     /// `localhost` after the cleaning, the slashes, the user info and the port; every
@@ -1723,106 +1891,23 @@ mod tests {
     /// not read as loopback is refused rather than guessed.
     #[test]
     fn a_routing_url_is_read_as_claude_codes_parser_reads_it() {
-        for blank in ["", "   ", "\t\n", "\u{0} \u{1f}"] {
+        for blank in BLANK {
             assert_eq!(route(blank), Route::Default, "{blank:?}");
         }
-        for tls in [
-            "https://api.example.com",
-            "HTTPS://gw.example",
-            "HttpS://gw.example/v1",
-            " https://gw.example ",
-            "\u{1}https://gw.example\u{0}",
-            "ht\ntps://gw.example",
-            "ht\rtps://gw.example",
-            "ht\ttps://gw.example",
-            "https:gw.example",
-            "https://127.0.0.1.evil.example",
-        ] {
+        for tls in TLS {
             assert_eq!(route(tls), Route::Tls, "{tls:?}");
         }
-        for local in [
-            "http://127.0.0.1:4000",
-            "http://127.0.0.1",
-            "http://127.255.1.2:80/v1",
-            "http://localhost:4000/v1",
-            "http://LocalHost",
-            "http://[::1]:4000",
-            "http://[::1]",
-            "http://[0:0:0:0:0:0:0:1]/",
-            "HTTP://127.0.0.1:4000",
-            "HtTp://localhost",
-            " http://127.0.0.1:4000 ",
-            "\u{1}http://127.0.0.1:4000\u{0}",
-            "http://127.0.0.1:40\r\n00",
-            "http://127.0.0.\t1:4000",
-            "http://user:pw@127.0.0.1:4000",
-            "http://evil.example@127.0.0.1:4000",
-            "http:127.0.0.1:4000",
-            "http:/127.0.0.1:4000",
-            "http:\\\\127.0.0.1:4000\\v1",
-            "http://127.0.0.1:",
-            "http://127.0.0.1?x=1",
-            "http://127.0.0.1#f",
-            "http://localhost/path@evil.example",
-        ] {
+        for local in LOOPBACK {
             assert_eq!(route(local), Route::Loopback, "{local:?}");
         }
-        for (remote, host) in [
-            ("http://gw.example.com:4000/v1", "gw.example.com:4000"),
-            ("HTTP://EVIL.EXAMPLE", "EVIL.EXAMPLE"),
-            ("ht\ttp://gw.example", "gw.example"),
-            (" http://gw.example ", "gw.example"),
-            ("http://10.0.0.1:4000", "10.0.0.1:4000"),
-            ("http://128.0.0.1", "128.0.0.1"),
-            ("http://126.255.255.255", "126.255.255.255"),
-            ("http://0.0.0.0:4000", "0.0.0.0:4000"),
-            ("http://127.0.0.1.evil.example", "127.0.0.1.evil.example"),
-            ("http://127.0.0.1\t.evil.example", "127.0.0.1.evil.example"),
-            (
-                "http://127.0.0.1%2eevil.example",
-                "127.0.0.1%2eevil.example",
-            ),
-            ("http://127.0.0.1@evil.example", "evil.example"),
-            ("http://127.0.0.1:4000@evil.example/", "evil.example"),
-            ("http://localhost@evil.example", "evil.example"),
-            ("http://[::1]@evil.example", "evil.example"),
-            ("http://localhost.evil.example", "localhost.evil.example"),
-            ("http://localhostx", "localhostx"),
-            ("http://evil.example\\@127.0.0.1", "evil.example"),
-            ("http://evil.example#@127.0.0.1", "evil.example"),
-            ("http://evil.example?@127.0.0.1", "evil.example"),
-            ("http://evil.example/@127.0.0.1", "evil.example"),
-            (
-                "http://127.0.0.1:80.evil.example",
-                "127.0.0.1:80.evil.example",
-            ),
-            ("http://127.0.0.1:4000x", "127.0.0.1:4000x"),
-            ("http://[::1].evil.example", "[::1].evil.example"),
-            ("http://[::1]x:4000", "[::1]x:4000"),
-            ("http://[::1", "[::1"),
-            ("http://[::2]:4000", "[::2]:4000"),
-            ("http://[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]"),
-            // Loopback to WHATWG, but not in a form relay reads: refused, not guessed.
-            ("http://127.1", "127.1"),
-            ("http://2130706433", "2130706433"),
-            ("http://%6cocalhost", "%6cocalhost"),
-            // Any number of slashes before the host, as WHATWG skips them.
-            ("http:///v1", "v1"),
-        ] {
-            assert_eq!(route(remote), Route::Cleartext(host.into()), "{remote:?}");
+        for (remote, host) in CLEARTEXT {
+            assert_eq!(
+                route(remote),
+                Route::Cleartext(host.to_string()),
+                "{remote:?}"
+            );
         }
-        for other in [
-            "ftp://gw.example",
-            "ws://127.0.0.1:4000",
-            "xhttp://127.0.0.1",
-            "httpx://127.0.0.1",
-            "127.0.0.1:4000",
-            "localhost",
-            "gw.example",
-            "http://",
-            "http:",
-            "http://user@",
-        ] {
+        for other in OTHER {
             assert_eq!(route(other), Route::Other, "{other:?}");
         }
     }

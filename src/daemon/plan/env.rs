@@ -60,6 +60,7 @@ pub fn sandbox_env(
     backend: Backend,
     (network, egress): (&Network, Option<&Rules>),
     (writable, pins): (&[PathBuf], &[PathBuf]),
+    tools: &[super::toolchains::Toolchain],
 ) -> Option<shield::Shielded> {
     if let Some(rules) = egress {
         env.extend(super::proxy_env(network, rules));
@@ -76,6 +77,10 @@ pub fn sandbox_env(
     // write, or pinned ones.
     let path = guard::token_launch_path(&decision.launch_path_env, writable, pins);
     env.insert("PATH".into(), path.to_string_lossy().into_owned());
+    // Its `HOME` is relay's: rustup and pyenv are told where the person's roots are.
+    for (name, root) in super::toolchains::env(tools) {
+        env.entry(name).or_insert(root);
+    }
     // And what it runs for its tools runs where none can read its memory. The ports
     // its tools may never listen on: the forwarder's, the gateway's.
     let reserved = shield::reserved_ports(egress, &decision.template.env, &f.relay_routing());

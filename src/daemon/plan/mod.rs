@@ -9,6 +9,7 @@ pub mod facts;
 pub mod guard;
 pub mod sandbox;
 pub mod shield;
+pub mod toolchains;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -124,6 +125,7 @@ fn sandboxed(
         notes,
         egress,
         makes,
+        toolchains,
     } = sandbox::plan_sandbox(
         f,
         s,
@@ -158,6 +160,7 @@ fn sandboxed(
         backend,
         (&spec.network, egress.as_ref()),
         (&writable, &reach.pins),
+        &toolchains,
     );
     let mut explained = crate::sandbox::explain::explain(&spec, backend, &f.host_paths, &labels);
     explained.environment = Some(sandbox::env_names(

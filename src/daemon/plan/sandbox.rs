@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::facts::{Facts, Names};
-use super::{exec_files, guard};
+use super::{exec_files, guard, toolchains};
 use crate::daemon::egress::{self, Rules};
 use crate::daemon::settings::{NetworkMode, Settings, Template};
 use crate::daemon::{Entry, EntryState, Reach};
@@ -54,6 +54,8 @@ pub(in crate::daemon) struct Planned {
     pub egress: Option<Rules>,
     /// What the launch makes before the sandbox starts.
     pub makes: Vec<exec_files::ToMake>,
+    /// The person's toolchains it reads.
+    pub toolchains: Vec<toolchains::Toolchain>,
 }
 
 /// What Claude Code needs with a setup token, on every proxied Claude launch
@@ -164,77 +166,32 @@ pub(in crate::daemon) fn plan_sandbox(
         roots: writable,
         pins: mut pin_folders,
         own: own_folders,
+        tools,
+        tool_pins,
+        left_out,
     } = writable_and_pins(f, settings, p)?;
     let mut labels = Labels::default();
-    let lists = spec_lists(f, p, &pin_folders, &mut labels)?;
+    let mut lists = spec_lists(f, p, (&pin_folders, &tools), &mut labels)?;
+    for root in tool_pins {
+        labels.add(
+            &root,
+            "a toolchain of yours: read-only wherever a session could write it",
+        );
+        lists.read_only.push(root.to_string_lossy().into_owned());
+    }
     let ports = denied_ports(f, settings);
     let (network, egress, network_note) = network_of(f, settings, p, &ports)?;
-    let mut spec = sandbox::build_spec(
-        &SpecInput {
-            read: &lists.read,
-            read_write: &lists.read_write,
-            deny: &lists.deny,
-            read_only: &lists.read_only,
-            state: &lists.state,
-            session_writable: &writable,
-            network,
-            workdir: p.directory,
-            interactive: p.kind == SessionKind::Pty,
-            file_mask: f.paths.mask(),
-            deny_unix_sockets: vec![f.paths.socket(), f.paths.bridge(), f.paths.host_socket()],
-        },
-        &f.home,
-    )
-    .map_err(|e| e.to_string())?;
-    as_made(&mut spec, &f.names);
+    let mut spec = spec_of(f, p, &lists, &writable, network)?;
     let mut reach = reach_of(&spec);
-    // relay's own folder is never a session's to write, not even unpinned: `relay`
-    // runs from it at the person's next command, which no later refusal covers.
-    if let Some(f) = own_folders
-        .iter()
-        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
-    {
-        return Err(format!(
-            "{} holds relay's own programs, which run outside every sandbox, so no \
-             session may write it; start the session in another folder, or install relay \
-             outside every project (cargo install --locked --path . --root /opt/relay)",
-            f.display()
-        ));
-    }
-    // What the person's tools run later is read-only wherever a write grant holds it.
-    let exec = exec_files::plan(&exec_files::Input {
-        backend: p.backend,
-        home: &f.home,
-        grants: &spec.grants,
-        temp_dir: p.temp_dir,
-        directory: p.directory,
-        session_writable: &writable,
-        path_env: &f.relay_path(),
-        exceptions: &p.template.writable_exceptions,
-        make: p.make_missing,
-    })?;
-    for pin in exec.pins {
-        if !spec.read_only.iter().any(|r| r.canonical == pin.canonical) {
-            spec.read_only.push(pin);
-        }
-    }
-    labels.0.extend(exec.labels);
-    // A pin that holds one of this launch's own read-write grants (the home folder,
-    // when a link to the program sits there) would make the session read-only: it is
-    // left out, so this session counts as unpinned for it and a later token launch
-    // says so (`pins_hold`).
-    spec.read_only.retain(|pin| {
-        !reach
-            .read_write
-            .iter()
-            .any(|rw| rw.starts_with(&pin.canonical))
-    });
+    no_write_to_relays_own(&own_folders, &reach)?;
+    let exec = pin_exec_files(f, p, &writable, &mut spec, &reach, &mut labels)?;
     pin_folders.retain(|f| spec.read_only.iter().any(|p| &p.canonical == f));
     reach.pins = pin_folders;
     for tp in p.token_deny {
         deny_token(f, p.backend, tp, &mut spec, &mut reach, &mut labels)?;
     }
     let mut notes = exec.notes;
+    notes.extend(left_out);
     notes.extend(network_note);
     notes.extend(sandbox::explain::mac_opt_in_notes(
         &p.template.macos,
@@ -249,7 +206,97 @@ pub(in crate::daemon) fn plan_sandbox(
         notes,
         egress,
         makes: exec.makes,
+        toolchains: tools,
     })
+}
+
+/// The spec the lists resolve to (`sandbox::build_spec`), with relay's sockets denied
+/// and the launch's own folders in it as the launch will make them ([`as_made`]).
+fn spec_of(
+    f: &Facts,
+    p: &SandboxPlan,
+    lists: &SpecLists,
+    writable: &[PathBuf],
+    network: Network,
+) -> Result<sandbox::Spec, String> {
+    let mut spec = sandbox::build_spec(
+        &SpecInput {
+            read: &lists.read,
+            read_write: &lists.read_write,
+            deny: &lists.deny,
+            read_only: &lists.read_only,
+            state: &lists.state,
+            session_writable: writable,
+            network,
+            workdir: p.directory,
+            interactive: p.kind == SessionKind::Pty,
+            file_mask: f.paths.mask(),
+            deny_unix_sockets: vec![f.paths.socket(), f.paths.bridge(), f.paths.host_socket()],
+        },
+        &f.home,
+    )
+    .map_err(|e| e.to_string())?;
+    as_made(&mut spec, &f.names);
+    Ok(spec)
+}
+
+/// relay's own folder is never a session's to write, not even unpinned: `relay` runs
+/// from it at the person's next command, which no later refusal covers.
+fn no_write_to_relays_own(own_folders: &[PathBuf], reach: &Reach) -> Result<(), String> {
+    if let Some(f) = own_folders
+        .iter()
+        .find(|f| reach.read_write.iter().any(|rw| rw == *f))
+    {
+        return Err(format!(
+            "{} holds relay's own programs, which run outside every sandbox, so no \
+             session may write it; start the session in another folder, or install relay \
+             outside every project (cargo install --locked --path . --root /opt/relay)",
+            f.display()
+        ));
+    }
+    Ok(())
+}
+
+/// What the person's tools run later is read-only wherever a write grant holds it
+/// ([`exec_files::plan`]): its pins join the spec's read-only paths and its labels
+/// `labels`, but for a pin that holds one of this launch's own read-write grants.
+/// The plan, its pins and labels taken.
+fn pin_exec_files(
+    f: &Facts,
+    p: &SandboxPlan,
+    writable: &[PathBuf],
+    spec: &mut sandbox::Spec,
+    reach: &Reach,
+    labels: &mut Labels,
+) -> Result<exec_files::Pins, String> {
+    let mut exec = exec_files::plan(&exec_files::Input {
+        backend: p.backend,
+        home: &f.home,
+        grants: &spec.grants,
+        temp_dir: p.temp_dir,
+        directory: p.directory,
+        session_writable: writable,
+        path_env: &f.relay_path(),
+        exceptions: &p.template.writable_exceptions,
+        make: p.make_missing,
+    })?;
+    for pin in std::mem::take(&mut exec.pins) {
+        if !spec.read_only.iter().any(|r| r.canonical == pin.canonical) {
+            spec.read_only.push(pin);
+        }
+    }
+    labels.0.extend(std::mem::take(&mut exec.labels));
+    // A pin that holds one of this launch's own read-write grants (the home folder,
+    // when a link to the program sits there) would make the session read-only: it is
+    // left out, so this session counts as unpinned for it and a later token launch
+    // says so (`pins_hold`).
+    spec.read_only.retain(|pin| {
+        !reach
+            .read_write
+            .iter()
+            .any(|rw| rw.starts_with(&pin.canonical))
+    });
+    Ok(exec)
 }
 
 /// The launch's own folders — its temp folder, and inside it Claude's config folder,
@@ -339,11 +386,107 @@ fn writable_and_pins(f: &Facts, settings: &Settings, p: &SandboxPlan) -> Result<
     if p.token_launch {
         pins_hold(&pins, &writable, remembered, "the Claude program")?;
     }
+    let found = toolchains::found(&f.home, &f.relay_path(), p.backend, |n| {
+        f.relay_var(n).map(PathBuf::from)
+    });
+    // Every toolchain root is read-only wherever this launch could write it, whatever
+    // its template says: another sandbox, running or later, may read it. Not among the
+    // pins a token launch's `PATH` trusts: what was written there before stays.
+    let tool_pins: Vec<PathBuf> = found
+        .iter()
+        .map(|t| t.root.clone())
+        .filter(|root| writable.iter().any(|r| root.starts_with(r)))
+        .collect();
+    toolchains_not_under_a_reader(f, p, &found)?;
+    let (tools, left_out) = toolchains_kept(found, p, (&writable, remembered));
     Ok(Writable {
         roots: writable,
         pins: pin_folders,
         own: own.into_iter().flat_map(|p| p.folders).collect(),
+        tools,
+        tool_pins,
+        left_out,
     })
+}
+
+/// A launch whose own write grants reach a toolchain root that a running sandbox reads
+/// is refused: it could change what that sandbox runs (a pin cannot hold a folder the
+/// launch itself is granted to write).
+fn toolchains_not_under_a_reader(
+    f: &Facts,
+    p: &SandboxPlan,
+    found: &[toolchains::Toolchain],
+) -> Result<(), String> {
+    let own: Vec<PathBuf> = p
+        .template
+        .read_write
+        .iter()
+        .map(|g| expand_home(g, &f.home))
+        .map(|g| std::fs::canonicalize(&g).unwrap_or(g))
+        .chain(std::iter::once(p.directory.to_path_buf()))
+        .collect();
+    for t in found {
+        // A grant above the root leaves it pinned; one at or below it cannot be.
+        let Some(grant) = own.iter().find(|g| g.starts_with(&t.root)) else {
+            continue;
+        };
+        if let Some(e) = f
+            .live
+            .iter()
+            .find(|e| e.record.reach.grants.contains(&t.root))
+        {
+            return Err(format!(
+                "{} is a toolchain session {} reads, and this launch could write it ({}): \
+                 that would change what the session runs; stop session {} first, or leave \
+                 the folder out of this template's read_write",
+                t.root.display(),
+                e.record.id,
+                grant.display(),
+                e.record.id
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The person's toolchains this launch reads, of those `toolchains::found`. A root some
+/// session can write now (pinned read-only in it, but not in sessions started before),
+/// or one relay remembers could write, is left out and said: what a session wrote
+/// there must never run in another sandbox (docs/settings.md#toolchains).
+fn toolchains_kept(
+    found: Vec<toolchains::Toolchain>,
+    p: &SandboxPlan,
+    (writable, remembered): (&[PathBuf], &[Entry]),
+) -> (Vec<toolchains::Toolchain>, Vec<String>) {
+    if !p.template.toolchains {
+        return (Vec::new(), Vec::new());
+    }
+    let (mut kept, mut left_out) = (Vec::new(), Vec::new());
+    for t in found {
+        // A grant of the root, above it or below it: the session could change it.
+        let touches = |g: &PathBuf| t.root.starts_with(g) || g.starts_with(&t.root);
+        let now = writable
+            .iter()
+            .find(|g| touches(g))
+            .map(|g| g.display().to_string());
+        let before = remembered.iter().find_map(|e| {
+            let g = e.record.reach.read_write.iter().find(|g| touches(g))?;
+            Some(format!(
+                "session {} could write {}",
+                e.record.id,
+                g.display()
+            ))
+        });
+        match now.map(|g| format!("sessions can write {g}")).or(before) {
+            Some(why) => left_out.push(format!(
+                "toolchain not granted: {} ({}); {why}, so what runs there may be a session's",
+                t.root.display(),
+                t.why
+            )),
+            None => kept.push(t),
+        }
+    }
+    (kept, left_out)
 }
 
 /// relay's own programs run outside every sandbox (the helpers at every launch and
@@ -376,6 +519,12 @@ struct Writable {
     pins: Vec<PathBuf>,
     /// The folders of relay's own programs, pinned or not.
     own: Vec<PathBuf>,
+    /// The person's toolchains this launch reads.
+    tools: Vec<toolchains::Toolchain>,
+    /// The toolchain roots this launch could write, held read-only in it.
+    tool_pins: Vec<PathBuf>,
+    /// Why a toolchain was left out of a launch that gets the token.
+    left_out: Vec<String>,
 }
 
 /// The path lists of a spec before resolution.
@@ -392,13 +541,20 @@ struct SpecLists {
 fn spec_lists(
     f: &Facts,
     p: &SandboxPlan,
-    pins: &[PathBuf],
+    (pins, tools): (&[PathBuf], &[toolchains::Toolchain]),
     labels: &mut Labels,
 ) -> Result<SpecLists, String> {
     let t = p.template;
     let mut read = t.read.clone();
     for r in &t.read {
         labels.add(&expand_home(r, &f.home), "the template's read");
+    }
+    for tool in tools {
+        labels.add(
+            &tool.root,
+            &format!("your toolchain, read-only: {}", tool.why),
+        );
+        read.push(tool.root.to_string_lossy().into_owned());
     }
     if let Some(program) = p.program.map(PathBuf::from).filter(|p| p.is_absolute()) {
         for dir in program_dirs(&program) {
@@ -428,6 +584,7 @@ fn spec_lists(
         "relay's config dir: settings, api-token, sockets, profiles, logs",
     );
     deny.push(f.paths.config.to_string_lossy().into_owned());
+    mask_credentials(f, p, (&read, &read_write), (&mut deny, labels));
     for f in pins {
         labels.add(f, "what a token launch runs (pinned)");
     }
@@ -469,6 +626,52 @@ fn spec_lists(
         read_only,
         state,
     })
+}
+
+/// The credential files a grant of this launch holds, masked
+/// ([`toolchains::CREDENTIALS`]).
+fn mask_credentials(
+    f: &Facts,
+    p: &SandboxPlan,
+    (read, read_write): (&[String], &[String]),
+    (deny, labels): (&mut Vec<String>, &mut Labels),
+) {
+    // bwrap masks only what exists (a mount point); Seatbelt denies a path either way.
+    // A credential that is a link (a dotfile manager's) is left as it is: masking it
+    // through a link a session could retarget would refuse every launch.
+    let masked = |c: &PathBuf| match c.symlink_metadata() {
+        Ok(m) => !m.file_type().is_symlink(),
+        Err(_) => p.backend == Backend::Seatbelt,
+    };
+    for cred in credentials_in(&f.home, read, read_write)
+        .into_iter()
+        .filter(masked)
+    {
+        labels.add(&cred, "a credential file: masked wherever a grant holds it");
+        deny.push(cred.to_string_lossy().into_owned());
+    }
+}
+
+/// The credential files ([`toolchains::CREDENTIALS`]) that one of the grants holds,
+/// as the grant is written or where it really is.
+fn credentials_in(home: &Path, read: &[String], read_write: &[String]) -> Vec<PathBuf> {
+    let grants: Vec<PathBuf> = read
+        .iter()
+        .chain(read_write)
+        .map(|g| expand_home(g, home))
+        .flat_map(|g| [std::fs::canonicalize(&g).ok(), Some(g)])
+        .flatten()
+        .collect();
+    let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
+    toolchains::CREDENTIALS
+        .iter()
+        .filter(|c| {
+            [home.join(c), real_home.join(c)]
+                .iter()
+                .any(|p| grants.iter().any(|g| p.starts_with(g)))
+        })
+        .map(|c| home.join(c))
+        .collect()
 }
 
 /// The settings' denied loopback ports and relay's own API port, sorted.

@@ -632,6 +632,16 @@ mod tests {
         (d, s)
     }
 
+    /// A store holding `text` as the record file `name`, and what it loads, nothing
+    /// set aside.
+    fn store_with(name: &str, text: &str) -> (tempfile::TempDir, Store, Vec<Record>) {
+        let (d, s) = store();
+        std::fs::write(s.dir().join(name), text).unwrap();
+        let loaded = s.load();
+        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        (d, s, loaded.records)
+    }
+
     #[test]
     fn a_record_round_trips_and_a_running_one_comes_back_ended_relay_restarted() {
         let (_d, s) = store();
@@ -971,19 +981,15 @@ mod tests {
     /// session's file keeps its bytes through a restart.
     #[test]
     fn a_record_read_back_is_written_again_byte_for_byte() {
-        let (_d, s) = store();
-        std::fs::write(
-            s.dir().join("t-0123456789ab.json"),
+        let (_d, s, records) = store_with(
+            "t-0123456789ab.json",
             include_str!("testdata/ledger-record.json"),
-        )
-        .unwrap();
-        let loaded = s.load();
-        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
+        );
         // What the token watcher checks while it runs is not written.
         let mut kept = every_field();
         kept.reach.token_folders.clear();
         kept.reach.held.clear();
-        assert_eq!(loaded.records, vec![kept]);
+        assert_eq!(records, vec![kept]);
         let (e, was_running) = every_field().into_entry(99);
         assert!(!was_running);
         s.write(&e.record).unwrap();
@@ -995,15 +1001,11 @@ mod tests {
     /// back, its one path among the token paths, and is written again in today's form.
     #[test]
     fn an_earlier_record_reads_back_with_its_one_token_path() {
-        let (_d, s) = store();
-        std::fs::write(
-            s.dir().join("s-0123456789ab.json"),
+        let (_d, s, records) = store_with(
+            "s-0123456789ab.json",
             include_str!("testdata/ledger-record-earlier.json"),
-        )
-        .unwrap();
-        let loaded = s.load();
-        assert!(loaded.set_aside.is_empty(), "{:?}", loaded.set_aside);
-        let [rec] = <[Record; 1]>::try_from(loaded.records).unwrap();
+        );
+        let [rec] = <[Record; 1]>::try_from(records).unwrap();
         let (e, was_running) = rec.into_entry(99);
         assert!(!was_running);
         assert_eq!(

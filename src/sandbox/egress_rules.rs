@@ -1,9 +1,12 @@
-//! A session's egress allowlist: `host[:port]` entries, `*.domain` wildcards, and the
-//! address classes no name may lead to unless an entry names that address and port
-//! (docs/session-host.md#the-egress-proxy).
+//! A proxied session's egress allowlist: `host[:port]` entries, `*.domain` wildcards,
+//! and the address classes no name may lead to unless an entry names that address and
+//! port (docs/session-host.md#the-egress-proxy). Beside it, what the list holds on the
+//! sandbox's side: the loopback ports its forwarder listens on, and the routing URLs that
+//! join the list.
 //!
-//! Pure: the proxy resolves a name itself, then asks [`Rules::address`] about every
-//! address it would connect to, so the address checked is the one connected to.
+//! Pure: the proxy (`src/daemon/egress/`) resolves a name itself, then asks
+//! [`Rules::address`] about every address it would connect to, so the address checked is
+//! the one connected to. A launch's plan and the settings' checks read the same list.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -319,6 +322,77 @@ impl Rules {
     }
 }
 
+/// The proxy port inside a sandbox, unless a bridge takes it.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The port the forwarder's proxy listens on beside `bridges`: [`PROXY_PORT`], or the
+/// next one no bridge takes.
+pub fn proxy_port(bridges: &[SocketAddr]) -> u16 {
+    (PROXY_PORT..=u16::MAX)
+        .find(|p| !bridges.iter().any(|b| b.port() == *p))
+        .unwrap_or(PROXY_PORT)
+}
+
+/// The loopback ports a bwrap sandbox's forwarder listens on for `rules`: the proxy's
+/// and each bridge's. No tool of a token launch may listen on one (a template's
+/// `listen_ports` naming one is refused): whoever does takes Claude's traffic there.
+pub fn held_ports(rules: &Rules) -> Vec<u16> {
+    let bridges = rules.bridges();
+    let mut ports = vec![proxy_port(&bridges)];
+    for b in &bridges {
+        if !ports.contains(&b.port()) {
+            ports.push(b.port());
+        }
+    }
+    ports
+}
+
+/// The routing variables that name where Claude Code sends its API traffic.
+pub const ROUTING_URL_VARS: &[&str] = &["ANTHROPIC_BASE_URL", "CLAUDE_CODE_API_BASE_URL"];
+
+/// The loopback addresses a launch's routing variables name (`ANTHROPIC_BASE_URL=
+/// http://127.0.0.1:4000`), and the names: each joins the launch's egress list.
+pub fn routing_entries(env: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in ROUTING_URL_VARS {
+        let Some(value) = env.get(*name) else {
+            continue;
+        };
+        if let Some(entry) = url_entry(value) {
+            if !out.contains(&entry) {
+                out.push(entry);
+            }
+        }
+    }
+    out
+}
+
+/// `host:port` of an `http(s)://` URL, the port its scheme's when none is written.
+fn url_entry(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    if authority.is_empty() {
+        return None;
+    }
+    let has_port = if authority.starts_with('[') {
+        authority.contains("]:")
+    } else {
+        authority.contains(':')
+    };
+    let entry = if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:{default}")
+    };
+    Entry::parse(&entry).ok().map(|e| e.written)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,5 +585,76 @@ mod tests {
         assert!(allowed(&r.host("127.0.0.1", 5432)));
         assert!(!allowed(&r.host("localhost", 5433)));
         assert!(!allowed(&rules(&["example.com"]).host("localhost", 443)));
+    }
+
+    #[test]
+    fn routing_urls_become_entries() {
+        let env = std::collections::BTreeMap::from([
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                "http://127.0.0.1:4000/v1".to_string(),
+            ),
+            ("HTTPS_PROXY".to_string(), "not a url".to_string()),
+        ]);
+        assert_eq!(routing_entries(&env), vec!["127.0.0.1:4000".to_string()]);
+        assert_eq!(
+            url_entry("https://gw.example.com"),
+            Some("gw.example.com:443".into())
+        );
+        assert_eq!(url_entry("http://[::1]:5000/x"), Some("[::1]:5000".into()));
+        assert_eq!(
+            url_entry("http://u:p@h.example:81"),
+            Some("h.example:81".into())
+        );
+        assert_eq!(url_entry("ftp://h"), None);
+        assert_eq!(url_entry("HTTP://h.example/x"), Some("h.example:80".into()));
+        assert_eq!(url_entry("http://[::1]/x"), Some("[::1]:80".into()));
+        assert_eq!(url_entry("http:///x"), None);
+        // Both routing variables count, each entry once.
+        let both = std::collections::BTreeMap::from([
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                "http://127.0.0.1:4000".to_string(),
+            ),
+            (
+                "CLAUDE_CODE_API_BASE_URL".to_string(),
+                "http://127.0.0.1:4000/v1".to_string(),
+            ),
+        ]);
+        assert_eq!(routing_entries(&both), vec!["127.0.0.1:4000".to_string()]);
+        let two = std::collections::BTreeMap::from([
+            (
+                "ANTHROPIC_BASE_URL".to_string(),
+                "https://a.example".to_string(),
+            ),
+            (
+                "CLAUDE_CODE_API_BASE_URL".to_string(),
+                "https://b.example".to_string(),
+            ),
+        ]);
+        assert_eq!(
+            routing_entries(&two),
+            vec!["a.example:443".to_string(), "b.example:443".to_string()]
+        );
+    }
+
+    /// The ports no tool may listen on: the forwarder's proxy port and each bridge's,
+    /// once each; hosts that are not loopback hold none.
+    #[test]
+    fn the_forwarder_holds_the_proxy_port_and_each_bridges() {
+        let held = |list: &[&str]| {
+            let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+            held_ports(&Rules::parse(&list).unwrap())
+        };
+        assert_eq!(held(&[]), vec![3128]);
+        assert_eq!(held(&["api.anthropic.com", "example.org:8080"]), vec![3128]);
+        assert_eq!(
+            held(&["127.0.0.1:4000", "[::1]:4000", "127.0.0.1:5432"]),
+            vec![3128, 4000, 5432]
+        );
+        assert_eq!(
+            held(&["127.0.0.1:3128", "127.0.0.1:3129"]),
+            vec![3130, 3128, 3129]
+        );
     }
 }

@@ -1,0 +1,434 @@
+//! `settings.json` (docs/settings.md): its shape and its defaults, in one place, and the
+//! first-run seed. Settings are read fresh for every launch and never cached across
+//! launches: a fixed file takes effect at the next launch.
+//!
+//! - `load.rs`: reading the file; unknown keys, each with the known key it resembles;
+//!   serde's messages reworded, with the line, the column and the key path.
+//! - `check.rs`: what the shape cannot say (ids, paths, names, lists, ports), each
+//!   problem at its key.
+//! - `values.rs`: `detach_keys` and `retain_ended`, each spelled its own way.
+//! - `tokens.rs`: the token file each project's launches run on.
+//!
+//! Nothing here imports a launch (`src/daemon/plan/`, `src/daemon/launch/`) or the egress
+//! proxy (`src/daemon/egress/`): the lists the checks read are in `src/sandbox/`.
+
+mod check;
+mod load;
+mod tokens;
+mod values;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::MacOptIns;
+
+pub use check::{valid_mac_name, valid_model, valid_permission_mode};
+pub use load::{
+    describe_unknown, load, parse, unknown_keys, Loaded, SettingsError, UnknownKey,
+    SETTINGS_MAX_BYTES,
+};
+pub use tokens::{
+    configured_tokens, every_token, project_token_path, project_token_value, token_file_path,
+    ConfiguredToken,
+};
+pub use values::{DetachKeys, Retention};
+
+pub const FILE_NAME: &str = "settings.json";
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Path of the file holding the long-lived Claude token. Empty: unset.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub claude_token_file: String,
+    #[serde(default)]
+    pub projects: Vec<Project>,
+    #[serde(default)]
+    pub terminal_templates: Vec<Template>,
+    #[serde(default)]
+    pub session_sandbox: SessionSandbox,
+    #[serde(default)]
+    pub api: Api,
+    /// The `claude` binary for provider sessions (a name looked up in PATH, or a path).
+    #[serde(
+        default = "default_claude_path",
+        skip_serializing_if = "is_default_claude_path"
+    )]
+    pub claude_path: String,
+    /// What happens to sessions running on the token when `claude_token_file`'s content
+    /// changes (docs/settings.md).
+    #[serde(default, skip_serializing_if = "is_stop")]
+    pub claude_token_on_change: OnTokenChange,
+    /// How long an ended session's record, logs and temp folder are kept.
+    #[serde(default, skip_serializing_if = "Retention::is_default")]
+    pub retain_ended: Retention,
+    /// The keys that detach `relay terminal attach` and `relay sandbox` from a terminal,
+    /// leaving it running (docs/settings.md#detach_keys).
+    #[serde(default, skip_serializing_if = "DetachKeys::is_default")]
+    pub detach_keys: DetachKeys,
+    /// Names of relay's environment every sandboxed launch inherits besides the base
+    /// list and the routing names: exact names or `PREFIX*` (docs/settings.md#env_passthrough).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_passthrough: Vec<String>,
+}
+
+impl Settings {
+    /// The terminal template with this id.
+    pub fn template(&self, id: &str) -> Option<&Template> {
+        self.terminal_templates.iter().find(|t| t.id == id)
+    }
+
+    /// The one Claude program every Claude launch runs, headless sessions and
+    /// `claude-code` terminals alike (docs/settings.md, "Which Claude runs"):
+    /// `claude_path` when it is set to anything but its default `claude`, else the
+    /// `claude-code` template's `command` when it names one, else `claude`.
+    pub fn claude_program(&self) -> String {
+        if !self.claude_path.is_empty() && !is_default_claude_path(&self.claude_path) {
+            return self.claude_path.clone();
+        }
+        self.template(crate::protocol::CLAUDE_CODE_TEMPLATE)
+            .map(|t| t.command.clone())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(default_claude_path)
+    }
+
+    /// The template of every Claude launch: the settings' `claude-code` template (a
+    /// built-in one with no grants when there is none), running [`Self::claude_program`].
+    pub fn claude_template(&self) -> Template {
+        let mut t = self
+            .template(crate::protocol::CLAUDE_CODE_TEMPLATE)
+            .cloned()
+            .unwrap_or_else(|| {
+                Template::new(crate::protocol::CLAUDE_CODE_TEMPLATE, "Claude Code", "")
+            });
+        t.command = self.claude_program();
+        t
+    }
+
+    /// What a sandboxed launch of `template` may inherit from relay's environment
+    /// besides the base list and the routing names: the settings' `env_passthrough`,
+    /// then the template's, each entry once.
+    pub fn env_passthrough_for(&self, template: &Template) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in self.env_passthrough.iter().chain(&template.env_passthrough) {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// The sandbox backend launches use: `auto` is Seatbelt on macOS and bubblewrap
+    /// elsewhere. `relay doctor` checks the same one.
+    pub fn backend(&self) -> crate::protocol::Backend {
+        use crate::protocol::Backend;
+        match self.session_sandbox.backend {
+            BackendChoice::Seatbelt => Backend::Seatbelt,
+            BackendChoice::Bwrap => Backend::Bwrap,
+            BackendChoice::Auto if cfg!(target_os = "macos") => Backend::Seatbelt,
+            BackendChoice::Auto => Backend::Bwrap,
+        }
+    }
+
+    /// The launcher program of [`Self::backend`] (`~/` expanded).
+    pub fn launcher(&self, home: &Path) -> PathBuf {
+        use crate::protocol::Backend;
+        let sb = &self.session_sandbox;
+        let (set, default) = match self.backend() {
+            Backend::Seatbelt => (&sb.seatbelt_launcher, "/usr/bin/sandbox-exec"),
+            Backend::Bwrap => (&sb.bwrap_launcher, "/usr/bin/bwrap"),
+        };
+        let launcher = if set.is_empty() { default } else { set };
+        crate::sandbox::resolve::expand_home(launcher, home)
+    }
+}
+
+/// `claude_token_on_change`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTokenChange {
+    /// Sessions on the old token are stopped: sessions go dormant (a resume runs on the
+    /// new token), terminals end.
+    #[default]
+    Stop,
+    /// They go on, listed as `stale`.
+    Keep,
+}
+
+fn is_stop(v: &OnTokenChange) -> bool {
+    *v == OnTokenChange::Stop
+}
+
+fn default_claude_path() -> String {
+    "claude".into()
+}
+
+fn is_default_claude_path(s: &String) -> bool {
+    s == "claude"
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Project {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub path: String,
+    /// `[]` none, `["*"]` all.
+    #[serde(default)]
+    pub allowed_templates: Vec<String>,
+    /// A sandboxed launch may run in the home folder itself (or `/`, or a folder above
+    /// the home folder), which grants it read-write on all of it; off, such a launch is
+    /// refused (`home_directory`, docs/settings.md).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_home_directory: bool,
+    /// This project's own setup token file, over the top-level `claude_token_file`
+    /// (absent: the top-level one; `""`: none for this project) (docs/settings.md#claude_token_file).
+    #[serde(
+        default,
+        deserialize_with = "present_string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub claude_token_file: Option<String>,
+    /// A label for the account this project's token belongs to (`"work"`), shown
+    /// beside the token's fingerprint in every list; never checked against the token.
+    #[serde(
+        default,
+        deserialize_with = "present_string",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub account: Option<String>,
+}
+
+/// A key that is there holds a string: `null` is refused, never read as "absent" (for
+/// a token file that would mean the top-level one, another account).
+fn present_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+impl Project {
+    pub fn allows(&self, template: &str) -> bool {
+        self.allowed_templates
+            .iter()
+            .any(|t| t == "*" || t == template)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Names of relay's environment this template's sandboxed launches inherit too,
+    /// added to the top-level `env_passthrough`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_passthrough: Vec<String>,
+    /// Absent means sandboxed; only `false` opts out.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub sandbox: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_write: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// Claude launches only: `--model` for Claude Code (`""`: its default).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
+    /// Claude launches only: `--permission-mode` for Claude Code (`""`: relay's default,
+    /// `bypassPermissions` for a sandboxed headless session, else Claude Code's own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub permission_mode: String,
+    /// As a project's `allow_home_directory`, for this template's launches.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_home_directory: bool,
+    /// Execution-bearing paths this template's sandboxes may write after all: a path
+    /// (`~/…` or absolute) or a name relay takes in every granted folder (`.git/config`)
+    /// (docs/session-host.md#execution-bearing-files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_exceptions: Vec<String>,
+    /// The network of this template's sandboxes (absent: `proxied`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMode>,
+    /// Where a proxied sandbox may connect: `host[:port]`, `*.domain[:port]`, an
+    /// address with its port, or a preset (`@registries`), added to
+    /// `session_sandbox.egress` (docs/settings.md#network).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
+    /// The TCP ports a token launch's shielded tools may listen on (a dev server, a
+    /// test server; `0`: one the kernel picks); every other bind is refused
+    /// (docs/settings.md#terminal_templates). Never the forwarder's proxy port nor a
+    /// port the egress list or a routing URL sends to loopback.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listen_ports: Vec<u16>,
+    /// The person's toolchains behind relay's `PATH`, read-only (docs/settings.md#toolchains);
+    /// `false` leaves them out.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub toolchains: bool,
+    /// What this template's Seatbelt sandboxes may reach that every other one is
+    /// refused: the keychain, the clipboard, Apple Events to named apps, named Mach
+    /// services (docs/settings.md#macos). Ignored by bubblewrap.
+    #[serde(default, skip_serializing_if = "MacOptIns::is_empty")]
+    pub macos: MacOptIns,
+}
+
+/// A template's network (docs/settings.md#network).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// A network namespace of its own; out through relay's egress proxy alone.
+    Proxied,
+    /// No network at all.
+    None,
+    /// The host's network, shared: not isolated (the API port and the denied ports
+    /// refused).
+    Host,
+}
+
+impl Template {
+    /// A sandboxed template with no grants, arguments or environment of its own.
+    pub fn new(id: &str, name: &str, command: &str) -> Template {
+        Template {
+            id: id.into(),
+            name: name.into(),
+            command: command.into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            env_passthrough: vec![],
+            sandbox: true,
+            read: vec![],
+            read_write: vec![],
+            deny: vec![],
+            model: String::new(),
+            permission_mode: String::new(),
+            allow_home_directory: false,
+            writable_exceptions: vec![],
+            network: None,
+            egress: vec![],
+            listen_ports: vec![],
+            toolchains: true,
+            macos: MacOptIns::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Seatbelt,
+    Bwrap,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSandbox {
+    /// Loopback ports no sandboxed session may connect to (relay's API port is added).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_loopback_ports: Vec<u16>,
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub backend: BackendChoice,
+    /// The Seatbelt launcher (`/usr/bin/sandbox-exec` when empty); a test seam.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub seatbelt_launcher: String,
+    /// The bubblewrap binary (`/usr/bin/bwrap` when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bwrap_launcher: String,
+    /// Network for sandboxed sessions: `true` cuts it off entirely.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub network_off: bool,
+    /// Egress entries every proxied template gets besides its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
+}
+
+fn is_auto(b: &BackendChoice) -> bool {
+    *b == BackendChoice::Auto
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Api {
+    /// Loopback TCP address for HTTP clients (`127.0.0.1:PORT`); empty: unix socket only.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub listen: String,
+}
+
+/// The first-run settings: a `shell` and a `claude-code` template and a project for
+/// the home folder that allows both.
+pub fn seed() -> Settings {
+    Settings {
+        claude_token_file: String::new(),
+        projects: vec![Project {
+            id: "home".into(),
+            name: "Home".into(),
+            path: "~".into(),
+            allowed_templates: vec!["*".into()],
+            allow_home_directory: false,
+            claude_token_file: None,
+            account: None,
+        }],
+        terminal_templates: vec![
+            Template::new("shell", "Shell", "/bin/sh"),
+            Template::new(
+                crate::protocol::CLAUDE_CODE_TEMPLATE,
+                "Claude Code",
+                "claude",
+            ),
+        ],
+        session_sandbox: SessionSandbox::default(),
+        api: Api::default(),
+        claude_path: default_claude_path(),
+        claude_token_on_change: OnTokenChange::Stop,
+        retain_ended: Retention::DEFAULT,
+        detach_keys: DetachKeys::default_keys(),
+        env_passthrough: vec![],
+    }
+}
+
+pub fn to_pretty(s: &Settings) -> String {
+    let mut text = serde_json::to_string_pretty(s).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_round_trips_byte_identical_and_never_writes_an_unset_token_key() {
+        let text = to_pretty(&seed());
+        assert!(!text.contains("claude_token_file"), "{text}");
+        let loaded = parse(Path::new("/x/settings.json"), text.as_bytes()).unwrap();
+        assert_eq!(to_pretty(&loaded.settings), text);
+        // A user's file without the key stays byte-identical when written back.
+        let fixture = include_str!("../testdata/settings-no-token.json");
+        let loaded = parse(Path::new("/x/settings.json"), fixture.as_bytes()).unwrap();
+        assert_eq!(to_pretty(&loaded.settings), fixture);
+    }
+
+    #[test]
+    fn sandbox_false_is_the_only_opt_out() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(p, br#"{"terminal_templates":[{"id":"a","command":"x"},{"id":"b","command":"x","sandbox":false}]}"#).unwrap();
+        assert!(l.settings.terminal_templates[0].sandbox);
+        assert!(!l.settings.terminal_templates[1].sandbox);
+    }
+}
