@@ -622,7 +622,8 @@ async fn stop_sessions(
 /// The sessions of earlier runs, before the host or any API can start one; what of
 /// them still runs (a kill of relay in bwrap's one unguarded moment) ends, found by the
 /// sandboxes recorded at launch (`records::strays`); then the ones that ran have what
-/// they planted in repositories set aside and their end recorded; then what the
+/// they planted in repositories set aside and their end recorded, and the searches of
+/// earlier ends that never finished are taken up again; then what the
 /// launches a stop of relay cut short before their record had made goes.
 fn restore_records(daemon: &Daemon) -> Result<(), String> {
     let (cut_short, restarted, ended) = records::ledger::restore(daemon)?;
@@ -653,6 +654,7 @@ fn restore_records(daemon: &Daemon) -> Result<(), String> {
         );
     }
     records::ledger::end_restarted(daemon, &ended);
+    records::repos::resume(daemon, &ended);
     records::purge::launches_cut_short(daemon, &cut_short);
     Ok(())
 }

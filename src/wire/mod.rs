@@ -429,8 +429,9 @@ pub struct SetAside {
     /// (`core.fsmonitor`, `filter.*.clean`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<String>,
-    /// Configuration files moved out whole, unreadable as git's syntax (`config`,
-    /// `config.worktree`).
+    /// What was moved out whole: a configuration file unreadable as git's syntax
+    /// (`config`, `config.worktree`), a `hooks` that is no folder, a rebase's state
+    /// (`rebase-merge`, `rebase-apply`, `sequencer`), legacy `remotes`, `branches`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub whole: Vec<String>,
     /// The hooks moved out, by name.

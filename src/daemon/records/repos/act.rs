@@ -31,6 +31,9 @@ pub struct Ctx<'a> {
     /// bwrap: each path bound read-only over a write grant, with its device and inode
     /// at launch (`Reach::held`).
     pub held: &'a [(PathBuf, Option<(u64, u64)>)],
+    /// The paths the launch pinned read-only (`Reach::pins`): a git folder whose
+    /// `config` or `hooks` is among them was one at launch.
+    pub pins: &'a [PathBuf],
 }
 
 impl Ctx<'_> {
@@ -56,7 +59,40 @@ impl Ctx<'_> {
         at::look(dir, &c(name))
             .is_ok_and(|st| !self.held(&path.join(name), at::ident(&st)) && self.is_new(&st))
     }
+
+    /// Whether the folder at `path` became a git folder, or another one, during the
+    /// session: one the launch did not pin whose `HEAD`, `commondir` or `gitdir` changed
+    /// since. Its `config` and hooks may be older than the launch — planted by an
+    /// earlier session in a folder that was no git folder then — and are the session's
+    /// all the same. (`objects` and `refs` change with every commit; a folder that
+    /// already had a `HEAD` was looked at as one step short of a git folder at the end
+    /// of the session that made it: `find`.)
+    fn made_anew(&self, dir: RawFd, path: &Path) -> bool {
+        let pinned = ["config", "hooks"]
+            .iter()
+            .any(|n| self.pins.iter().any(|p| *p == path.join(n)));
+        !pinned
+            && STRUCTURE
+                .iter()
+                .any(|n| at::look(dir, &c(n)).is_ok_and(|st| self.is_new(&st)))
+    }
 }
+
+/// The names that make a folder a git folder, or point it at another, that git's own
+/// work leaves alone in a repository it uses (a checkout writes `HEAD` anew).
+const STRUCTURE: [&str; 3] = ["HEAD", "commondir", "gitdir"];
+
+/// A git folder's state that the person's git runs commands from: an interrupted
+/// rebase's, `cherry-pick`'s or `am`'s todo list (`exec` lines, run at
+/// `git rebase --continue`), and the legacy `remotes/` and `branches/` files (a URL of
+/// any transport). Moved aside whole when the session changed them.
+const STATE: [&str; 5] = [
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
+    "remotes",
+    "branches",
+];
 
 /// The names git takes configuration from in a git folder.
 const CONFIGS: [(&str, File); 2] = [
@@ -68,8 +104,8 @@ const CONFIGS: [(&str, File); 2] = [
 /// session changed nothing git runs there. Each configuration file is cut when it
 /// changed; the hooks are moved when the folder or one of them did. `named_anew`: a
 /// `.git` file the session made names this folder, and every file of it counts.
-pub fn visit(ctx: &Ctx, dir: &Dir, path: &Path, named_anew: bool) -> Option<SetAside> {
-    let fd = dir.as_raw_fd();
+pub fn visit(ctx: &Ctx, fd: RawFd, path: &Path, named_anew: bool) -> Option<SetAside> {
+    let named_anew = named_anew || ctx.made_anew(fd, path);
     let unheld = |name: &str| {
         at::look(fd, &c(name)).is_ok_and(|st| !ctx.held(&path.join(name), at::ident(&st)))
     };
@@ -81,8 +117,16 @@ pub fn visit(ctx: &Ctx, dir: &Dir, path: &Path, named_anew: bool) -> Option<SetA
         }
     };
     let configs: Vec<(&str, File)> = CONFIGS.into_iter().filter(|(n, _)| changed(n)).collect();
-    let hooks = changed("hooks") || (unheld("hooks") && hooks_changed(ctx, fd));
-    if configs.is_empty() && !hooks {
+    let hooks = changed("hooks") || (unheld("hooks") && entries_changed(ctx, fd, "hooks"));
+    let state: Vec<&str> = STATE
+        .into_iter()
+        .filter(|n| {
+            at::look(fd, &c(n)).is_ok()
+                && (named_anew || ctx.changed(fd, path, n) || entries_changed(ctx, fd, n))
+                && !empty_folder(fd, n)
+        })
+        .collect();
+    if configs.is_empty() && !hooks && state.is_empty() {
         return None;
     }
     at::writable(fd);
@@ -92,7 +136,7 @@ pub fn visit(ctx: &Ctx, dir: &Dir, path: &Path, named_anew: bool) -> Option<SetA
     };
     let mut aside = Aside::new(fd, path, ctx);
     for (name, file) in configs {
-        if let Err(e) = cut_config(fd, name, file, &mut aside, &mut out) {
+        if let Err(e) = cut_config((fd, path), name, file, &mut aside, &mut out) {
             problem(&mut out, format!("{name}: {e}"));
         }
     }
@@ -101,9 +145,23 @@ pub fn visit(ctx: &Ctx, dir: &Dir, path: &Path, named_anew: bool) -> Option<SetA
             problem(&mut out, format!("hooks: {e}"));
         }
     }
+    for name in state {
+        match aside.take(fd, &c(name), name) {
+            Ok(()) => out.whole.push(name.to_string()),
+            Err(e) => problem(&mut out, format!("{name}: {e}")),
+        }
+    }
     aside.finish(&mut out, ctx.session);
     let moved = !(out.keys.is_empty() && out.whole.is_empty() && out.hooks.is_empty());
     (moved || out.problem.is_some()).then_some(out)
+}
+
+/// Whether `name` of `dir` is a folder with nothing in it (`git init`'s `branches/`).
+fn empty_folder(dir: RawFd, name: &str) -> bool {
+    at::folder(dir, &c(name))
+        .ok()
+        .and_then(|mut d| at::names(&mut d, 1).ok())
+        .is_some_and(|n| n.is_empty())
 }
 
 fn problem(out: &mut SetAside, p: String) {
@@ -113,14 +171,17 @@ fn problem(out: &mut SetAside, p: String) {
     });
 }
 
-/// An entry of the hooks folder changed since the launch (one renamed or linked in
-/// counts: both change its ctime).
-fn hooks_changed(ctx: &Ctx, dir: RawFd) -> bool {
-    let Ok(mut hooks) = at::folder(dir, &c("hooks")) else {
-        return false;
+/// An entry of the folder `name` (the hooks, a rebase's state) changed since the
+/// launch (one renamed or linked in counts: both change its ctime); one that cannot be
+/// listed within the bound counts too.
+fn entries_changed(ctx: &Ctx, dir: RawFd, name: &str) -> bool {
+    let Ok(mut folder) = at::folder(dir, &c(name)) else {
+        // Not a folder (a link, a file git would read) or not to be opened: the
+        // session's, as far as anyone can tell.
+        return at::look(dir, &c(name)).is_ok_and(|st| !at::is_kind(&st, SFlag::S_IFDIR));
     };
-    let fd = hooks.as_raw_fd();
-    match at::names(&mut hooks, HOOKS_MAX) {
+    let fd = folder.as_raw_fd();
+    match at::names(&mut folder, HOOKS_MAX) {
         Ok(names) => names
             .iter()
             .any(|n| at::look(fd, n).is_ok_and(|st| ctx.is_new(&st))),
@@ -132,7 +193,7 @@ fn hooks_changed(ctx: &Ctx, dir: RawFd) -> bool {
 /// file git could not read as text (a link, which git would follow; a FIFO; too large)
 /// is moved aside whole and, for `config`, replaced by the format version alone.
 fn cut_config(
-    dir: RawFd,
+    (dir, path): (RawFd, &Path),
     name: &str,
     file: File,
     aside: &mut Aside,
@@ -140,7 +201,14 @@ fn cut_config(
 ) -> Result<(), String> {
     let cname = c(name);
     let saved = format!("{name}.txt");
-    let (bytes, st, opened) = match at::read_small(dir, &cname, CONFIG_MAX) {
+    // One the session made unreadable (`chmod 0`) is given back its owner's read.
+    let read = match at::read_small(dir, &cname, CONFIG_MAX) {
+        Err(Unread::Failed(Errno::EACCES)) if at::readable(dir, &cname) => {
+            at::read_small(dir, &cname, CONFIG_MAX)
+        }
+        other => other,
+    };
+    let (bytes, st, opened) = match read {
         Ok(read) => read,
         Err(Unread::Missing) => return Ok(()),
         Err(Unread::NotAFile | Unread::TooLarge) => {
@@ -155,7 +223,9 @@ fn cut_config(
         }
         Err(Unread::Failed(e)) => return Err(format!("read: {e}")),
     };
-    let (kept, keys, whole) = match config::cut(&bytes, file, super::allow::admits) {
+    let keep =
+        |e: &config::Entry| super::allow::admits(e) && super::allow::worktree_is_gits(path, e);
+    let (kept, keys, whole) = match config::cut(&bytes, file, keep) {
         Cut::Inert => return Ok(()),
         Cut::Trimmed { kept, moved } => (kept, moved.into_iter().collect(), false),
         Cut::Unreadable { kept } => (kept, Vec::new(), true),

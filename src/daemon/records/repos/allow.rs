@@ -5,6 +5,8 @@
 //! A test reads `git help -c` of the git on the machine and fails when a key it lists is
 //! admitted here and runs a program.
 
+use std::path::Path;
+
 use super::config::{boolean, Entry};
 
 /// What a value of an admitted key must be.
@@ -43,7 +45,8 @@ pub const ALLOWED: &[Allowed] = &[
     allow(
         "core.worktree",
         Value::Any,
-        "where the working tree is (a submodule's git folder names its own)",
+        "where the working tree is, kept only as git writes it: a folder whose `.git` \
+         file names this git folder back (a submodule's, `worktree_is_gits`)",
     ),
     allow("core.filemode", Value::Any, CHECKOUT),
     allow("core.ignorecase", Value::Any, CHECKOUT),
@@ -96,6 +99,33 @@ pub fn admits(e: &Entry) -> bool {
     ALLOWED
         .iter()
         .any(|a| key_matches(a.key, e) && value_fits(a.value, e.value.as_deref()))
+}
+
+/// Whether `e`, in the configuration of the git folder at `git`, is not
+/// `core.worktree`, or names the working tree git itself wrote there: a folder (reached
+/// through no link) whose `.git` file names `git` back, as `git submodule` leaves a
+/// submodule's git folder. Any other value would send the person's git to a working
+/// tree of the session's choosing (its `.gitattributes`, its files).
+pub fn worktree_is_gits(git: &Path, e: &Entry) -> bool {
+    if !(e.section == b"core" && e.sub.is_none() && e.name == b"worktree") {
+        return true;
+    }
+    let Some(value) = e.value.as_deref() else {
+        return false;
+    };
+    let tree = super::find::lexical(&git.join(super::at::os(value)));
+    if std::fs::canonicalize(&tree).ok().as_deref() != Some(tree.as_path()) {
+        return false;
+    }
+    let Ok(text) = std::fs::read(tree.join(".git")) else {
+        return false;
+    };
+    let is_file = std::fs::symlink_metadata(tree.join(".git")).is_ok_and(|m| m.is_file());
+    let Some(back) = text.strip_prefix(b"gitdir: ") else {
+        return false;
+    };
+    let back = back.trim_ascii_end();
+    is_file && super::find::lexical(&tree.join(super::at::os(back))) == git
 }
 
 fn key_matches(key: &str, e: &Entry) -> bool {

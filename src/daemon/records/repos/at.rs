@@ -138,6 +138,29 @@ pub fn writable(dir: RawFd) {
     }
 }
 
+/// Gives the regular file `name` of `dir` its owner's read and write back when it is
+/// the person's own (owned by this process's user) and lacks them, never following a
+/// link. Whether it changed a mode.
+pub fn readable(dir: RawFd, name: &CStr) -> bool {
+    let Ok(st) = look(dir, name) else {
+        return false;
+    };
+    if !is_kind(&st, SFlag::S_IFREG)
+        || st.st_uid != nix::unistd::geteuid().as_raw()
+        || st.st_mode & 0o600 == 0o600
+    {
+        return false;
+    }
+    let mode = Mode::from_bits_truncate((st.st_mode | 0o600) & 0o7777);
+    nix::sys::stat::fchmodat(
+        Some(dir),
+        name,
+        mode,
+        nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+    )
+    .is_ok()
+}
+
 /// A new file `name` in `dir` holding `bytes`, made with `mode` at open time and synced;
 /// never over anything there.
 pub fn write_new(dir: RawFd, name: &CStr, bytes: &[u8], mode: Mode) -> nix::Result<()> {

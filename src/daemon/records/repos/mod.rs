@@ -21,18 +21,18 @@ mod allow;
 mod at;
 mod config;
 mod find;
+mod pending;
 
-use std::collections::HashSet;
-use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use nix::errno::Errno;
 
 use crate::daemon::records::journal::{self, AuditRow, Event};
 use crate::daemon::{Daemon, Entry};
 use crate::tree::Limits;
 use crate::wire::{Outcome, SetAside, REPOSITORY_SET_ASIDE, REPOSITORY_SET_ASIDE_EVENT};
+
+pub use pending::Pending;
 
 /// How far one session's search goes.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +43,7 @@ pub struct Bounds {
 
 impl Bounds {
     /// The walks of `src/tree.rs` over what a session could write (depth and entries),
-    /// and 30 s in all.
+    /// and 30 s in all: the walks and everything after them.
     pub const SESSION: Bounds = Bounds {
         limits: Limits::SESSION,
         time: Duration::from_secs(30),
@@ -57,61 +57,95 @@ pub struct Session<'a> {
     pub created_ms: u64,
     pub read_write: &'a [PathBuf],
     pub held: &'a [(PathBuf, Option<(u64, u64)>)],
+    pub pins: &'a [PathBuf],
 }
 
-/// What one session's end did.
+/// What one session's search did. Bounded whatever the session planted: the first
+/// [`MAX_LISTED`] repositories set aside, the rest counted; what it did not finish as
+/// a few notes ([`find::Unfinished`]).
 #[derive(Debug, Default)]
 pub struct Report {
     pub repositories: Vec<SetAside>,
-    /// What could not be looked at, in words.
-    pub notes: Vec<String>,
+    /// Repositories set aside past [`MAX_LISTED`].
+    pub more: usize,
+    /// A repository could not be wholly set aside.
+    pub problems: bool,
+    pub unfinished: find::Unfinished,
+    /// Folders a session had made unreadable that were given back their owner's `r-x`.
+    pub unlocked: (usize, Vec<String>),
     pub git_folders: usize,
     pub entries: u64,
     pub ms: u64,
 }
 
+impl Report {
+    fn add(&mut self, s: SetAside) {
+        self.problems |= s.problem.is_some();
+        if self.repositories.len() < MAX_LISTED {
+            self.repositories.push(capped(s));
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// What the row says went wrong or was left, in words.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = self.unfinished.said();
+        let (n, examples) = &self.unlocked;
+        if *n > 0 {
+            notes.push(format!(
+                "{n} folder{} the session had made unreadable given back their owner's \
+                 read and search (u+rx) to be looked at: {}{}",
+                if *n == 1 { "" } else { "s" },
+                examples.join(", "),
+                if *n > examples.len() { ", …" } else { "" }
+            ));
+        }
+        if self.problems {
+            notes.push("a repository could not be wholly set aside (its problem is listed)".into());
+        }
+        if self.more > 0 {
+            notes.push(format!(
+                "{} more repositories set aside, not listed",
+                self.more
+            ));
+        }
+        notes
+    }
+}
+
 /// Finds the git folders under `s`'s read-write grants and sets aside what `s` planted
-/// in them.
+/// in them: the walks and what follows them all under one deadline.
 pub fn run(s: &Session, bounds: Bounds) -> Report {
     let started = Instant::now();
+    let deadline = started + bounds.time;
     let roots = roots(s.read_write);
-    let found = find::find(&roots, bounds.limits, started + bounds.time, s.created_ms);
     let ctx = act::Ctx {
         session: s.id,
         stamp_ms: journal::now_ms(),
         created_ms: s.created_ms,
         held: s.held,
+        pins: s.pins,
     };
-    let mut report = Report {
-        notes: found.notes,
-        entries: found.entries,
-        ..Default::default()
-    };
-    let mut seen = HashSet::new();
-    for p in &found.places {
-        let path = roots[p.root].join(at::os(&p.rel));
-        let dir = match at::open_rel(&roots[p.root], &p.rel) {
-            Ok(d) => d,
-            Err(Errno::ELOOP | Errno::ENOTDIR) => {
-                report.notes.push(format!(
-                    "{}: reached through a link, not followed",
-                    path.display()
-                ));
-                continue;
-            }
-            Err(_) => continue,
-        };
-        let Ok(st) = nix::sys::stat::fstat(dir.as_raw_fd()) else {
-            continue;
-        };
-        if !seen.insert(at::ident(&st)) {
-            continue;
-        }
+    let mut report = Report::default();
+    let mut visit = |fd: RawFd, path: &Path, named_anew: bool| {
         report.git_folders += 1;
-        report
-            .repositories
-            .extend(act::visit(&ctx, &dir, &path, p.named_anew));
-    }
+        if let Some(set) = act::visit(&ctx, fd, path, named_anew) {
+            report.add(set);
+        }
+    };
+    let mut walked = find::walk(&roots, bounds.limits, deadline, s.created_ms, &mut visit);
+    find::follow(
+        &roots,
+        &mut walked.named,
+        deadline,
+        s.created_ms,
+        &mut walked.unfinished,
+        &mut visit,
+    );
+    report.unfinished = walked.unfinished;
+    report.unlocked = walked.unlocked;
+    report.entries = walked.entries;
     report.ms = started.elapsed().as_millis() as u64;
     report
 }
@@ -137,24 +171,113 @@ pub(in crate::daemon) fn at_end(d: &Daemon, e: &Entry) {
     if !r.sandboxed || e.probe || r.reach.read_write.is_empty() {
         return;
     }
-    let s = Session {
-        id: &r.id,
+    let dir = pending::dir(d.store.dir());
+    // A search of it a relay died in is on file: this is one more.
+    let attempts = pending::read(&dir, &r.id).map_or(0, |p| p.attempts);
+    let p = Pending {
+        id: r.id.clone(),
         created_ms: r.created_ms,
-        read_write: &r.reach.read_write,
-        held: &r.reach.held,
+        read_write: r.reach.read_write.clone(),
+        pins: r.reach.pins.clone(),
+        attempts,
+        ..Default::default()
     };
-    let report = blocking(|| run(&s, Bounds::SESSION));
+    search(d, p, (&r.reach.held, Some(e)), Bounds::SESSION);
+}
+
+/// The searches on file that never finished ([`pending`]), at relay's start once the
+/// sessions it found running have ended (`ended`, searched just now): each taken up
+/// again, or told given up.
+pub(in crate::daemon) fn resume(d: &Daemon, ended: &[String]) {
+    let dir = pending::dir(d.store.dir());
+    for p in pending::all(&dir) {
+        if ended.contains(&p.id) {
+            continue;
+        }
+        if !p.given_up {
+            let entry = d.entry(&p.id);
+            search(d, p, (&[], entry.as_ref()), Bounds::SESSION);
+        }
+    }
+}
+
+/// One search of `p`'s grants, on file before it begins ([`pending`]) and taken off
+/// once it finishes; told when it set anything aside or did not finish.
+type Held<'a> = &'a [(PathBuf, Option<(u64, u64)>)];
+
+fn search(d: &Daemon, mut p: Pending, (held, e): (Held, Option<&Entry>), bounds: Bounds) {
+    let dir = pending::dir(d.store.dir());
+    if p.attempts >= pending::MAX_ATTEMPTS {
+        if !p.given_up {
+            p.given_up = true;
+            let _ = pending::write(&dir, &p);
+            let report = Report {
+                unfinished: given_up(&p, &dir),
+                ..Default::default()
+            };
+            tell(d, &p.id, e, report);
+        }
+        return;
+    }
+    p.attempts += 1;
+    if let Err(err) = pending::write(&dir, &p) {
+        tracing::error!("{}: {err}", pending::path_of(&dir, &p.id).display());
+    }
+    let s = Session {
+        id: &p.id,
+        created_ms: p.created_ms,
+        read_write: &p.read_write,
+        held,
+        pins: &p.pins,
+    };
+    let mut report = blocking(|| run(&s, bounds));
     tracing::debug!(
-        session = %r.id,
+        session = %p.id,
         git_folders = report.git_folders,
         entries = report.entries,
         ms = report.ms,
         "repositories of an ended session looked at"
     );
-    if report.repositories.is_empty() && report.notes.is_empty() {
+    if report.unfinished.is_empty() {
+        pending::done(&dir, &p.id);
+    } else {
+        p.left = report.unfinished.said();
+        let _ = pending::write(&dir, &p);
+        report.unfinished.note(format!(
+            "not finished (search {} of at most {}): taken up again at relay's next start \
+             ({})",
+            p.attempts,
+            pending::MAX_ATTEMPTS,
+            pending::path_of(&dir, &p.id).display()
+        ));
+    }
+    if report.repositories.is_empty() && report.notes().is_empty() {
         return;
     }
-    tell(d, e, report);
+    tell(d, &p.id, e, report);
+}
+
+/// What a search given up on says.
+fn given_up(p: &Pending, dir: &Path) -> find::Unfinished {
+    let mut u = find::Unfinished::default();
+    u.note(format!(
+        "the search of this session's repositories began {} times and never finished \
+         (relay stopped during it, or it ran past its bounds); not tried again. Its \
+         grants: {}; what was left: {}. Remove {} once looked at",
+        p.attempts,
+        p.read_write
+            .iter()
+            .map(|g| g.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if p.left.is_empty() {
+            "unknown (relay stopped during it)".to_string()
+        } else {
+            p.left.join("; ")
+        },
+        pending::path_of(dir, &p.id).display()
+    ));
+    u
 }
 
 /// Runs `f` on this thread, letting the runtime move its other tasks elsewhere while it
@@ -172,29 +295,13 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 const MAX_LISTED: usize = 64;
 
 /// The audit row and the event, with every name capped as a request's strings are.
-fn tell(d: &Daemon, e: &Entry, report: Report) {
-    let r = &e.record;
-    let mut notes = report.notes;
-    if report.repositories.iter().any(|s| s.problem.is_some()) {
-        notes.push("a repository could not be wholly set aside (its problem is listed)".into());
-    }
-    if report.repositories.len() > MAX_LISTED {
-        notes.push(format!(
-            "{} more repositories set aside, not listed",
-            report.repositories.len() - MAX_LISTED
-        ));
-    }
-    let listed: Vec<SetAside> = report
-        .repositories
-        .into_iter()
-        .take(MAX_LISTED)
-        .map(capped)
-        .collect();
+fn tell(d: &Daemon, id: &str, e: Option<&Entry>, report: Report) {
+    let notes = report.notes();
+    let listed = report.repositories;
     tracing::warn!(
-        session = %r.id,
+        session = %id,
         repositories = listed.len(),
-        "session {}: set aside what git would have run in {} repositor{} it made or changed{}",
-        r.id,
+        "session {id}: set aside what git would have run in {} repositor{} it made or changed{}",
         listed.len(),
         if listed.len() == 1 { "y" } else { "ies" },
         if notes.is_empty() { String::new() } else { format!("; {}", notes.join("; ")) }
@@ -205,26 +312,27 @@ fn tell(d: &Daemon, e: &Entry, report: Report) {
     } else {
         Outcome::Allowed
     };
+    let r = e.map(|e| &e.record);
     let row = d.audit.record(&AuditRow {
         action: REPOSITORY_SET_ASIDE,
-        session_id: Some(r.id.clone()),
-        kind: Some(r.kind.as_str().into()),
-        project: Some(r.project_id.clone()),
-        template: Some(r.template_id.clone()),
+        session_id: Some(id.to_string()),
+        kind: r.map(|r| r.kind.as_str().into()),
+        project: r.map(|r| r.project_id.clone()),
+        template: r.map(|r| r.template_id.clone()),
         outcome,
         error: error.clone(),
         repositories: Some(listed.clone()),
         ..Default::default()
     });
     if let Err(err) = row {
-        tracing::error!("audit: {REPOSITORY_SET_ASIDE} of {}: {err}", r.id);
+        tracing::error!("audit: {REPOSITORY_SET_ASIDE} of {id}: {err}");
     }
     d.events.emit(&Event {
         name: REPOSITORY_SET_ASIDE_EVENT,
         status: Some(outcome.as_str()),
         reason: error,
-        session_id: Some(r.id.clone()),
-        kind: Some(r.kind.as_str().into()),
+        session_id: Some(id.to_string()),
+        kind: r.map(|r| r.kind.as_str().into()),
         repositories: Some(listed),
         ..Default::default()
     });
@@ -271,6 +379,7 @@ mod tests {
             created_ms,
             read_write: grant,
             held,
+            pins: &[],
         }
     }
 
@@ -293,7 +402,7 @@ mod tests {
         std::fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\ntouch /tmp/z\n").unwrap();
         let report = run(&session(&grant, launched, &[]), Bounds::SESSION);
         assert_eq!(report.git_folders, 1);
-        assert!(report.notes.is_empty(), "{:?}", report.notes);
+        assert!(report.unfinished.is_empty(), "{:?}", report.unfinished);
         let s = &report.repositories[0];
         assert_eq!(s.repository, git.display().to_string());
         assert_eq!(
@@ -438,11 +547,11 @@ mod tests {
         assert!(report.repositories.is_empty());
         assert!(
             report
-                .notes
+                .notes()
                 .iter()
                 .any(|n| n.contains("reached through a link")),
             "{:?}",
-            report.notes
+            report.notes()
         );
         let kept = std::fs::read_to_string(outside.path().join("x.git/config")).unwrap();
         assert_eq!(kept, PLANTED);
@@ -491,5 +600,73 @@ mod tests {
             top.clone(),
         ]);
         assert_eq!(got, vec![top]);
+    }
+
+    /// The `repository_set_aside` rows of `d` so far.
+    fn rows(d: &Daemon) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(d.audit.path())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["action"] == REPOSITORY_SET_ASIDE)
+            .collect()
+    }
+
+    #[test]
+    fn a_search_cut_short_stays_on_file_is_taken_up_at_the_next_start_and_given_up_once_said() {
+        let t = tempfile::tempdir().unwrap();
+        let d = crate::daemon::serve::test_daemon(t.path());
+        let grant = t.path().canonicalize().unwrap().join("home/project");
+        let git = grant.join(".git");
+        git_folder(&git, PLANTED);
+        let dir = pending::dir(d.store.dir());
+        let p = Pending {
+            id: "t-0123456789ab".into(),
+            created_ms: journal::now_ms() - 1_000,
+            read_write: vec![grant.clone()],
+            ..Default::default()
+        };
+        // Out of time before anything: nothing done, all of it on file and said.
+        let none = Bounds {
+            limits: Limits::SESSION,
+            time: Duration::ZERO,
+        };
+        search(&d, p.clone(), (&[], None), none);
+        let on_file = pending::read(&dir, &p.id).unwrap();
+        assert_eq!(on_file.attempts, 1);
+        assert!(on_file.left[0].contains("ran out of time"), "{on_file:?}");
+        assert_eq!(
+            std::fs::read_to_string(git.join("config")).unwrap(),
+            PLANTED
+        );
+        let told = rows(&d);
+        let error = told[0]["error"].as_str().unwrap();
+        assert!(
+            error.contains("ran out of time") && error.contains("taken up again"),
+            "{error}"
+        );
+
+        // The next start takes it up, finishes, and the file goes.
+        resume(&d, &[]);
+        assert!(pending::read(&dir, &p.id).is_none());
+        assert!(!std::fs::read_to_string(git.join("config"))
+            .unwrap()
+            .contains("fsmonitor"));
+        assert_eq!(rows(&d).len(), 2);
+        assert_eq!(rows(&d)[1]["outcome"], "allowed");
+
+        // One a relay died in three times is said once and left on file.
+        let died = Pending {
+            attempts: pending::MAX_ATTEMPTS,
+            ..p.clone()
+        };
+        pending::write(&dir, &died).unwrap();
+        resume(&d, &[]);
+        resume(&d, &[]);
+        let told = rows(&d);
+        assert_eq!(told.len(), 3);
+        let error = told[2]["error"].as_str().unwrap();
+        assert!(error.contains("never finished"), "{error}");
+        assert!(pending::read(&dir, &p.id).unwrap().given_up);
     }
 }

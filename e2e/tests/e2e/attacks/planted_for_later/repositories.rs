@@ -71,6 +71,24 @@ impl Case {
         person_git(&self.r.home, &self.r.project.join(rel), args)
     }
 
+    /// Waits until the file system's clock is well past the last change of `rel` (in
+    /// the project): what a later session finds there is older than its launch, by
+    /// more than the slack relay allows a clock coarser than its own.
+    fn until_older(&self, rel: &str) {
+        use std::os::unix::fs::MetadataExt;
+        let ms =
+            |m: &std::fs::Metadata| m.ctime() as i128 * 1000 + m.ctime_nsec() as i128 / 1_000_000;
+        let then = ms(&std::fs::symlink_metadata(self.r.project.join(rel)).unwrap());
+        let probe = self.r.root.join("clock");
+        assert!(
+            relay_e2e::wait::until(relay_e2e::WAIT, || {
+                std::fs::write(&probe, "").unwrap();
+                ms(&std::fs::metadata(&probe).unwrap()) > then + 200
+            }),
+            "the clock never moved"
+        );
+    }
+
     /// The markers written so far.
     fn ran(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(&self.ran)
@@ -439,4 +457,155 @@ git remote add origin https://example.com/sub.git
     let url = git(&c.r.home, &sub, &["remote", "get-url", "origin"]);
     assert_eq!(text(&url.stdout), "https://example.com/sub.git\n");
     c.assert_nothing_ran("nothing was planted");
+}
+
+/// A folder an earlier session left short of a repository (a config with an alias,
+/// folders not yet named `objects` and `refs`), which a later session completes and
+/// names in a `.git` folder's `commondir`: the config is older than the later
+/// session, but the folder reached through the `commondir` it wrote is its own.
+#[test]
+fn a_config_an_earlier_session_left_never_runs_once_a_later_one_names_it_in_a_commondir() {
+    let c = Case::new();
+    c.session(
+        "mkdir -p store/c/o/info store/c/o/pack store/c/r/heads
+printf '[alias]\\n\\tst = \"!touch %s/alias.ran\"\\n' \"$M\" > store/c/config
+",
+    );
+    assert!(c.rows().is_empty(), "{:?}", c.rows());
+    c.until_older("store/c/config");
+    c.session(
+        "mv store/c/o store/c/objects && mv store/c/r store/c/refs
+mkdir -p w/.git
+echo 'ref: refs/heads/main' > w/.git/HEAD
+echo ../../store/c > w/.git/commondir
+",
+    );
+    let out = c.person("w", &["st"]);
+    c.assert_nothing_ran("the alias reached through the commondir ran");
+    assert!(
+        text(&out.stderr).contains("not a git command"),
+        "the person's git did not read w as a repository: {out:?}"
+    );
+    let entry = c.set_aside("store/c");
+    assert_eq!(keys(&entry), ["alias.st"], "{entry}");
+}
+
+/// The same, completed by a `HEAD`: a folder that becomes a git folder during a session
+/// is the session's, whatever the age of its config.
+#[test]
+fn a_config_an_earlier_session_left_never_runs_once_a_later_one_adds_its_head() {
+    let c = Case::new();
+    c.session(
+        "mkdir -p vendor/x/.git/o/info vendor/x/.git/o/pack vendor/x/.git/r/heads
+printf '[alias]\\n\\tst = \"!touch %s/alias.ran\"\\n' \"$M\" > vendor/x/.git/config
+",
+    );
+    assert!(c.rows().is_empty(), "{:?}", c.rows());
+    c.until_older("vendor/x/.git/config");
+    c.session(
+        "cd vendor/x/.git && mv o objects && mv r refs
+echo 'ref: refs/heads/main' > HEAD
+",
+    );
+    let out = c.person("vendor/x", &["st"]);
+    c.assert_nothing_ran("the alias of the folder made a repository ran");
+    assert!(
+        text(&out.stderr).contains("not a git command"),
+        "the person's git did not read vendor/x as a repository: {out:?}"
+    );
+    assert_eq!(keys(&c.set_aside("vendor/x/.git")), ["alias.st"]);
+}
+
+/// A session that takes the modes away from the folder holding its repository
+/// (`chmod 0111`: anyone may pass through, nobody may list it) to hide it from the
+/// search; the person's git passes through all the same.
+#[test]
+fn a_repository_in_a_folder_the_session_made_unlistable_runs_nothing_it_planted() {
+    let c = Case::new();
+    c.session(&format!(
+        "{NESTED}git config alias.st \"!touch $M/alias.ran\"
+chmod 0111 .. .git
+"
+    ));
+    c.person("vendor/lib", &["st"]);
+    c.assert_nothing_ran("the alias in the hidden repository ran");
+    let entry = c.set_aside("vendor/lib/.git");
+    assert_eq!(keys(&entry), ["alias.st"]);
+    let row = &c.rows()[0];
+    assert!(
+        row["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("given back their owner's read and search")),
+        "{row}"
+    );
+}
+
+/// `core.worktree` sends the person's git to a working tree of the session's choosing:
+/// here the person's own folder outside every grant, which a `git status`, `git add -A`
+/// or `git clean` in the session's repository would then read or change.
+#[test]
+fn a_work_tree_the_session_pointed_elsewhere_is_never_the_persons_gits() {
+    let c = Case::new();
+    let mine = c.r.root.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("letter.txt"), "mine\n").unwrap();
+    c.session(&format!(
+        "{NESTED}git config core.worktree '{}'
+",
+        mine.display()
+    ));
+    let out = c.person(
+        "vendor/lib",
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    let listed = text(&out.stdout);
+    assert!(!listed.contains("letter.txt"), "{listed}");
+    assert!(listed.is_empty(), "{out:?}");
+    assert_eq!(keys(&c.set_aside("vendor/lib/.git")), ["core.worktree"]);
+}
+
+/// A rebase the session left stopped in the person's own repository, with an `exec`
+/// line after the stop: the person's `git rebase --continue` would run it.
+#[test]
+fn an_exec_line_in_a_rebase_the_session_left_never_runs_at_the_persons_continue() {
+    let c = Case::new();
+    c.session(
+        "echo s > s.txt && git add s.txt && git commit -qm s
+GIT_SEQUENCE_EDITOR=\"sed -i -e '1s/^pick/edit/' -e '\\$a exec touch $M/exec.ran'\" \
+ git rebase -q -i HEAD~1 >/dev/null 2>&1
+test -d .git/rebase-merge
+",
+    );
+    c.person("", &["rebase", "--continue"]);
+    c.assert_nothing_ran("the exec line ran");
+    let entry = c.set_aside(".git");
+    assert_eq!(
+        entry["whole"],
+        serde_json::json!(["rebase-merge"]),
+        "{entry}"
+    );
+    let todo = c.aside_file(".git", "rebase-merge/git-rebase-todo");
+    assert!(todo.contains("exec touch"), "{todo}");
+}
+
+/// A legacy `.git/remotes/<name>` file naming a URL of git's `ext::` transport (a
+/// command), for a person whose git allows it.
+#[test]
+fn a_legacy_remotes_file_the_session_wrote_never_runs_at_the_persons_fetch() {
+    let c = Case::with(|c| {
+        git(
+            &c.r.home,
+            &c.r.project,
+            &["config", "--global", "protocol.ext.allow", "always"],
+        );
+    });
+    c.session(
+        "mkdir -p .git/remotes
+printf 'URL: ext::sh -c touch%% %s/ext.ran\\n' \"$M\" > .git/remotes/up
+",
+    );
+    c.person("", &["fetch", "up"]);
+    c.assert_nothing_ran("the ext:: URL ran");
+    let entry = c.set_aside(".git");
+    assert_eq!(entry["whole"], serde_json::json!(["remotes"]), "{entry}");
 }
