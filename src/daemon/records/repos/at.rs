@@ -43,6 +43,51 @@ pub fn open_rel(root: &Path, rel: &[u8]) -> nix::Result<Dir> {
     Ok(cur)
 }
 
+/// `root`, then `rel` below it as [`open_rel`] does, its last folder opened for lookups
+/// by name alone (`O_PATH`: it needs no read, only search) where the platform can.
+pub fn open_path(root: &Path, rel: &[u8]) -> nix::Result<OwnedFd> {
+    let (above, last) = match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (&b""[..], rel),
+    };
+    let above = open_rel(root, above)?;
+    if last.is_empty() || last == b"." || last == b".." {
+        return Err(Errno::EINVAL);
+    }
+    let name = CString::new(last).map_err(|_| Errno::EINVAL)?;
+    #[cfg(target_os = "linux")]
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    #[cfg(not(target_os = "linux"))]
+    let flags = FOLDER;
+    let fd = openat(
+        Some(above.as_raw_fd()),
+        name.as_c_str(),
+        flags,
+        Mode::empty(),
+    )?;
+    // Safety: `fd` was just returned by openat(2) and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Gives the folder `name` of `dir` its owner's `r-x` back when it is the person's own
+/// and lacks them, never following a link.
+pub fn searchable(dir: RawFd, name: &CStr) {
+    if let Ok(st) = look(dir, name) {
+        if is_kind(&st, SFlag::S_IFDIR)
+            && st.st_uid == nix::unistd::geteuid().as_raw()
+            && st.st_mode & 0o500 != 0o500
+        {
+            let mode = Mode::from_bits_truncate((st.st_mode | 0o500) & 0o7777);
+            let _ = nix::sys::stat::fchmodat(
+                Some(dir),
+                name,
+                mode,
+                nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+            );
+        }
+    }
+}
+
 /// The entry `name` of `dir` as itself (a link is a link).
 pub fn look(dir: RawFd, name: &CStr) -> nix::Result<FileStat> {
     fstatat(Some(dir), name, AtFlags::AT_SYMLINK_NOFOLLOW)

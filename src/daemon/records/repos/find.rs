@@ -103,8 +103,13 @@ struct Finder<'a, F: FnMut(RawFd, &Path, bool)> {
     on_git: F,
     unread: Counts,
     unlocked: &'a mut Counts,
+    /// Folders that could not be opened, to be probed by name ([`probe`]).
+    probes: &'a mut Vec<(usize, Vec<u8>)>,
     entries: u64,
 }
+
+/// Most folders probed by name in one search.
+pub const MAX_PROBES: usize = 256;
 
 /// What `.git` and `commondir` files named, bounded: each folder once, or twice when a
 /// pointer the session changed names it after one it did not.
@@ -208,6 +213,9 @@ impl<F: FnMut(RawFd, &Path, bool)> Visitor for Finder<'_, F> {
     }
 
     fn unread(&mut self, at: At<'_>, why: Unread) {
+        if matches!(why, Unread::Unreadable(_)) && self.probes.len() < MAX_PROBES {
+            self.probes.push((self.root, at.rel.to_vec()));
+        }
         let kind = match why {
             Unread::TooDeep => "deeper than the search's bound of levels",
             Unread::TooMany => "past the search's bound of entries",
@@ -244,6 +252,8 @@ pub struct Walked {
     /// Folders of the person's that a session had made unreadable, given back their
     /// owner's `r-x` to be read: how many, and the first few.
     pub unlocked: (usize, Vec<String>),
+    /// Folders that could not be read, to be probed by name ([`probe`]).
+    pub probes: Vec<(usize, Vec<u8>)>,
     pub entries: u64,
     pub named: Named,
 }
@@ -262,6 +272,7 @@ pub fn walk(
     let mut out = Walked::default();
     let mut named = Named::default();
     let mut unlocked = Counts::default();
+    let mut probes = Vec::new();
     for root in 0..roots.len() {
         let mut f = Finder {
             roots,
@@ -275,6 +286,7 @@ pub fn walk(
             on_git: &mut on_git,
             unread: Counts::default(),
             unlocked: &mut unlocked,
+            probes: &mut probes,
             entries: 0,
         };
         crate::tree::walk(&roots[root], limits, &mut f);
@@ -301,6 +313,7 @@ pub fn walk(
         ));
     }
     out.named = named;
+    out.probes = probes;
     if let Some((_, n, examples)) = unlocked.kinds.pop() {
         out.unlocked = (n, examples);
     }
@@ -352,6 +365,46 @@ pub fn follow(
             "{} git folders named by `commondir` files past the search's bound, not looked at",
             named.dropped - dropped
         ));
+    }
+}
+
+/// Each folder the walk could not read (`chmod 0111` by a user other than relay's, or
+/// one that kept refusing), looked into by name alone, as the person's git does when it
+/// passes through: its `.git` (a folder visited, a file followed), and the folder itself
+/// when it holds a `HEAD`. What lies deeper stays unread, as the notes already say.
+pub fn probe(
+    roots: &[PathBuf],
+    probes: &[(usize, Vec<u8>)],
+    (deadline, created_ms): (Instant, u64),
+    named: &mut Named,
+    mut visit: impl FnMut(RawFd, &Path, bool),
+) {
+    for (root, rel) in probes {
+        if late(deadline) {
+            return;
+        }
+        let Ok(dir) = at::open_path(&roots[*root], rel) else {
+            continue;
+        };
+        let fd = dir.as_raw_fd();
+        let here = roots[*root].join(at::os(rel));
+        match at::look(fd, &at::c(".git")) {
+            Ok(st) if at::is_kind(&st, nix::sys::stat::SFlag::S_IFDIR) => {
+                let git = at::c(".git");
+                let opened = at::folder(fd, &git).or_else(|_| {
+                    at::searchable(fd, &git);
+                    at::folder(fd, &git)
+                });
+                if let Ok(g) = opened {
+                    visit(g.as_raw_fd(), &here.join(".git"), false);
+                }
+            }
+            Ok(_) => named_by_pointer(roots, (fd, &here), ".git", (created_ms, false), named),
+            Err(_) => {}
+        }
+        if at::look(fd, &at::c("HEAD")).is_ok() {
+            visit(fd, &here, false);
+        }
     }
 }
 
@@ -572,5 +625,36 @@ mod tests {
             u.said().last().unwrap(),
             "968 more places not finished, not listed"
         );
+    }
+
+    /// A folder the walk could not list is looked into by name: its `.git` folder
+    /// visited, its `.git` file followed, and itself when it holds a `HEAD`. (Its modes
+    /// are not taken away here: the tests run as root, whom no mode stops.)
+    #[test]
+    fn a_folder_the_walk_could_not_read_is_probed_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().canonicalize().unwrap();
+        repo(&top.join("hid/.git"));
+        repo(&top.join("sep.git"));
+        std::fs::create_dir_all(top.join("file")).unwrap();
+        std::fs::write(top.join("file/.git"), "gitdir: ../sep.git\n").unwrap();
+        repo(&top.join("bare"));
+        let roots = [top.clone()];
+        let probes: Vec<(usize, Vec<u8>)> = ["hid", "file", "bare", "gone"]
+            .iter()
+            .map(|r| (0, r.as_bytes().to_vec()))
+            .collect();
+        let mut named = Named::default();
+        let mut seen = Vec::new();
+        let when = (Instant::now() + std::time::Duration::from_secs(60), 0);
+        probe(&roots, &probes, when, &mut named, |_, path, anew| {
+            seen.push((path.strip_prefix(&top).unwrap().display().to_string(), anew))
+        });
+        assert_eq!(
+            seen,
+            [("hid/.git".to_string(), false), ("bare".into(), false)]
+        );
+        assert_eq!(named.places.len(), 1);
+        assert_eq!(named.places[0].rel, b"sep.git");
     }
 }

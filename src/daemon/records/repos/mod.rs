@@ -135,6 +135,8 @@ pub fn run(s: &Session, bounds: Bounds) -> Report {
         }
     };
     let mut walked = find::walk(&roots, bounds.limits, deadline, s.created_ms, &mut visit);
+    let when = (deadline, s.created_ms);
+    find::probe(&roots, &walked.probes, when, &mut walked.named, &mut visit);
     find::follow(
         &roots,
         &mut walked.named,
