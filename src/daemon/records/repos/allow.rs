@@ -384,4 +384,44 @@ mod tests {
             assert!(form || known.contains(&k), "{key} is not a key git lists");
         }
     }
+
+    #[test]
+    fn a_work_tree_is_kept_only_where_its_git_file_names_the_git_folder_back() {
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().canonicalize().unwrap();
+        let git = top.join(".git/modules/sub");
+        std::fs::create_dir_all(&git).unwrap();
+        std::fs::create_dir_all(top.join("sub")).unwrap();
+        std::fs::write(top.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+        std::fs::create_dir_all(top.join("other")).unwrap();
+        let worktree = |v: &str| Entry {
+            section: b"core".to_vec(),
+            sub: None,
+            name: b"worktree".to_vec(),
+            value: Some(v.as_bytes().to_vec()),
+        };
+        // What `git submodule add` writes, relative or absolute.
+        assert!(worktree_is_gits(&git, &worktree("../../../sub")));
+        let absolute = top.join("sub").display().to_string();
+        assert!(worktree_is_gits(&git, &worktree(&absolute)));
+        // Anywhere else: a folder with no `.git`, one naming another git folder, none.
+        assert!(!worktree_is_gits(&git, &worktree("../../../other")));
+        std::fs::write(top.join("other/.git"), "gitdir: ../elsewhere\n").unwrap();
+        assert!(!worktree_is_gits(&git, &worktree("../../../other")));
+        assert!(!worktree_is_gits(&git, &worktree("/")));
+        let bare = Entry {
+            value: None,
+            ..worktree("")
+        };
+        assert!(!worktree_is_gits(&git, &bare));
+        // Through a link to the right folder: not as git wrote it.
+        std::os::unix::fs::symlink(top.join("sub"), top.join("link")).unwrap();
+        assert!(!worktree_is_gits(&git, &worktree("../../../link")));
+        // Any other key is not its business.
+        let other = Entry {
+            name: b"bare".to_vec(),
+            ..worktree("x")
+        };
+        assert!(worktree_is_gits(&git, &other));
+    }
 }

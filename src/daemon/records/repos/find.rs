@@ -108,8 +108,9 @@ struct Finder<'a, F: FnMut(RawFd, &Path, bool)> {
     entries: u64,
 }
 
-/// Most folders probed by name in one search.
+/// Most folders probed by name in one search, and most bytes of their paths.
 pub const MAX_PROBES: usize = 256;
+pub const PROBE_BYTES: usize = 1 << 20;
 
 /// What `.git` and `commondir` files named, bounded: each folder once, or twice when a
 /// pointer the session changed names it after one it did not.
@@ -213,7 +214,11 @@ impl<F: FnMut(RawFd, &Path, bool)> Visitor for Finder<'_, F> {
     }
 
     fn unread(&mut self, at: At<'_>, why: Unread) {
-        if matches!(why, Unread::Unreadable(_)) && self.probes.len() < MAX_PROBES {
+        let held: usize = self.probes.iter().map(|(_, r)| r.len()).sum();
+        if matches!(why, Unread::Unreadable(_))
+            && self.probes.len() < MAX_PROBES
+            && held + at.rel.len() <= PROBE_BYTES
+        {
             self.probes.push((self.root, at.rel.to_vec()));
         }
         let kind = match why {
