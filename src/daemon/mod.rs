@@ -69,6 +69,9 @@ pub struct Daemon {
     pub doctor_probes: Mutex<Option<(u64, Vec<diagnostics::doctor::Check>)>>,
     /// Each proxied session's egress proxy, while it runs.
     pub egress: egress::Registry,
+    /// Each running sandboxed session's live watch of its repositories
+    /// (`records::repos::watch`).
+    pub(in crate::daemon) repo_watches: Mutex<HashMap<String, records::repos::watch::Handle>>,
     /// What each proxied session may have written of its connections, one by one.
     pub egress_budget: records::budget::Budget,
     /// Why this start runs neither helper (not even for `--version`): a session relay

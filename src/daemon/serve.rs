@@ -356,6 +356,7 @@ fn daemon_with(
         doctor_probes: Mutex::new(None),
         egress: Default::default(),
         egress_budget: Default::default(),
+        repo_watches: Default::default(),
         helpers_withheld: OnceLock::new(),
         service: service.map(|s| s.name),
         ended: Default::default(),

@@ -34,6 +34,9 @@ pub struct Ctx<'a> {
     /// The paths the launch pinned read-only (`Reach::pins`): a git folder whose
     /// `config` or `hooks` is among them was one at launch.
     pub pins: &'a [PathBuf],
+    /// The live watch, while the session runs: a rebase's state and legacy remotes
+    /// wait for its end.
+    pub live: bool,
 }
 
 impl Ctx<'_> {
@@ -120,6 +123,7 @@ pub fn visit(ctx: &Ctx, fd: RawFd, path: &Path, named_anew: bool) -> Option<SetA
     let hooks = changed("hooks") || (unheld("hooks") && entries_changed(ctx, fd, "hooks"));
     let state: Vec<&str> = STATE
         .into_iter()
+        .filter(|_| !ctx.live)
         .filter(|n| {
             at::look(fd, &c(n)).is_ok()
                 && (named_anew || ctx.changed(fd, path, n) || entries_changed(ctx, fd, n))

@@ -22,6 +22,7 @@ mod at;
 mod config;
 mod find;
 mod pending;
+pub(in crate::daemon) mod watch;
 
 use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
@@ -126,6 +127,7 @@ pub fn run(s: &Session, bounds: Bounds) -> Report {
         created_ms: s.created_ms,
         held: s.held,
         pins: s.pins,
+        live: false,
     };
     let mut report = Report::default();
     let mut visit = |fd: RawFd, path: &Path, named_anew: bool| {
@@ -170,6 +172,14 @@ fn roots(read_write: &[PathBuf]) -> Vec<PathBuf> {
 /// repositories neutralized, and the person told. Before its end is written or said.
 pub(in crate::daemon) fn at_end(d: &Daemon, e: &Entry) {
     let r = &e.record;
+    let watch = d
+        .repo_watches
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&r.id);
+    if let Some(w) = watch {
+        w.stop();
+    }
     if !r.sandboxed || e.probe || r.reach.read_write.is_empty() {
         return;
     }
@@ -185,6 +195,16 @@ pub(in crate::daemon) fn at_end(d: &Daemon, e: &Entry) {
         ..Default::default()
     };
     search(d, p, (&r.reach.held, Some(e)), Bounds::SESSION);
+}
+
+/// Once `e` runs: the live watch of its write grants (Linux), kept until its end.
+pub(in crate::daemon) fn watching(d: &std::sync::Arc<Daemon>, e: &Entry) {
+    if let Some(h) = watch::start(d, e) {
+        d.repo_watches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(e.record.id.clone(), h);
+    }
 }
 
 /// The searches on file that never finished ([`pending`]), at relay's start once the
