@@ -433,6 +433,36 @@ pub trait Visitor {
     fn entry(&mut self, dir: RawFd, name: &CStr, kind: Kind, at: Place<'_>);
     /// A folder that was not read, or not wholly.
     fn unread(&mut self, at: Place<'_>, why: Unread);
+    /// Whether to end the walk now (a bound of the visitor's own, such as time), asked
+    /// before each folder is read: the walk then ends without a word to `unread`.
+    fn stop(&mut self) -> bool {
+        false
+    }
+    /// The folder at `at`, open as `dir`, has had all its entries told (before any of
+    /// its folders is entered).
+    fn read_through(&mut self, _dir: RawFd, _at: Place<'_>) {}
+    /// Whether a folder of the person's own that cannot be opened or searched (a
+    /// session took its modes away: `chmod 0111`) is given back the owner's `r-x` and
+    /// read: a walk that must see everything a session could hide.
+    fn unlock(&self) -> bool {
+        false
+    }
+    /// A folder whose modes the walk gave the owner's `r-x` back ([`Self::unlock`]).
+    fn unlocked(&mut self, _at: Place<'_>) {}
+}
+
+/// Gives the folder `name` of `parent` its owner's `r-x` when it lacks it and is the
+/// person's own (owned by this process's user), through its name, never following a
+/// link. Whether it changed a mode.
+fn unlock_folder(parent: RawFd, name: &CStr) -> bool {
+    let Ok(st) = fstatat(Some(parent), name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    if !is_dir(&st) || st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o500 == 0o500 {
+        return false;
+    }
+    let mode = Mode::from_bits_truncate((st.st_mode | 0o500) & 0o7777);
+    fchmodat(Some(parent), name, mode, FchmodatFlags::NoFollowSymlink).is_ok()
 }
 
 /// One folder on the way down of a read-only walk.
@@ -484,6 +514,16 @@ impl Walk {
     /// gone, or `v` was told it is a link or could not be read.
     fn open(root: &Path, limits: Limits, v: &mut impl Visitor) -> Option<Walk> {
         let top = Place { rel: b"", depth: 0 };
+        if v.unlock() {
+            // The top itself, a session's own folder, may have lost its modes too.
+            let parent = root.parent().and_then(|p| open_parent(p).ok());
+            if let (Some(parent), Some(name)) = (parent, root.file_name()) {
+                let name = CString::new(name.as_bytes()).unwrap_or_default();
+                if unlock_folder(parent.as_raw_fd(), &name) {
+                    v.unlocked(top);
+                }
+            }
+        }
         let cur = match Dir::open(
             root,
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
@@ -564,7 +604,20 @@ impl Walk {
             self.rel.truncate(rel_len);
             return true;
         }
-        match open_folder(self.cur.as_raw_fd(), &sub, false) {
+        let mut opened = open_folder(self.cur.as_raw_fd(), &sub, false);
+        let searchable = |r: &nix::Result<(Dir, (u64, u64))>| match r {
+            Ok((d, _)) => fstat(d.as_raw_fd()).is_ok_and(|st| st.st_mode & 0o500 == 0o500),
+            Err(e) => *e != Errno::EACCES,
+        };
+        if v.unlock() && !searchable(&opened) && unlock_folder(self.cur.as_raw_fd(), &sub) {
+            v.unlocked(at);
+            opened = open_folder(self.cur.as_raw_fd(), &sub, false);
+        }
+        let at = Place {
+            rel: &self.rel,
+            depth: depth + 1,
+        };
+        match opened {
             Ok((dir, id)) => {
                 self.cur = dir;
                 self.stack.push(Frame {
@@ -615,7 +668,7 @@ impl Walk {
 
 /// Reads the folder `dir` once for a walk: tells `v` each entry and keeps its folders
 /// in `frame.pending` while the name budget lasts. `false`: the walk's entry count ran
-/// out, and the walk stops.
+/// out, or the visitor asked to stop, and the walk stops.
 #[allow(clippy::too_many_arguments)]
 fn read_folder(
     dir: &mut Dir,
@@ -627,6 +680,9 @@ fn read_folder(
     limits: Limits,
     v: &mut impl Visitor,
 ) -> bool {
+    if v.stop() {
+        return false;
+    }
     let fd = dir.as_raw_fd();
     let at = Place { rel, depth };
     let mut cut = false;
@@ -661,6 +717,7 @@ fn read_folder(
     if cut {
         v.unread(at, Unread::TooMany);
     }
+    v.read_through(fd, at);
     // Visited in the order listed.
     frame.pending.reverse();
     true
@@ -934,5 +991,63 @@ mod tests {
         assert!(v.entries.is_empty());
         assert_eq!(v.unread.len(), 1);
         assert_eq!(v.unread[0].1, Unread::Link);
+    }
+
+    /// A visitor that unlocks, and writes down what it unlocked and read through.
+    #[derive(Default)]
+    struct Unlocks {
+        seen: Seen,
+        unlocked: Vec<String>,
+        through: Vec<String>,
+    }
+
+    impl Visitor for Unlocks {
+        fn entry(&mut self, dir: RawFd, name: &CStr, kind: Kind, at: Place<'_>) {
+            self.seen.entry(dir, name, kind, at);
+        }
+        fn unread(&mut self, at: Place<'_>, why: Unread) {
+            self.seen.unread(at, why);
+        }
+        fn read_through(&mut self, _dir: RawFd, at: Place<'_>) {
+            self.through
+                .push(String::from_utf8_lossy(at.rel).into_owned());
+        }
+        fn unlock(&self) -> bool {
+            true
+        }
+        fn unlocked(&mut self, at: Place<'_>) {
+            self.unlocked
+                .push(String::from_utf8_lossy(at.rel).into_owned());
+        }
+    }
+
+    #[test]
+    fn a_walk_that_unlocks_reads_folders_a_session_made_unlistable_and_says_which() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = scratch();
+        let top = d.path().join("top");
+        std::fs::create_dir_all(top.join("hid/den")).unwrap();
+        std::fs::write(top.join("hid/den/config"), "x").unwrap();
+        let set = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        set(&top.join("hid/den"), 0o111);
+        set(&top.join("hid"), 0o111);
+        set(&top, 0o311);
+        let mut v = Unlocks::default();
+        walk(&top, Limits::SESSION, &mut v);
+        assert!(v.seen.unread.is_empty(), "{:?}", v.seen.unread);
+        assert!(v.seen.entries.iter().any(|(p, _, _)| p == "hid/den/config"));
+        assert_eq!(v.unlocked, ["", "hid", "hid/den"]);
+        assert_eq!(v.through, ["", "hid", "hid/den"]);
+        assert_eq!(mode(&top.join("hid")) & 0o777, 0o511);
+        assert_eq!(mode(&top) & 0o777, 0o711);
+        // A plain walk changes no mode.
+        set(&top.join("hid"), 0o111);
+        let mut plain = Seen::default();
+        walk(&top, Limits::SESSION, &mut plain);
+        assert_eq!(mode(&top.join("hid")) & 0o777, 0o111);
+        set(&top.join("hid"), 0o755);
+        set(&top.join("hid/den"), 0o755);
     }
 }

@@ -69,6 +69,9 @@ pub struct Daemon {
     pub doctor_probes: Mutex<Option<(u64, Vec<diagnostics::doctor::Check>)>>,
     /// Each proxied session's egress proxy, while it runs.
     pub egress: egress::Registry,
+    /// Each running sandboxed session's live watch of its repositories
+    /// (`records::repos::watch`).
+    pub(in crate::daemon) repo_watches: Mutex<HashMap<String, records::repos::watch::Handle>>,
     /// What each proxied session may have written of its connections, one by one.
     pub egress_budget: records::budget::Budget,
     /// Why this start runs neither helper (not even for `--version`): a session relay
@@ -79,6 +82,9 @@ pub struct Daemon {
     /// The login service that started this relay (`relay.service`, `relay.serve`);
     /// `None` when it was started by hand (`GET /api/status`).
     pub service: Option<String>,
+    /// Woken at every session end once it is written and told (`teardown`): an attach
+    /// holds a terminal's exit frame until then ([`Self::until_ended`]).
+    pub ended: tokio::sync::Notify,
 }
 
 impl Daemon {
@@ -438,6 +444,13 @@ impl Daemon {
         // finds its proxy still there (a second proxy for a running id is refused).
         self.egress.stop(&session_id);
         egress::flush_end(self, &session_id);
+        // What it planted in repositories is set aside before its end is written or
+        // said: a relay that dies meanwhile still finds it running at its next start.
+        if let Some(e) = self.entry(&session_id) {
+            if e.record.state == EntryState::Running {
+                records::repos::at_end(self, &e);
+            }
+        }
         let entry = {
             let mut l = self.ledger();
             let Some(e) = l.get_mut(&session_id) else {
@@ -550,6 +563,30 @@ impl Daemon {
             token_projects: e.stop_token_projects.clone(),
             ..Default::default()
         });
+        self.ended.notify_waiters();
+    }
+
+    /// Waits, at most `bound`, until session `id` no longer runs: its end written and
+    /// told, what it planted in repositories set aside. True when it has ended (or is
+    /// gone).
+    pub async fn until_ended(&self, id: &str, bound: std::time::Duration) -> bool {
+        let ended = |d: &Daemon| {
+            d.entry(id).is_none_or(|e| {
+                !matches!(e.record.state, EntryState::Running | EntryState::Launching)
+            })
+        };
+        let wait = async {
+            loop {
+                let woken = self.ended.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if ended(self) {
+                    return;
+                }
+                woken.await;
+            }
+        };
+        tokio::time::timeout(bound, wait).await.is_ok()
     }
 
     /// The host died: its sessions went with it (their ptys and pipes were the host's).
@@ -572,7 +609,6 @@ impl Daemon {
                 .collect()
         };
         for e in gone {
-            self.persist(&e.record.id);
             // The shim leads its session's group, the target its own: both go.
             for pid in [e.root_pid, e.target_pid]
                 .into_iter()
@@ -582,6 +618,8 @@ impl Daemon {
                 // Safety: kill(2) on a process group of this session; no memory.
                 unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
             }
+            records::repos::at_end(self, &e);
+            self.persist(&e.record.id);
             let reason = e.stop_reason.unwrap_or("host_died");
             self.teardown(&e, reason, None, None, None);
         }

@@ -374,9 +374,11 @@ fn daemon_with(
         doctor_probes: Mutex::new(None),
         egress: Default::default(),
         egress_budget: Default::default(),
+        repo_watches: Default::default(),
         helpers_withheld: OnceLock::new(),
         made_folders,
         service: service.map(|s| s.name),
+        ended: Default::default(),
     });
     Ok((daemon, host))
 }
@@ -639,10 +641,12 @@ async fn stop_sessions(
 
 /// The sessions of earlier runs, before the host or any API can start one; what of
 /// them still runs (a kill of relay in bwrap's one unguarded moment) ends, found by the
-/// sandboxes recorded at launch (`records::strays`); then what the launches a stop of
-/// relay cut short before their record had made goes.
+/// sandboxes recorded at launch (`records::strays`); then the ones that ran have what
+/// they planted in repositories set aside and their end recorded, and the searches of
+/// earlier ends that never finished are taken up again; then what the
+/// launches a stop of relay cut short before their record had made goes.
 fn restore_records(daemon: &Daemon) -> Result<(), String> {
-    let (cut_short, restarted) = records::ledger::restore(daemon)?;
+    let (cut_short, restarted, ended) = records::ledger::restore(daemon)?;
     let mut recorded = Vec::new();
     for (id, sandbox) in restarted {
         match sandbox {
@@ -669,6 +673,8 @@ fn restore_records(daemon: &Daemon) -> Result<(), String> {
             "a process of session {id} outlived the relay that ran it: ended"
         );
     }
+    records::ledger::end_restarted(daemon, &ended);
+    records::repos::resume(daemon, &ended);
     records::purge::launches_cut_short(daemon, &cut_short);
     // No launch runs yet: what relay made for those that ran before goes.
     daemon.made_folders.release("");

@@ -382,6 +382,10 @@ pub struct AuditRow<S = String> {
     /// `egress`: one connection through a session's egress proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<Egress>,
+    /// `repository_set_aside`: each repository a session made or changed whose
+    /// configuration or hooks were moved out of git's reach at its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repositories: Option<Vec<SetAside>>,
 }
 
 /// One connection a proxied session asked for (docs/session-host.md#the-egress-proxy):
@@ -404,6 +408,38 @@ pub struct Egress {
     /// time the longest): docs/routes.md#logs-and-their-bounds. Absent on a row of one.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub folded: u64,
+}
+
+/// The audit action of a session's end that set repositories aside
+/// (docs/THREAT-MODEL.md#repositories-a-session-made-or-changed).
+pub const REPOSITORY_SET_ASIDE: &str = "repository_set_aside";
+/// Its event's name.
+pub const REPOSITORY_SET_ASIDE_EVENT: &str = "repository.set_aside";
+
+/// One repository a session made or changed, and what of its configuration and hooks
+/// was moved out of git's reach once it ended: names only, never a value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetAside {
+    /// The git folder (`…/vendor/lib/.git`, a bare repository, `…/.git/modules/x`).
+    pub repository: String,
+    /// Where what was moved lies: `<repository>/relay-set-aside/<session id>-<unix ms>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// The configuration keys moved out, each once, a subsection as `*`
+    /// (`core.fsmonitor`, `filter.*.clean`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// What was moved out whole: a configuration file unreadable as git's syntax
+    /// (`config`, `config.worktree`), a `hooks` that is no folder, a rebase's state
+    /// (`rebase-merge`, `rebase-apply`, `sequencer`), legacy `remotes`, `branches`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub whole: Vec<String>,
+    /// The hooks moved out, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<String>,
+    /// What could not be done there, in words (a link not followed, a step that failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -467,6 +503,10 @@ pub struct Event<S = String> {
     /// changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_projects: Option<Vec<String>>,
+    /// `repository.set_aside`: each repository a session made or changed whose
+    /// configuration or hooks were moved out of git's reach at its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repositories: Option<Vec<SetAside>>,
 }
 
 /// `GET /api/events?after=N&wait_ms=M`.
@@ -824,6 +864,14 @@ mod tests {
                 ms: 3,
                 folded: 7,
             }),
+            repositories: Some(vec![SetAside {
+                repository: "/p/vendor/lib/.git".into(),
+                folder: Some("/p/vendor/lib/.git/relay-set-aside/t-1-5".into()),
+                keys: vec!["core.fsmonitor".into(), "filter.*.clean".into()],
+                whole: vec!["config.worktree".into()],
+                hooks: vec!["pre-commit".into()],
+                problem: Some("p".into()),
+            }]),
         };
         round_trip(&row);
         round_trip(&AuditRows {
@@ -845,6 +893,7 @@ mod tests {
             env_names: Some(vec![]),
             token_projects: Some(vec!["p".into(), "q".into()]),
             egress: Some(Egress::default()),
+            repositories: Some(vec![SetAside::default()]),
         };
         round_trip(&ev);
         round_trip(&Events {

@@ -138,8 +138,13 @@ const CLIENT_LAST_WORD: Duration = Duration::from_secs(2);
 /// still on their way to the client, as one bidirectional copy did (it stops at the
 /// first error in either direction: `relay sandbox` then saw the stream end without
 /// output or exit frame). True when the client sent [`attach::FORGET`]: it has the
-/// exit frame, and the terminal may be purged.
-async fn relay_attach<C, H>(client: C, host: H) -> bool
+/// exit frame, and the terminal may be purged. The exit frame waits for `ended`
+/// ([`copy_holding_exit`]).
+async fn relay_attach<C, H>(
+    client: C,
+    host: H,
+    ended: impl std::future::Future<Output = ()>,
+) -> bool
 where
     C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     H: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -183,7 +188,7 @@ where
         client_failed
     };
     let down = async {
-        let _ = tokio::io::copy(&mut host_rd, &mut client_wr).await;
+        let _ = copy_holding_exit(&mut host_rd, &mut client_wr, ended).await;
         let _ = client_wr.shutdown().await;
     };
     tokio::pin!(up, down);
@@ -204,6 +209,60 @@ where
     }
     forget.load(Ordering::Relaxed)
 }
+
+/// Copies the host's frames to the client as they come, but the exit frame only once
+/// `ended` is done — the session's end recorded, what it planted in repositories set
+/// aside (docs/THREAT-MODEL.md#repositories-a-session-made-or-changed) — so a `relay
+/// sandbox` that has returned never leaves the person's next git to meet a planted
+/// command.
+async fn copy_holding_exit<R, W>(
+    rd: &mut R,
+    wr: &mut W,
+    ended: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut ended = Some(ended);
+    let mut buf = vec![0u8; 16 * 1024];
+    // The header of the frame being read, and what is left of its payload.
+    let mut header: Vec<u8> = Vec::with_capacity(5);
+    let mut left = 0usize;
+    loop {
+        let n = rd.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (mut i, mut from) = (0, 0);
+        while i < n {
+            if left > 0 {
+                let take = left.min(n - i);
+                (i, left) = (i + take, left - take);
+                continue;
+            }
+            if header.is_empty() && buf[i] == attach::EXIT {
+                if let Some(ended) = ended.take() {
+                    wr.write_all(&buf[from..i]).await?;
+                    from = i;
+                    ended.await;
+                }
+            }
+            header.push(buf[i]);
+            i += 1;
+            if header.len() == 5 {
+                left = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+                header.clear();
+            }
+        }
+        wr.write_all(&buf[from..n]).await?;
+    }
+}
+
+/// How long an attach holds a terminal's exit frame for its end to be recorded: past
+/// the search of its repositories' bound (`records::repos::Bounds::SESSION`).
+const EXIT_HOLD: Duration = Duration::from_secs(60);
 
 pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>) -> Resp {
     // An ended terminal is attached too: the host replays its scrollback and exit
@@ -237,7 +296,15 @@ pub(super) async fn attach(d: Arc<Daemon>, id: &str, mut req: Request<Incoming>)
         let Ok(client) = client_side.await else {
             return;
         };
-        if relay_attach(TokioIo::new(client), TokioIo::new(host_side)).await {
+        let ended = {
+            let (d, id) = (d.clone(), id.clone());
+            async move {
+                if !d.until_ended(&id, EXIT_HOLD).await {
+                    tracing::warn!(session = %id, "its end was not recorded within {EXIT_HOLD:?}; its exit is passed on");
+                }
+            }
+        };
+        if relay_attach(TokioIo::new(client), TokioIo::new(host_side), ended).await {
             // `relay sandbox` has printed the run and gone: its terminal goes too, as a
             // purge request would take it; a failure keeps the record, listed.
             if let Err(e) = purge::purge(&d, &id, SessionKind::Pty, "purged").await {
@@ -274,7 +341,11 @@ mod tests {
         let (daemon_host, host_side) = tokio::io::duplex(64);
         let exit = frame(attach::EXIT, br#"{"exit_status":4,"signal":null}"#);
         let host_task = tokio::spawn(host(host_side, exit.clone()));
-        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let relay = tokio::spawn(relay_attach(
+            daemon_client,
+            daemon_host,
+            std::future::ready(()),
+        ));
         let (mut rd, mut wr) = tokio::io::split(client);
         let mut up = frame(attach::RESIZE, &[0, 80, 0, 24]);
         up.extend(frame(attach::INPUT, b"typed"));
@@ -309,7 +380,11 @@ mod tests {
         let exit = frame(attach::EXIT, br#"{"exit_status":0,"signal":null}"#);
         host_side.write_all(&exit).await.unwrap();
         drop(host_side);
-        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let relay = tokio::spawn(relay_attach(
+            daemon_client,
+            daemon_host,
+            std::future::ready(()),
+        ));
         let (mut rd, mut wr) = tokio::io::split(client);
         let mut got = Vec::new();
         rd.read_to_end(&mut got).await.unwrap();
@@ -328,13 +403,52 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_exit_frame_waits_for_the_end_to_be_recorded_and_output_does_not() {
+        // An output frame whose payload holds the exit frame's kind byte, then the exit
+        // frame split across writes: only the exit frame is held.
+        let output = frame(attach::OUTPUT, &[attach::EXIT, b'x', attach::EXIT]);
+        let exit = frame(attach::EXIT, br#"{"exit_status":0,"signal":null}"#);
+        let (mut host_side, mut daemon_host) = tokio::io::duplex(64);
+        let (mut daemon_client, mut client) = tokio::io::duplex(64);
+        let (recorded, ended) = tokio::sync::oneshot::channel::<()>();
+        let copy = tokio::spawn(async move {
+            copy_holding_exit(&mut daemon_host, &mut daemon_client, async {
+                let _ = ended.await;
+            })
+            .await
+        });
+        host_side.write_all(&output).await.unwrap();
+        host_side.write_all(&exit[..2]).await.unwrap();
+        let mut got = vec![0u8; output.len()];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, output);
+        host_side.write_all(&exit[2..]).await.unwrap();
+        let mut one = [0u8; 1];
+        let early = tokio::time::timeout(Duration::from_millis(50), client.read(&mut one)).await;
+        assert!(
+            early.is_err(),
+            "the exit frame passed before the end was recorded"
+        );
+        recorded.send(()).unwrap();
+        drop(host_side);
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, exit);
+        copy.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn an_attach_without_forget_reports_none() {
         let (client, daemon_client) = tokio::io::duplex(64);
         let (daemon_host, host_side) = tokio::io::duplex(64);
         let exit = frame(attach::EXIT, br#"{"exit_status":0,"signal":null}"#);
         let host_task = tokio::spawn(host(host_side, exit.clone()));
-        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let relay = tokio::spawn(relay_attach(
+            daemon_client,
+            daemon_host,
+            std::future::ready(()),
+        ));
         let (mut rd, mut wr) = tokio::io::split(client);
         let mut got = Vec::new();
         rd.read_to_end(&mut got).await.unwrap();
@@ -352,13 +466,17 @@ mod tests {
         let (client, daemon_client) = tokio::io::duplex(64);
         let (daemon_host, host_side) = tokio::io::duplex(64);
         let host_task = tokio::spawn(host(host_side, Vec::new()));
-        assert!(!relay_attach(daemon_client, daemon_host).await);
+        assert!(!relay_attach(daemon_client, daemon_host, std::future::ready(())).await);
         host_task.await.unwrap();
         drop(client);
         // A frame longer than FRAME_MAX ends the attach at once, nothing forwarded.
         let (client, daemon_client) = tokio::io::duplex(64);
         let (daemon_host, mut host_side) = tokio::io::duplex(64);
-        let relay = tokio::spawn(relay_attach(daemon_client, daemon_host));
+        let relay = tokio::spawn(relay_attach(
+            daemon_client,
+            daemon_host,
+            std::future::ready(()),
+        ));
         let (_rd, mut wr) = tokio::io::split(client);
         wr.write_all(&[attach::INPUT, 0xff, 0xff, 0xff, 0xff])
             .await

@@ -781,6 +781,9 @@ async fn record(
         ..Default::default()
     });
     let entry = d.finish_launch(id);
+    if entry.record.state == EntryState::Running {
+        crate::daemon::records::repos::watching(d, &entry);
+    }
     // Its forwarder died while the launch was being recorded: it stops now.
     d.stop_marked(id).await;
     Ok(entry)

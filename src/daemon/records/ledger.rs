@@ -362,17 +362,19 @@ impl Store {
 /// as recorded.
 pub type Restarted = (String, Option<Sandbox>);
 
+/// What [`restore`] found: the launches cut short, the sandboxed sessions ended
+/// [`RELAY_RESTARTED`] with their sandboxes, and every session ended so.
+pub type Restored = (Vec<Launching>, Vec<Restarted>, Vec<String>);
+
 /// At start, before the host runs: every record read back into the daemon's ledger. A
-/// session that was running when relay stopped or died is ended now with reason
-/// [`RELAY_RESTARTED`] (its record rewritten, a `session_end` audit row and a
-/// `session.exited` event, as any end has); each file set aside is reported on stderr
-/// and in a `ledger_set_aside` audit row. Returns the markers of launches cut short
-/// (for `purge::launches_cut_short`, once the records are in) and the sandboxed
-/// sessions ended [`RELAY_RESTARTED`], each with its sandbox as recorded (for
-/// `strays::end`).
-pub(in crate::daemon) fn restore(
-    d: &crate::daemon::Daemon,
-) -> Result<(Vec<Launching>, Vec<Restarted>), String> {
+/// session that was running when relay stopped or died is ended with reason
+/// [`RELAY_RESTARTED`] in memory, and its end written and told by [`end_restarted`];
+/// each file set aside is reported on stderr and in a `ledger_set_aside` audit row.
+/// Returns the markers of launches cut short (for `purge::launches_cut_short`, once the
+/// records are in), the sandboxed sessions ended [`RELAY_RESTARTED`], each with its
+/// sandbox as recorded (for `strays::end`), and every session ended so (for
+/// [`end_restarted`]).
+pub(in crate::daemon) fn restore(d: &crate::daemon::Daemon) -> Result<Restored, String> {
     d.store
         .ensure()
         .map_err(|e| format!("{}: {e}", d.store.dir().display()))?;
@@ -405,8 +407,6 @@ pub(in crate::daemon) fn restore(
         let id = e.record.id.clone();
         d.ledger().insert(id.clone(), e.clone());
         if was_running {
-            d.persist(&id);
-            d.teardown(&e, RELAY_RESTARTED, None, None, None);
             restarted.push((id, e.record.sandboxed, e.record.sandbox));
         }
     }
@@ -420,12 +420,26 @@ pub(in crate::daemon) fn restore(
         };
         tracing::info!("{}", counts.line());
     }
+    let ended = restarted.iter().map(|(id, _, _)| id.clone()).collect();
     let sandboxed = restarted
         .into_iter()
         .filter(|(_, sandboxed, _)| *sandboxed)
         .map(|(id, _, sb)| (id, sb))
         .collect();
-    Ok((loaded.launching, sandboxed))
+    Ok((loaded.launching, sandboxed, ended))
+}
+
+/// Once what of them still ran has ended (`strays::end`): each session [`restore`] found
+/// running has what it planted in repositories set aside, then its end written (its
+/// record) and told (a `session_end` audit row and a `session.exited` event), as any
+/// end is. A relay that dies before this finds it running again at its next start.
+pub(in crate::daemon) fn end_restarted(d: &crate::daemon::Daemon, ids: &[String]) {
+    for id in ids {
+        let Some(e) = d.entry(id) else { continue };
+        super::repos::at_end(d, &e);
+        d.persist(id);
+        d.teardown(&e, RELAY_RESTARTED, None, None, None);
+    }
 }
 
 /// What [`restore`] read back, for its one log line.

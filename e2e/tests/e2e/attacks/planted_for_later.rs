@@ -11,6 +11,8 @@ use std::process::{Command, Output, Stdio};
 use relay_e2e::daemon::Relay;
 use serde_json::{json, Value};
 
+mod repositories;
+
 fn relay_in(r: &Relay, dir: &Path, args: &[&str]) -> Output {
     let mut cmd: Command = r.cli_command(args);
     cmd.current_dir(dir).stdin(Stdio::null());
@@ -28,9 +30,9 @@ fn sandboxed(r: &Relay, dir: &Path, script: &str) -> String {
     text(&out.stdout)
 }
 
-/// git on the host, as the person runs it, with `home` as its home.
-fn git(home: &Path, dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
+/// git on the host, as the person runs it, with `home` as its home, whatever it answers.
+fn person_git(home: &Path, dir: &Path, args: &[&str]) -> Output {
+    Command::new("git")
         .args(args)
         .current_dir(dir)
         .env("HOME", home)
@@ -40,7 +42,12 @@ fn git(home: &Path, dir: &Path, args: &[&str]) -> Output {
         .env("GIT_COMMITTER_NAME", "p")
         .env("GIT_COMMITTER_EMAIL", "p@example.com")
         .output()
-        .expect("git");
+        .expect("git")
+}
+
+/// [`person_git`], which must succeed.
+fn git(home: &Path, dir: &Path, args: &[&str]) -> Output {
+    let out = person_git(home, dir, args);
     assert!(out.status.success(), "git {args:?}: {out:?}");
     out
 }
@@ -145,8 +152,17 @@ fn a_session_cannot_plant_a_git_hook_an_fsmonitor_or_an_envrc_for_the_persons_ne
     let rcs = self::rcs(&out);
     assert_eq!(rc(&rcs, "gitconfig"), "0", "{out}");
     assert_ne!(rc(&rcs, "hook"), "0", "{out}");
+    // What the session wrote there is its own: cut to the inert keys at its end, the
+    // rest set aside, not lost (docs/THREAT-MODEL.md#repositories-a-session-made-or-changed).
     let config = std::fs::read_to_string(demo.join(".git/config")).unwrap();
-    assert!(config.contains("reopened"), "{config}");
+    assert!(!config.contains("reopened"), "{config}");
+    let aside: Vec<_> = std::fs::read_dir(demo.join(".git/relay-set-aside"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("config.txt"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    let saved = std::fs::read_to_string(&aside[0]).unwrap();
+    assert!(saved.contains("reopened"), "{saved}");
     let explained = relay_in(&r, &demo, &["sandbox", "explain", "shell"]);
     let explained = text(&explained.stdout);
     assert!(
