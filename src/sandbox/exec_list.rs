@@ -111,6 +111,9 @@ use Shape::{Dir, File, GitLink};
 
 const BASH_LOGIN_LEFT: &str =
     "bash reads it only when ~/.bash_profile is missing, and relay makes that one first";
+const GIT_LEFT: &str = "git init works here: what a session plants in a repository it \
+     makes is set aside while it runs and when it ends \
+     (docs/THREAT-MODEL.md#repositories-a-session-made-or-changed)";
 const GITMODULES_LEFT: &str =
     "git runs no command a .gitmodules names (`update = !command` counts \
      only in .git/config, which is pinned), and a new one shows in git status";
@@ -331,10 +334,14 @@ pub const LIST: &[Entry] = &[
     ),
     // In each folder a read-write grant holds.
     // `.git` itself: a file naming the repository elsewhere is pinned; where there is
-    // no repository, an empty read-only `.git` keeps a session from making one that the
-    // person's git (a prompt showing the branch runs it on `cd`) would run; git looks
-    // past a `.git` with no HEAD.
-    root(".git", GitLink, "git (the repository's folder)", Empty),
+    // no repository, none is made, so `git init` and `git clone` work there: what a
+    // session plants in a repository it made is set aside while it runs and at its end.
+    root(
+        ".git",
+        GitLink,
+        "git (the repository's folder)",
+        Left(GIT_LEFT),
+    ),
     root(".gitmodules", File, "git submodule", Left(GITMODULES_LEFT)),
     root(
         ".envrc",

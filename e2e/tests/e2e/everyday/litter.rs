@@ -1,5 +1,5 @@
-//! Nothing relay made for a session stays behind: the empty `.git`, `.vscode`, `.idea`
-//! and `.claude` relay makes so that bubblewrap can hold them read-only go once no
+//! Nothing relay made for a session stays behind: the empty `.vscode`, `.idea` and
+//! `.claude` relay makes so that bubblewrap can hold them read-only go once no
 //! running sandbox holds them, and at the next start after relay was killed
 //! (docs/session-host.md#execution-bearing-files).
 
@@ -18,8 +18,9 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-/// What relay makes in a project folder with no repository and none of them.
-const MADE: [&str; 4] = [".claude", ".git", ".idea", ".vscode"];
+/// What relay makes in a project folder with none of them (a `.git` it does not make:
+/// `git init` is the session's there).
+const MADE: [&str; 3] = [".claude", ".idea", ".vscode"];
 
 #[test]
 fn nothing_relay_made_for_a_session_stays_in_the_folder_it_started_in() {
@@ -89,7 +90,7 @@ fn what_relay_made_for_the_sessions_of_a_killed_relay_goes_at_its_next_start() {
 }
 
 #[test]
-fn a_session_cannot_plant_a_git_folder_when_another_relays_session_on_its_project_ends() {
+fn a_session_cannot_plant_vscode_tasks_when_another_relays_session_on_its_project_ends() {
     // Two relays (two config dirs) on one project folder.
     let a = Relay::start(base_settings(None));
     let mut s = base_settings(None);
@@ -102,13 +103,14 @@ fn a_session_cannot_plant_a_git_folder_when_another_relays_session_on_its_projec
         .status()
         .unwrap()
         .success());
-    // a makes the empty read-only .git; b's session, found it there and holds it, waits.
+    // a makes the empty read-only .vscode; b's session, found it there and holds it,
+    // waits.
     let held = a.shell_terminal("exec sleep 600");
     let held_id = held["id"].as_str().unwrap().to_string();
-    assert!(project.join(".git").is_dir());
+    assert!(project.join(".vscode").is_dir());
     let script = format!(
         "cd {p} && read go < go.fifo; \
-         if mkdir -p .git 2>/dev/null && printf '[core]\\n\\tfsmonitor = touch fsmonitor.ran\\n' > .git/config 2>/dev/null; \
+         if mkdir -p .vscode 2>/dev/null && echo '{{\"tasks\": []}}' > .vscode/tasks.json 2>/dev/null; \
          then echo planted; else echo refused; fi > plant.txt",
         p = project.display()
     );
@@ -121,10 +123,14 @@ fn a_session_cannot_plant_a_git_folder_when_another_relays_session_on_its_projec
     std::thread::spawn(move || std::fs::write(&fifo, "go\n"));
     b.wait_exited(&planter_id);
     let said = std::fs::read_to_string(project.join("plant.txt")).unwrap_or_default();
-    assert_eq!(said.trim(), "refused", "b's session wrote .git/config");
-    assert!(!project.join(".git/config").exists());
+    assert_eq!(
+        said.trim(),
+        "refused",
+        "b's session wrote .vscode/tasks.json"
+    );
+    assert!(!project.join(".vscode/tasks.json").exists());
     assert!(
-        project.join(".git").is_dir(),
-        "relay's .git went while b held it"
+        project.join(".vscode").is_dir(),
+        "relay's .vscode went while b held it"
     );
 }

@@ -681,3 +681,52 @@ printf 'URL: ext::sh -c touch%% %s/ext.ran\\n' \"$M\" > .git/remotes/up
     let entry = c.set_aside(".git");
     assert_eq!(entry["whole"], serde_json::json!(["remotes"]), "{entry}");
 }
+
+/// The folder a session starts in, with no repository: `git init` works there as one
+/// folder down (relay makes no `.git` of its own), and the fsmonitor the session sets
+/// never runs at the person's `git status` there, while the repository is the person's
+/// to use at once.
+#[test]
+fn a_repository_the_session_inits_in_its_own_folder_works_and_its_fsmonitor_never_runs_at_the_persons_git_status(
+) {
+    let mut r = Relay::prepare(None, false);
+    r.write_settings(&base_settings(None));
+    let ran = r.root.join("ran");
+    std::fs::create_dir_all(&ran).unwrap();
+    r.launch_daemon();
+    let out = sandboxed(
+        &r,
+        &r.project,
+        &format!(
+            "export GIT_AUTHOR_NAME=s GIT_AUTHOR_EMAIL=s@example.com GIT_COMMITTER_NAME=s GIT_COMMITTER_EMAIL=s@example.com
+git init -q && echo a > a.txt && git add a.txt && git commit -qm from-the-session && git checkout -qb topic && echo init=ok
+git config core.fsmonitor 'touch {ran}/fsmonitor.ran' && echo planted=ok
+",
+            ran = ran.display()
+        ),
+    );
+    assert!(
+        out.contains("init=ok") && out.contains("planted=ok"),
+        "{out}"
+    );
+    let status = person_git(&r.home, &r.project, &["status", "--porcelain"]);
+    let log = git(&r.home, &r.project, &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "from-the-session\n");
+    let left: Vec<_> = std::fs::read_dir(&ran).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "the fsmonitor ran: {}",
+        text(&status.stderr)
+    );
+    let rows: Vec<Value> = r
+        .audit_rows()
+        .into_iter()
+        .filter(|row| row["action"] == REPOSITORY_SET_ASIDE)
+        .collect();
+    assert!(
+        serde_json::json!(rows)
+            .to_string()
+            .contains("core.fsmonitor"),
+        "no row names what was set aside: {rows:?}"
+    );
+}
