@@ -358,6 +358,7 @@ fn daemon_with(
         egress_budget: Default::default(),
         helpers_withheld: OnceLock::new(),
         service: service.map(|s| s.name),
+        cgroups: OnceLock::new(),
     });
     Ok((daemon, host))
 }
@@ -426,6 +427,11 @@ pub async fn serve(
     let seeded = prepare_config(&paths)?;
     let said = service.clone();
     let (daemon, host) = build_daemon(paths, home, tmp, tmp_real, service)?;
+    // Before the host starts: on cgroup v2 relay may move itself into a folder of its
+    // own, and the host must start there (src/limits/cgroup.rs).
+    let _ = daemon
+        .cgroups
+        .set(crate::limits::prepare(std::process::id()));
     let listen = settings_at_start(&daemon);
     restore_records(&daemon)?;
     let run_helpers = helpers_may_run(&daemon, &host)?;
@@ -450,6 +456,7 @@ pub async fn serve(
 
     let why = stops.wait().await;
     stop_sessions(&daemon, &host, &stop_tx, supervisor).await;
+    crate::limits::release(&daemon.limits());
     drop(sockets);
     eprintln!("relay: stopped ({why}); every session ended");
     Ok(())

@@ -513,6 +513,7 @@ fn sandbox_step(
         makes,
         mut explained,
         shield,
+        limits,
     } = sb;
     made::check_own(&spec, names, &d.home).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
     made::make_listed(&mut spec, &makes, &d.home, &writable)
@@ -526,6 +527,13 @@ fn sandbox_step(
             sandbox::explain::network_view(&spec.network, backend == Backend::Bwrap);
     }
     at.row.shield = shield;
+    at.row.limits = explained.limits.as_ref().map(|l| crate::wire::Limits {
+        pids_max: l.pids_max,
+        memory_max_mib: l.memory_max_mib,
+        by: l.by.clone(),
+        not_in_force: l.not_in_force.clone(),
+        reached: None,
+    });
     let explained = Arc::new(explained);
     let (bytes, ext) = match backend {
         Backend::Seatbelt => (
@@ -553,6 +561,7 @@ fn sandbox_step(
             profile_path: profile,
             launcher: Some(launcher),
             denied_loopback_ports: if shared_net { denied_ports } else { vec![] },
+            limits: Some(limits),
         },
         reach,
         explained,

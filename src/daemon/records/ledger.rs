@@ -403,7 +403,7 @@ pub(in crate::daemon) fn restore(
         d.ledger().insert(id.clone(), e.clone());
         if was_running {
             d.persist(&id);
-            d.teardown(&e, RELAY_RESTARTED, None, None, None);
+            d.teardown(&e, RELAY_RESTARTED, Default::default());
             restarted.push((id, e.record.sandboxed, e.record.sandbox));
         }
     }
