@@ -128,16 +128,27 @@ pub const AUDIT_READ_MAX: u64 = 8 * 1024 * 1024;
 const AUDIT_ROWS: usize = 1000;
 const AUDIT_ROWS_MAX: usize = 10_000;
 
-/// `GET /api/audit[?tail=N]`: the last `N` rows (1000; at most 10,000), oldest first,
-/// read from the end of the log and its rotated generations (a line that is not a row
-/// is left out).
+/// `GET /api/audit[?tail=N][&since=MS]`: the last `N` rows (1000; at most 10,000),
+/// written at `MS` (ms since the epoch) or later when it is given, oldest first, read
+/// from the end of the log and its rotated generations (a line that is not a row is
+/// left out). `relay audit --follow` asks again with the last time it printed.
 pub(super) async fn audit(d: &Daemon, req: &Request<Incoming>) -> Resp {
     let n = http::query(req, "tail")
         .and_then(|s| s.parse::<usize>().ok())
         .unwrap_or(AUDIT_ROWS)
         .min(AUDIT_ROWS_MAX);
+    let since = match http::query(req, "since").map(|s| s.parse::<u64>()) {
+        None => 0,
+        Some(Ok(ms)) => ms,
+        Some(Err(_)) => {
+            return super::refuse(
+                wire::Code::InvalidRequest,
+                "since: expected ms since the epoch",
+            )
+        }
+    };
     let path = d.audit.path().clone();
-    let rows = tokio::task::spawn_blocking(move || rows_from_end(&path, n, |_| true))
+    let rows = tokio::task::spawn_blocking(move || rows_from_end(&path, n, |r| r.ts >= since))
         .await
         .unwrap_or_default();
     http::json(200, &wire::AuditRows { rows })
