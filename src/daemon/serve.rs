@@ -432,6 +432,8 @@ pub async fn serve(
     let _ = daemon
         .cgroups
         .set(crate::limits::prepare(std::process::id()));
+    // Removed however `relay serve` ends, after its sessions (dropped last).
+    let _cgroups = crate::limits::Releaser(daemon.limits());
     let listen = settings_at_start(&daemon);
     restore_records(&daemon)?;
     let run_helpers = helpers_may_run(&daemon, &host)?;
@@ -456,7 +458,6 @@ pub async fn serve(
 
     let why = stops.wait().await;
     stop_sessions(&daemon, &host, &stop_tx, supervisor).await;
-    crate::limits::release(&daemon.limits());
     drop(sockets);
     eprintln!("relay: stopped ({why}); every session ended");
     Ok(())

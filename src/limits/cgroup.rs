@@ -4,13 +4,17 @@
 //!
 //! Which cgroup relay uses, in order (docs/session-host.md#limits-on-processes-and-memory):
 //! 1. cgroup v2, when relay's own cgroup offers `memory` and `pids`: at the root of a
-//!    hierarchy (a container's own) relay makes `relay-<pid>` beside itself; elsewhere
-//!    (a systemd unit with `Delegate=yes`, as `relay service install` writes) it must
-//!    be the only process there, moves itself into `daemon/` (a cgroup with processes
-//!    cannot give controllers to its children) and makes `relay-<pid>`.
+//!    hierarchy (a container's own) relay makes `relay-<ns>-<pid>` beside itself;
+//!    elsewhere (a systemd unit with `Delegate=`, as `relay service install` writes) it
+//!    must be the only process there, moves itself into `daemon/` (a cgroup with
+//!    processes cannot give controllers to its children) and makes `relay-<ns>-<pid>`.
 //! 2. cgroup v1, when relay can write in its own `pids` and `memory` hierarchies (as
-//!    root): `relay-<pid>` in each, under relay's own cgroup, so whatever bounds relay
-//!    bounds its sessions too.
+//!    root): `relay-<ns>-<pid>` in each, under relay's own cgroup, so whatever bounds
+//!    relay bounds its sessions too.
+//!
+//! `<ns>` is relay's pid namespace, `<pid>` its pid. At its start relay sweeps what a
+//! relay of its namespace that died left: the processes the kernel lists in those
+//! folders are killed and the folders removed ([`sweep`]).
 //!
 //! The folder holds only relay's sessions; a session's own folder is named after its
 //! id and removed at its end, after every process left in it is killed: the kernel
@@ -154,7 +158,7 @@ fn has_controllers(dir: &Path, file: &str) -> bool {
 pub fn prepare(pid: u32) -> Result<Cgroups, String> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let own = own(&read("/proc/self/cgroup"), &read("/proc/self/mountinfo"));
-    let name = format!("relay-{pid}");
+    let name = format!("{}{pid}", prefix());
     let mut why = vec![];
     if let Some((dir, root)) = &own.v2 {
         if has_controllers(dir, "cgroup.controllers") {
@@ -170,6 +174,8 @@ pub fn prepare(pid: u32) -> Result<Cgroups, String> {
         }
     }
     if let (Some(p), Some(m)) = (&own.pids, &own.memory) {
+        sweep(p, pid, false);
+        sweep(m, pid, false);
         let (pids, memory) = (p.join(&name), m.join(&name));
         match make_dir(&pids).and_then(|_| make_dir(&memory)) {
             Ok(()) => return Ok(Cgroups::V1 { pids, memory }),
@@ -206,10 +212,80 @@ fn prepare_v2(own: &Path, root: bool, pid: u32, name: &str) -> io::Result<PathBu
     if !has_controllers(own, "cgroup.subtree_control") {
         write(&own.join("cgroup.subtree_control"), "+memory +pids")?;
     }
+    sweep(own, pid, true);
     let parent = own.join(name);
     make_dir(&parent)?;
     write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
     Ok(parent)
+}
+
+/// The start of this relay's folder's name: `relay-<pid namespace>-`, then its pid. A
+/// pid means something only in its namespace, and a cgroup v1 hierarchy can be shared
+/// by containers: a relay sweeps only the folders of its own namespace.
+fn prefix() -> String {
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|l| {
+            let l = l.to_string_lossy().into_owned();
+            let ino = l.strip_prefix("pid:[")?.strip_suffix(']')?.to_string();
+            Some(ino)
+        })
+        .unwrap_or_else(|| "0".into());
+    format!("relay-{ns}-")
+}
+
+/// What a relay that died left in `parent`: each folder of this pid namespace whose
+/// relay is gone (no process `<pid>`; one whose pid was taken again is left), its
+/// sessions' processes killed (the kernel lists them) and its folders removed.
+fn sweep(parent: &Path, own_pid: u32, v2: bool) {
+    let prefix = prefix();
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix.as_str()))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == own_pid || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = e.path();
+        if let Ok(sessions) = std::fs::read_dir(&dir) {
+            for s in sessions.flatten().filter(|s| s.path().is_dir()) {
+                empty_and_remove(&s.path(), v2);
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+/// Kills every process the kernel lists in the cgroup `d`, then removes it. Bounded: a
+/// folder still busy after about two seconds is left (empty folders cost nothing).
+fn empty_and_remove(d: &Path, v2: bool) {
+    if v2 {
+        let _ = std::fs::write(d.join("cgroup.kill"), "1");
+    }
+    for round in 0..200u32 {
+        if std::fs::remove_dir(d).is_ok() {
+            return;
+        }
+        let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // Safety: kill(2) with a pid the kernel listed in a session's own cgroup;
+            // no memory is passed.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // A killed process leaves its cgroup once it is reaped.
+        std::thread::sleep(std::time::Duration::from_millis(u64::from(round.min(10))));
+    }
 }
 
 /// Removes the daemon's folders at its stop; one still holding a session stays.
@@ -319,28 +395,9 @@ impl Group {
     }
 
     /// Kills every process still in the session's cgroup, then removes its folders.
-    /// Bounded: a folder still busy after that is left (empty folders cost nothing).
     pub fn remove(&self) {
         for d in &self.dirs {
-            if self.v2 {
-                let _ = std::fs::write(d.join("cgroup.kill"), "1");
-            }
-            for round in 0..200u32 {
-                if std::fs::remove_dir(d).is_ok() {
-                    break;
-                }
-                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
-                for pid in procs
-                    .split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok())
-                {
-                    // Safety: kill(2) with a pid the kernel listed in the session's own
-                    // cgroup; no memory is passed.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-                // A killed process leaves its cgroup once it is reaped.
-                std::thread::sleep(std::time::Duration::from_millis(u64::from(round.min(10))));
-            }
+            empty_and_remove(d, self.v2);
         }
     }
 }

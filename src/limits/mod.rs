@@ -119,6 +119,15 @@ pub fn prepare(_pid: u32) -> Prepared {
     Prepared::None("macOS has no cgroups".into())
 }
 
+/// Releases what [`prepare`] made when dropped: every way out of `relay serve`.
+pub struct Releaser(pub Prepared);
+
+impl Drop for Releaser {
+    fn drop(&mut self) {
+        release(&self.0);
+    }
+}
+
 /// Removes what [`prepare`] made (the daemon's stop); a folder still in use stays.
 pub fn release(p: &Prepared) {
     #[cfg(target_os = "linux")]

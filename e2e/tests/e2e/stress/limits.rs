@@ -157,3 +157,86 @@ fn a_memory_hog_in_a_sandbox_is_killed_and_its_session_says_why() {
     let (code, said) = r.sandbox_shell("echo still here");
     assert_eq!((code, said.trim()), (0, "still here"));
 }
+
+/// The daemon's cgroup v1 folder of `controller` (`/sys/fs/cgroup/<controller>/<path>`),
+/// when the machine has one.
+fn v1_dir(pid: u32, controller: &str) -> Option<std::path::PathBuf> {
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = cg.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+        c.split(',').any(|x| x == controller).then(|| p.to_string())
+    })?;
+    let root = std::path::Path::new("/sys/fs/cgroup").join(controller);
+    root.is_dir()
+        .then(|| root.join(path.trim_start_matches('/')))
+}
+
+/// A `sleep` of the test's own, moved into the cgroups `dirs`.
+fn sleeper_in(dirs: &[std::path::PathBuf]) -> std::process::Child {
+    let child = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    for d in dirs {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("cgroup.procs"), child.id().to_string()).unwrap();
+    }
+    child
+}
+
+#[test]
+fn after_relay_is_killed_what_its_sessions_left_in_their_cgroups_is_ended_at_the_next_start_and_a_live_relays_is_not(
+) {
+    let test = "after_relay_is_killed_what_its_sessions_left_in_their_cgroups_is_ended_at_the_next_start_and_a_live_relays_is_not";
+    let mut r = Relay::start(limited(json!({"pids_max": 64})));
+    if !cgroups_hold(&r, test) {
+        return;
+    }
+    let pid = r.daemon_pid().unwrap();
+    let (Some(pids), Some(memory)) = (v1_dir(pid, "pids"), v1_dir(pid, "memory")) else {
+        eprintln!("{test}: does not apply here: relay's cgroups are not v1");
+        return;
+    };
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let ns = ns.to_string_lossy();
+    let ns = &ns["pid:[".len()..ns.len() - 1];
+    let dead = format!("relay-{ns}-{pid}");
+    assert!(
+        pids.join(&dead).is_dir(),
+        "no {dead} under {}",
+        pids.display()
+    );
+    r.kill();
+
+    // A stray of the dead relay's, by the kernel's word: in a session cgroup of its
+    // folder. And one in the folder of a relay that runs (this test's own pid).
+    let stray_dirs = [
+        pids.join(&dead).join("t-stray"),
+        memory.join(&dead).join("t-stray"),
+    ];
+    let mut stray = sleeper_in(&stray_dirs);
+    let live = format!("relay-{ns}-{}", std::process::id());
+    let live_dirs = [
+        pids.join(&live).join("t-live"),
+        memory.join(&live).join("t-live"),
+    ];
+    let mut bystander = sleeper_in(&live_dirs);
+
+    r.launch_daemon();
+    let ended = relay_e2e::wait::child_within(&mut stray, relay_e2e::WAIT);
+    let _ = stray.kill();
+    let _ = stray.wait();
+    let still = bystander.try_wait().unwrap();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    for d in live_dirs
+        .iter()
+        .chain(&[pids.join(&live), memory.join(&live)])
+    {
+        relay_e2e::wait::until(relay_e2e::WAIT, || std::fs::remove_dir(d).is_ok());
+    }
+    assert!(ended.is_some(), "the stray still runs");
+    assert_eq!(still, None, "the live relay's process was ended");
+    assert!(!pids.join(&dead).exists() && !memory.join(&dead).exists());
+}
