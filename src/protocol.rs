@@ -358,6 +358,10 @@ pub struct SessionInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pty: Option<PtySize>,
     pub sandboxed: bool,
+    /// An ended session that reached a limit: which, in words
+    /// (`crate::limits::reached_text`); its attach's exit frame says it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

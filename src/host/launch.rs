@@ -466,6 +466,7 @@ fn session(
         exit_signal: None,
         pty: is_pty.then_some(req.pty.unwrap_or_default()),
         sandboxed: req.sandbox.is_some(),
+        limit_reached: None,
     };
     Arc::new(Session {
         info: Mutex::new(info),
@@ -600,6 +601,7 @@ async fn watch(host: Arc<Host>, session: Arc<Session>, exit: Exit) {
         info.state = SessionState::Exited;
         info.exit_status = exit_status;
         info.exit_signal = signal;
+        info.limit_reached = reached.as_ref().and_then(crate::limits::reached_text);
     }
     host.report(&HostEvent::SessionExited {
         session_id: session

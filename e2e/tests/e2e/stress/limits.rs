@@ -156,6 +156,26 @@ fn a_memory_hog_in_a_sandbox_is_killed_and_its_session_says_why() {
     assert_eq!(entry["exit_reason"], "memory_limit", "{entry}");
     let (code, said) = r.sandbox_shell("echo still here");
     assert_eq!((code, said.trim()), (0, "still here"));
+
+    // A `relay sandbox` run says it on the person's terminal, and exits as the hog did.
+    let out = r
+        .cli_command(&[
+            "sandbox",
+            "shell",
+            "--",
+            "-c",
+            "exec python3 \"$HOME/project/hog.py\"",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("survived"));
+    assert!(
+        stderr.contains(" ended: memory limit 64 MiB reached: 1 process killed"),
+        "{stderr}"
+    );
 }
 
 /// The daemon's cgroup v1 folder of `controller` (`/sys/fs/cgroup/<controller>/<path>`),
