@@ -101,7 +101,7 @@ pub struct LimitsView {
     /// 0: none.
     pub pids_max: u32,
     pub memory_max_mib: u64,
-    /// `cgroup_v2`, `cgroup_v1` or `rlimit` (`crate::limits::describe`).
+    /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (`crate::limits::describe`).
     pub by: String,
     /// What does not hold, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

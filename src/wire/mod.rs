@@ -394,7 +394,7 @@ pub struct Limits {
     /// 0: none.
     pub pids_max: u32,
     pub memory_max_mib: u64,
-    /// `cgroup_v2`, `cgroup_v1` or `rlimit`.
+    /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (both limits 0).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub by: String,
     /// What does not hold, with why.

@@ -66,10 +66,12 @@ pub struct Sandboxed {
 /// defaults) and what holds them here; the explanation says which do not hold.
 fn limits(s: &Settings, decision: &Decision, f: &Facts) -> (SessionLimits, LimitsView) {
     let (pids_max, memory_max_mib) = s.limits_for(&decision.template);
+    // No limit of either kind: no cgroup either.
+    let any = pids_max > 0 || memory_max_mib > 0;
     let limits = SessionLimits {
         pids_max,
         memory_max_mib,
-        cgroup: f.limits.cgroups().cloned(),
+        cgroup: f.limits.cgroups().filter(|_| any).cloned(),
     };
     let (by, not_in_force) = crate::limits::describe(&limits, f.limits.why_none());
     let view = LimitsView {
