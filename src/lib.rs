@@ -17,6 +17,7 @@
 //!   removal, `relay audit scan`'s reading).
 //! - [`text`]: text cut to a size without splitting a character.
 //! - [`jsonpath`]: where a key path points in a JSON document (line and column).
+//! - [`limits`]: per-session limits on processes and memory (cgroups, or rlimits).
 
 pub mod cli;
 pub mod cloexec;
@@ -26,6 +27,7 @@ pub mod helpers;
 pub mod host;
 pub mod http;
 pub mod jsonpath;
+pub mod limits;
 pub mod listen;
 pub mod logging;
 pub mod peer;

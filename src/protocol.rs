@@ -108,6 +108,46 @@ pub struct SandboxLaunch {
     /// profile; on bwrap the host hands the shim a Landlock ruleset.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_loopback_ports: Vec<u16>,
+    /// What the session may use of the machine, and where its cgroup is made
+    /// (docs/session-host.md#limits-on-processes-and-memory). Absent: no limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<SessionLimits>,
+}
+
+/// One sandboxed session's limits on processes and memory. 0: no limit of that kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionLimits {
+    /// The most processes and threads at once (`pids.max`).
+    pub pids_max: u32,
+    /// The most memory, in MiB (`memory.max`, or `RLIMIT_DATA` per process without a
+    /// cgroup).
+    pub memory_max_mib: u64,
+    /// Where the host makes the session's cgroup; absent where relay has none it can
+    /// write, and then only `RLIMIT_DATA` holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<Cgroups>,
+}
+
+/// The cgroup folders relay made at its start, under which each session gets one of
+/// its own, named after its id (`src/limits/`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "version", rename_all = "snake_case")]
+pub enum Cgroups {
+    /// cgroup v2: one folder with `memory` and `pids` enabled for its children.
+    V2 { parent: PathBuf },
+    /// cgroup v1: the `pids` and the `memory` hierarchies' folders.
+    V1 { pids: PathBuf, memory: PathBuf },
+}
+
+/// What a session's cgroup counted by its end: a limit reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reached {
+    pub pids_max: u32,
+    pub memory_max_mib: u64,
+    /// Processes the kernel killed for going over `memory_max_mib`.
+    pub oom_kills: u64,
+    /// Forks (and thread starts) refused at `pids_max`.
+    pub forks_refused: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,6 +358,10 @@ pub struct SessionInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pty: Option<PtySize>,
     pub sandboxed: bool,
+    /// An ended session that reached a limit: which, in words
+    /// (`crate::limits::reached_text`); its attach's exit frame says it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_reached: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -432,6 +476,9 @@ pub enum HostEvent {
         /// (src/host/redact.rs).
         #[serde(default)]
         redactions: u64,
+        /// A limit the session reached (`memory_max_mib` or `pids_max`), when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reached: Option<Reached>,
     },
 }
 
@@ -456,6 +503,7 @@ mod tests {
             signal: None,
             reason: ExitReason::Exited,
             redactions: 2,
+            reached: None,
         };
         assert_eq!(
             serde_json::to_string(&ev).unwrap(),

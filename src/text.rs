@@ -67,9 +67,80 @@ pub fn utc_ms(ms: u64) -> String {
     )
 }
 
+/// Days since the epoch of a civil date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A point in time as a person writes it for `relay audit --since`, in ms since the
+/// epoch: a duration before `now_ms` (`90s`, `30m`, `12h`, `7d`), or a UTC date and
+/// time (`2026-12-04`, `2026-12-04T19:22`, `2026-12-04 19:22:48.123Z`, as `utc_ms`
+/// writes it).
+pub fn parse_since(text: &str, now_ms: u64) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "--since {text:?}: expected a duration such as 90s, 30m, 12h or 7d, or a UTC \
+             time such as 2026-12-04T19:22:48Z"
+        )
+    };
+    let t = text.trim();
+    if let Some(unit) = t.chars().last().filter(|c| "smhd".contains(*c)) {
+        let digits = &t[..t.len() - 1];
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            let scale: u64 = match unit {
+                's' => 1_000,
+                'm' => 60_000,
+                'h' => 3_600_000,
+                _ => 86_400_000,
+            };
+            let back = digits
+                .parse::<u64>()
+                .ok()
+                .and_then(|n| n.checked_mul(scale))
+                .ok_or_else(bad)?;
+            return Ok(now_ms.saturating_sub(back));
+        }
+    }
+    let t = t.strip_suffix('Z').unwrap_or(t);
+    let (date, time) = match t.split_once(['T', ' ']) {
+        Some((d, tm)) => (d, tm),
+        None => (t, "00:00"),
+    };
+    let num = |s: &str| -> Result<i64, String> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse::<i64>().map_err(|_| bad())
+    };
+    let d: Vec<&str> = date.split('-').collect();
+    let [y, mo, da] = d.as_slice() else {
+        return Err(bad());
+    };
+    let (y, mo, da) = (num(y)?, num(mo)?, num(da)?);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let parts: Vec<&str> = hms.split(':').collect();
+    let (h, mi, se) = match parts.as_slice() {
+        [h, m] => (num(h)?, num(m)?, 0),
+        [h, m, s] => (num(h)?, num(m)?, num(s)?),
+        _ => return Err(bad()),
+    };
+    let ms = num(&format!("{frac:0<3}")[..3])?;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 60 {
+        return Err(bad());
+    }
+    let total = days_from_civil(y, mo, da) * 86_400_000 + ((h * 60 + mi) * 60 + se) * 1000 + ms;
+    u64::try_from(total).map_err(|_| bad())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{cut, last_line, utc_ms};
+    use super::{cut, last_line, parse_since, utc_ms};
 
     #[test]
     fn the_last_line_of_a_log_is_its_last_words_plain_and_short() {
@@ -80,6 +151,38 @@ mod tests {
         );
         assert_eq!(last_line(b"\n \r\n"), None);
         assert_eq!(last_line(&[b'x'; 1000]).unwrap().len(), 300);
+    }
+
+    #[test]
+    fn since_reads_a_duration_back_or_a_utc_time() {
+        let now = 1_796_412_168_123;
+        assert_eq!(parse_since("90s", now), Ok(now - 90_000));
+        assert_eq!(parse_since("2h", now), Ok(now - 7_200_000));
+        assert_eq!(parse_since("7d", now), Ok(now - 7 * 86_400_000));
+        assert_eq!(
+            parse_since("2026-12-04 19:22:48.123Z", 0),
+            Ok(1_796_412_168_123)
+        );
+        assert_eq!(
+            parse_since("2026-12-04T19:22:48Z", 0),
+            Ok(1_796_412_168_000)
+        );
+        assert_eq!(parse_since("2026-12-04T19:22", 0), Ok(1_796_412_120_000));
+        assert_eq!(parse_since("2000-02-29", 0), Ok(951_782_400_000));
+        for t in [utc_ms(0), utc_ms(4_102_444_799_999)] {
+            assert_eq!(utc_ms(parse_since(&t, 0).unwrap()), t);
+        }
+        for bad in [
+            "",
+            "m",
+            "5w",
+            "yesterday",
+            "2026-13-01",
+            "2026-12-04T25:00",
+            "1969-12-31",
+        ] {
+            assert!(parse_since(bad, now).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -6,7 +6,13 @@
 // into a session: it has no forms and no buttons, only links.
 "use strict";
 
+// The audit rows one page of the table holds: the page asks for the newest page at
+// load, for the rows since the newest it shows at each event, and for the page before
+// the oldest it shows when "Older rows" is followed; never the whole log.
 const AUDIT_ROWS = 25;
+// The rows shown, newest first, and how many the table may hold.
+let auditRows = [];
+let auditLimit = AUDIT_ROWS;
 // How long one poll of /api/events waits for the next event.
 const POLL_MS = 25000;
 let entries = [];
@@ -237,12 +243,49 @@ async function doctor() {
   }
 }
 
+// Of `rows` (oldest first), those not shown yet: the ones at `ts` that the table
+// already holds come first (`atStart`) or last, and are left out.
+function unseen(rows, ts, atStart) {
+  const shown = auditRows.filter((r) => r.ts === ts).length;
+  let skip = 0;
+  const at = (i) => rows[atStart ? i : rows.length - 1 - i];
+  while (skip < shown && skip < rows.length && at(skip).ts === ts) skip++;
+  return atStart ? rows.slice(skip) : rows.slice(0, rows.length - skip);
+}
+
+// The rows written since the newest shown (the newest page at load). A full page means
+// more came than a page holds: the table starts again from it.
 async function audit() {
+  const newest = auditRows.length ? auditRows[0].ts : null;
+  let path = "/api/audit?tail=" + AUDIT_ROWS;
+  if (newest !== null) path += "&since=" + newest;
+  const a = await getJSON(path);
+  if (newest === null || a.rows.length >= AUDIT_ROWS) {
+    auditRows = a.rows.slice().reverse();
+  } else {
+    auditRows = unseen(a.rows, newest, true).reverse().concat(auditRows);
+  }
+  auditRows = auditRows.slice(0, auditLimit);
+  showAudit();
+}
+
+// "Older rows": the page before the oldest shown.
+async function olderAudit(ev) {
+  ev.preventDefault();
+  if (!auditRows.length) return;
+  const oldest = auditRows[auditRows.length - 1].ts;
+  const a = await getJSON("/api/audit?tail=" + AUDIT_ROWS + "&until=" + oldest);
+  const older = unseen(a.rows, oldest, false).reverse();
+  auditLimit += older.length;
+  auditRows = auditRows.concat(older);
+  showAudit();
+}
+
+function showAudit() {
   const section = document.getElementById("audit");
   const body = document.querySelector("#audit-rows tbody");
-  const a = await getJSON("/api/audit");
   body.replaceChildren();
-  for (const r of a.rows.slice(-AUDIT_ROWS).reverse()) {
+  for (const r of auditRows) {
     const row = document.createElement("tr");
     cell(row, when(r.ts));
     cell(row, r.action, "mono");
@@ -251,7 +294,9 @@ async function audit() {
     cell(row, r.template || "");
     cell(row, tokenText(r), "mono");
     cell(row, r.code || "", "mono");
-    cell(row, r.error || "", "wrap");
+    // A session that reached a limit: which, in words ("memory limit 64 MiB reached").
+    const reached = r.limits && r.limits.reached;
+    cell(row, reached ? (r.error || "") + ": " + reached : r.error || "", "wrap");
     body.appendChild(row);
   }
   section.dataset.ready = "1";
@@ -263,7 +308,7 @@ async function refresh() {
 }
 
 // Follows /api/events with a long poll: every event (a launch, an exit, a purge) reloads
-// the lists and the audit rows. A failed poll is tried again after a pause, without
+// the lists and adds the new audit rows. A failed poll is tried again after a pause, without
 // waiting for events, so the header says "live" again as soon as relay answers rather
 // than a whole long poll later.
 async function follow(after) {
@@ -301,6 +346,7 @@ async function load() {
     await refresh();
     section.dataset.ready = "1";
     window.addEventListener("hashchange", sandbox);
+    document.getElementById("audit-older").addEventListener("click", olderAudit);
     setInterval(tickAges, 1000);
     doctor();
     follow(after);

@@ -91,6 +91,10 @@ try {
   await page.waitForSelector('#sandbox[data-ready="1"]', { timeout: WAIT });
   await page.screenshot({ path: shots[1], fullPage: true });
   const texts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent));
+  // The audit's page before the oldest row shown, by its link.
+  const older = page.waitForResponse((r) => r.url().includes("/api/audit?") && r.url().includes("until="), { timeout: WAIT });
+  await page.click("#audit-older");
+  await older;
   const report = {
     final_url: page.url(),
     sandbox: {

@@ -590,6 +590,7 @@ impl Instance {
             profile_path: path.clone(),
             launcher,
             denied_loopback_ports: vec![],
+            limits: None,
         });
         path
     }

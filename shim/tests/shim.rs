@@ -1032,7 +1032,7 @@ fn shield_refuses_signals_outside_and_binds_but_its_listen_ports() {
     let (listen, other) = (free(), free());
     let script = format!(
         "kill -0 $PPID 2>/dev/null && echo parent:signalled || echo parent:refused
-        cat & kill -KILL $! && echo own:killed
+        sleep 600 & kill -KILL $! && echo own:killed
         python3 -c '
 import errno, socket
 def bind(port, proto=0):

@@ -90,6 +90,14 @@ pub(super) enum Verb {
         /// The last N rows (default 1000, at most 10000), read from the end of the log.
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
+        /// Only rows written since TIME: a duration back (90s, 30m, 12h, 7d) or a UTC
+        /// time (2026-12-04T19:22:48Z).
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Keep printing rows as they are written (with --json, one row a line), until
+        /// interrupted or relay stops.
+        #[arg(long)]
+        follow: bool,
         #[command(flatten)]
         json: Json,
     },

@@ -224,7 +224,22 @@ fn dispatch(verb: Verb, config: PathBuf, config_flag: Option<&PathBuf>) -> ExitC
         Verb::Doctor {
             json: Json { json },
         } => doctor::run(&c(), json),
-        Verb::Audit { verb, tail, json } => audit::run(&c(), verb, tail, json),
+        Verb::Audit {
+            verb,
+            tail,
+            since,
+            follow,
+            json,
+        } => audit::run(
+            &c(),
+            verb,
+            audit::Log {
+                tail,
+                since,
+                follow,
+            },
+            json,
+        ),
         Verb::Token(v) => token::run(&c(), v),
         Verb::Settings {
             open,

@@ -110,7 +110,9 @@ fn systemd_value(s: &str) -> String {
 
 /// The systemd user unit: `relay serve` at login (`default.target`), restarted when it
 /// fails, stopped with SIGTERM to relay alone so it ends its sessions itself
-/// (`KillMode=mixed`; docs/cli.md#relay-serve), its output appended to relay's log.
+/// (`KillMode=mixed`; docs/cli.md#relay-serve), its output appended to relay's log. Its
+/// cgroup's `memory` and `pids` are delegated to relay, which gives each sandboxed
+/// session a cgroup of its own (`Delegate=`; src/limits/cgroup.rs).
 pub fn systemd_unit(spec: &ServiceSpec) -> String {
     let exec = [
         systemd_quote(&spec.relay.to_string_lossy()),
@@ -132,6 +134,7 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
          Restart=on-failure\n\
          RestartSec=2\n\
          KillMode=mixed\n\
+         Delegate=memory pids\n\
          TimeoutStopSec=30\n\
          StandardOutput=append:{log}\n\
          StandardError=append:{log}\n\
@@ -217,12 +220,16 @@ pub fn started_by() -> Option<&'static str> {
 }
 
 /// Whether `/proc/self/cgroup` (v1 or v2) puts the process in relay's unit: a line
-/// whose path ends in `/relay.service`.
+/// whose path ends in `/relay.service`, or in `/relay.service/daemon` where relay moved
+/// itself to give its sessions cgroups of their own (src/limits/cgroup.rs).
 fn in_unit(cgroup: &str) -> bool {
     cgroup
         .lines()
         .filter_map(|l| l.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
-        .any(|(_, path)| path.rsplit('/').next() == Some(SYSTEMD_UNIT))
+        .any(|(_, path)| {
+            let path = path.strip_suffix("/daemon").unwrap_or(path);
+            path.rsplit('/').next() == Some(SYSTEMD_UNIT)
+        })
 }
 
 /// The command that stops relay's login service now.

@@ -85,9 +85,28 @@ pub struct Daemon {
     /// Woken at every session end once it is written and told (`teardown`): an attach
     /// holds a terminal's exit frame until then ([`Self::until_ended`]).
     pub ended: tokio::sync::Notify,
+    /// The cgroup folder for this relay's sessions, made by `relay serve` at its start
+    /// (`crate::limits::prepare`); unset elsewhere (tests).
+    pub cgroups: OnceLock<crate::limits::Prepared>,
+}
+
+/// How a session ended, as its `session_end` row and `session.exited` event say.
+#[derive(Default)]
+pub(crate) struct Ended {
+    exit_status: Option<i32>,
+    signal: Option<i32>,
+    redactions: Option<u64>,
+    reached: Option<crate::protocol::Reached>,
 }
 
 impl Daemon {
+    /// What bounds this relay's sessions (`crate::limits`).
+    pub fn limits(&self) -> crate::limits::Prepared {
+        self.cgroups.get().cloned().unwrap_or_else(|| {
+            crate::limits::Prepared::None("relay made no cgroup at its start".into())
+        })
+    }
+
     pub fn load_settings(&self) -> Result<settings::Settings, settings::SettingsError> {
         self.load_settings_noting().map(|(s, _)| s)
     }
@@ -421,7 +440,7 @@ impl Daemon {
     }
 
     fn on_host_event(&self, ev: HostEvent) {
-        let (session_id, exit_status, signal, reason, redactions) = match ev {
+        let (session_id, exit_status, signal, reason, redactions, reached) = match ev {
             HostEvent::Ready { pid, .. } => {
                 self.events.emit(&Event {
                     name: "host.started",
@@ -437,8 +456,9 @@ impl Daemon {
                 signal,
                 reason,
                 redactions,
+                reached,
                 ..
-            } => (session_id, exit_status, signal, reason, redactions),
+            } => (session_id, exit_status, signal, reason, redactions, reached),
         };
         // Its proxy goes before it reads as ended: a resume that finds it dormant never
         // finds its proxy still there (a second proxy for a running id is refused).
@@ -457,7 +477,7 @@ impl Daemon {
                 return;
             };
             if e.record.state == EntryState::Launching {
-                e.early_exit = Some((exit_status, signal, reason, redactions));
+                e.early_exit = Some((exit_status, signal, reason, redactions, reached));
                 return;
             }
             e.record.state = if e.record.kind == SessionKind::Claude {
@@ -468,12 +488,23 @@ impl Daemon {
             e.record.exit_status = exit_status;
             e.record.exit_signal = signal;
             e.record.ended_ms = Some(records::journal::now_ms());
-            e.record.exit_reason = Some(e.stop_reason.unwrap_or(reason_name(reason)).into());
+            // A limit reached says why the session ended, unless relay stopped it.
+            let host_reason = reached
+                .as_ref()
+                .and_then(crate::limits::reached_reason)
+                .unwrap_or(reason_name(reason));
+            e.record.exit_reason = Some(e.stop_reason.unwrap_or(host_reason).into());
             e.clone()
         };
         self.persist(&session_id);
-        let reason = entry.stop_reason.unwrap_or(reason_name(reason));
-        self.teardown(&entry, reason, exit_status, signal, Some(redactions));
+        let reason = entry.record.exit_reason.clone().unwrap_or_default();
+        let ended = Ended {
+            exit_status,
+            signal,
+            redactions: Some(redactions),
+            reached,
+        };
+        self.teardown(&entry, &reason, ended);
     }
 
     /// The launch is recorded: the session is `Running` (written to the ledger), then
@@ -498,7 +529,7 @@ impl Daemon {
         if self.persist(id) {
             self.store.unmark(id);
         }
-        if let Some((exit_status, signal, reason, redactions)) = pending {
+        if let Some((exit_status, signal, reason, redactions, reached)) = pending {
             self.on_host_event(HostEvent::SessionExited {
                 session_id: id.to_string(),
                 root_pid: 0,
@@ -506,19 +537,25 @@ impl Daemon {
                 signal,
                 reason,
                 redactions,
+                reached,
             });
         }
         entry
     }
 
-    fn teardown(
-        &self,
-        e: &Entry,
-        reason: &str,
-        exit_status: Option<i32>,
-        signal: Option<i32>,
-        redactions: Option<u64>,
-    ) {
+    fn teardown(&self, e: &Entry, reason: &str, ended: Ended) {
+        let Ended {
+            exit_status,
+            signal,
+            redactions,
+            reached,
+        } = ended;
+        let limits = reached.map(|r| crate::wire::Limits {
+            pids_max: r.pids_max,
+            memory_max_mib: r.memory_max_mib,
+            reached: crate::limits::reached_text(&r),
+            ..Default::default()
+        });
         if let Some(p) = &e.profile {
             let _ = std::fs::remove_file(p);
         }
@@ -543,6 +580,7 @@ impl Daemon {
             account: e.record.account.clone(),
             token_projects: e.stop_token_projects.clone(),
             redactions,
+            limits: limits.clone(),
             ..Default::default()
         });
         if let Err(err) = row {
@@ -561,6 +599,7 @@ impl Daemon {
             exit_status,
             signal,
             token_projects: e.stop_token_projects.clone(),
+            limits,
             ..Default::default()
         });
         self.ended.notify_waiters();
@@ -621,7 +660,7 @@ impl Daemon {
             records::repos::at_end(self, &e);
             self.persist(&e.record.id);
             let reason = e.stop_reason.unwrap_or("host_died");
-            self.teardown(&e, reason, None, None, None);
+            self.teardown(&e, reason, Ended::default());
         }
     }
 }

@@ -379,6 +379,7 @@ fn daemon_with(
         made_folders,
         service: service.map(|s| s.name),
         ended: Default::default(),
+        cgroups: OnceLock::new(),
     });
     Ok((daemon, host))
 }
@@ -447,6 +448,13 @@ pub async fn serve(
     let seeded = prepare_config(&paths)?;
     let said = service.clone();
     let (daemon, host) = build_daemon(paths, home, tmp, tmp_real, service)?;
+    // Before the host starts: on cgroup v2 relay may move itself into a folder of its
+    // own, and the host must start there (src/limits/cgroup.rs).
+    let _ = daemon
+        .cgroups
+        .set(crate::limits::prepare(std::process::id()));
+    // Removed however `relay serve` ends, after its sessions (dropped last).
+    let _cgroups = crate::limits::Releaser(daemon.limits());
     let listen = settings_at_start(&daemon);
     restore_records(&daemon)?;
     let run_helpers = helpers_may_run(&daemon, &host)?;

@@ -43,7 +43,14 @@ pub struct Entry {
     /// (a tool that ends at once): applied right after the launch's audit row, so the
     /// `session_end` row never precedes the `session_launch` row and the entry never
     /// goes back to `running`.
-    pub early_exit: Option<(Option<i32>, Option<i32>, ExitReason, u64)>,
+    #[allow(clippy::type_complexity)]
+    pub early_exit: Option<(
+        Option<i32>,
+        Option<i32>,
+        ExitReason,
+        u64,
+        Option<crate::protocol::Reached>,
+    )>,
     /// Its sandbox in words, from the spec its profile was rendered from
     /// (`GET /api/{sessions,terminals}/{id}/sandbox`); none for an unsandboxed launch.
     pub explained: Option<std::sync::Arc<crate::sandbox::explain::Explanation>>,

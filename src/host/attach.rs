@@ -109,7 +109,11 @@ pub async fn run(session: Arc<Session>, term: Arc<Terminal>, upgraded: Upgraded,
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let body = serde_json::json!({"exit_status": info.exit_status, "signal": info.exit_signal});
+        let mut body =
+            serde_json::json!({"exit_status": info.exit_status, "signal": info.exit_signal});
+        if let Some(limit) = info.limit_reached {
+            body["limit_reached"] = limit.into();
+        }
         let _ = wr
             .write_all(&frame(attach::EXIT, body.to_string().as_bytes()))
             .await;

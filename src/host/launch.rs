@@ -25,6 +25,7 @@ use super::strays::ShimRecord;
 use super::terminal::{self, Terminal};
 use super::termlog::DiskLog;
 use super::{env, Host, Session, SessionIo, Slot};
+use crate::limits::SessionGroup;
 use crate::protocol::{
     Backend, ExitReason, HostCode, HostEvent, LaunchRequest, LaunchResponse, Routing, SessionInfo,
     SessionKind, SessionState, HOST_PROTOCOL_VERSION,
@@ -187,6 +188,8 @@ struct Undo<'a> {
     id: String,
     log: Option<Arc<Mutex<DiskLog>>>,
     record: Option<ShimRecord>,
+    /// The session's cgroup: removed, with anything in it, when the launch fails.
+    group: Option<SessionGroup>,
     armed: bool,
 }
 
@@ -206,6 +209,7 @@ impl<'a> Undo<'a> {
             id: id.to_string(),
             log: None,
             record: None,
+            group: None,
             armed: true,
         })
     }
@@ -219,16 +223,23 @@ impl<'a> Undo<'a> {
         Ok(log)
     }
 
+    /// The session's cgroup (`crate::limits`), made before the shim is spawned.
+    fn create_group(&mut self, req: &LaunchRequest) -> Result<&SessionGroup, LaunchError> {
+        let limits = req.sandbox.as_ref().and_then(|sb| sb.limits.as_ref());
+        let g = SessionGroup::create(&self.id, limits).map_err(|e| failed("session cgroup", e))?;
+        Ok(self.group.insert(g))
+    }
+
     /// The launch completed: the id's slot holds the live session and nothing is undone;
-    /// the shim's record goes to the exit watcher.
-    fn complete(mut self, session: Arc<Session>) -> Option<ShimRecord> {
+    /// the shim's record and the cgroup go to the exit watcher.
+    fn complete(mut self, session: Arc<Session>) -> (Option<ShimRecord>, Option<SessionGroup>) {
         self.host
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(self.id.clone(), Slot::Live(session));
         self.armed = false;
-        self.record.take()
+        (self.record.take(), self.group.take())
     }
 }
 
@@ -241,6 +252,9 @@ impl Drop for Undo<'_> {
             log.lock().unwrap_or_else(|p| p.into_inner()).remove();
         }
         drop(self.record.take());
+        if let Some(g) = self.group.take() {
+            g.abandon();
+        }
         self.host
             .sessions
             .lock()
@@ -332,6 +346,7 @@ async fn spawn_shim(
     env: BTreeMap<OsString, OsString>,
     [stdin, stdout, stderr]: [Stdio; 3],
     confined: Option<&Confined>,
+    group: &SessionGroup,
 ) -> Result<Shim, LaunchError> {
     let plan = Plan {
         shim,
@@ -347,6 +362,8 @@ async fn spawn_shim(
         stdin,
         stdout,
         stderr,
+        cgroup_procs: group.procs.clone(),
+        data_limit: group.data_limit,
     };
     let spawned = match confined {
         Some(c) => c.spawn(plan).await?,
@@ -449,6 +466,7 @@ fn session(
         exit_signal: None,
         pty: is_pty.then_some(req.pty.unwrap_or_default()),
         sandboxed: req.sandbox.is_some(),
+        limit_reached: None,
     };
     Arc::new(Session {
         info: Mutex::new(info),
@@ -481,7 +499,8 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     );
     let env = environment(host, &req);
     let (mut master, stdio) = session_stdio(&req)?;
-    let mut shim = spawn_shim(&req, shim, env.vars, stdio, confined.as_deref()).await?;
+    let group = undo.create_group(&req)?;
+    let mut shim = spawn_shim(&req, shim, env.vars, stdio, confined.as_deref(), group).await?;
     undo.record = shim_record(host, &req, shim.pid);
 
     let redactions = Arc::new(AtomicU64::new(0));
@@ -495,7 +514,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
 
     let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
     let session = session(&req, shim.pid, target_pid, io, log, exited_rx);
-    let record = undo.complete(session.clone());
+    let (record, group) = undo.complete(session.clone());
     let pump = match &session.io {
         SessionIo::Terminal(t) => {
             let t = t.clone();
@@ -507,6 +526,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
     let exit = Exit {
         shim,
         record,
+        group,
         pump,
         redactions,
         exited: exited_tx,
@@ -527,6 +547,7 @@ pub async fn launch(host: &Arc<Host>, req: LaunchRequest) -> Result<LaunchRespon
 struct Exit {
     shim: Shim,
     record: Option<ShimRecord>,
+    group: Option<SessionGroup>,
     pump: Option<JoinHandle<()>>,
     redactions: Arc<AtomicU64>,
     exited: tokio::sync::watch::Sender<bool>,
@@ -538,6 +559,7 @@ async fn watch(host: Arc<Host>, session: Arc<Session>, exit: Exit) {
     let Exit {
         mut shim,
         record,
+        group,
         mut pump,
         redactions,
         exited,
@@ -555,6 +577,15 @@ async fn watch(host: Arc<Host>, session: Arc<Session>, exit: Exit) {
         spawn::signal_groups(session.shim_pid, Some(session.target_pid), libc::SIGKILL);
     }
     drop(record);
+    // What the kernel counted, then whatever is left of the session in its cgroup is
+    // killed: its processes by the kernel's word, whatever they are named.
+    let reached = match group {
+        Some(g) => tokio::task::spawn_blocking(move || g.finish())
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
     let mut drained = true;
     if let Some(p) = pump.as_mut() {
         // Read what the target wrote before it exited; a stray process still
@@ -570,6 +601,7 @@ async fn watch(host: Arc<Host>, session: Arc<Session>, exit: Exit) {
         info.state = SessionState::Exited;
         info.exit_status = exit_status;
         info.exit_signal = signal;
+        info.limit_reached = reached.as_ref().and_then(crate::limits::reached_text);
     }
     host.report(&HostEvent::SessionExited {
         session_id: session
@@ -583,6 +615,7 @@ async fn watch(host: Arc<Host>, session: Arc<Session>, exit: Exit) {
         signal,
         reason,
         redactions: redactions.load(Ordering::Relaxed),
+        reached,
     });
     let _ = exited.send(true);
     release(&session, pump, drained);
@@ -696,6 +729,7 @@ mod tests {
             profile_path: "/p".into(),
             launcher: None,
             denied_loopback_ports: vec![],
+            limits: None,
         })
     }
 

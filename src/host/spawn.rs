@@ -46,6 +46,9 @@ pub struct Plan {
     pub stdin: Stdio,
     pub stdout: Stdio,
     pub stderr: Stdio,
+    /// The session's cgroup files to join and memory limit (`crate::limits`).
+    pub cgroup_procs: Vec<std::ffi::CString>,
+    pub data_limit: Option<u64>,
 }
 
 /// Linux: the shim gets SIGKILL when the host dies, however it dies (and the shim's
@@ -169,14 +172,17 @@ pub fn spawn(plan: Plan) -> Result<Spawned, LaunchError> {
     let n_keep = keep.len();
     let limit = cloexec::sweep_limit();
     let host_pid = std::process::id() as libc::pid_t;
+    let (procs, data_limit) = (plan.cgroup_procs.clone(), plan.data_limit);
     // Safety: the closure runs between fork and exec and only calls fcntl/close_range,
-    // prctl and getppid (async-signal-safe); it allocates nothing: `keep_arr` is a
-    // copied array. It marks everything else from 3 up close-on-exec (the placeholders
-    // on 3..=5 are already).
+    // prctl, getppid, open/write/close and setrlimit (async-signal-safe); it allocates
+    // nothing: `keep_arr` is a copied array, `procs` made before the fork. It marks
+    // everything else from 3 up close-on-exec (the placeholders on 3..=5 are already),
+    // then joins the session's cgroup, so all the session starts is in it.
     unsafe {
         cmd.pre_exec(move || {
             cloexec::keep_only(&keep_arr[..n_keep], limit)?;
-            die_with_host(host_pid)
+            die_with_host(host_pid)?;
+            crate::limits::enter(&procs, data_limit)
         });
     }
 

@@ -90,6 +90,22 @@ pub struct Explanation {
     /// Limits worth knowing about this sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Its limits on processes and memory, and how they hold (docs/settings.md#limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsView>,
+}
+
+/// A sandbox's limits on processes and memory, as `relay sandbox explain` shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitsView {
+    /// 0: none.
+    pub pids_max: u32,
+    pub memory_max_mib: u64,
+    /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (`crate::limits::describe`).
+    pub by: String,
+    /// What does not hold, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_in_force: Vec<String>,
 }
 
 /// The names of a launch's environment, never their values.
@@ -196,6 +212,7 @@ pub fn unsandboxed(workdir: &Path) -> Explanation {
              full access and never gets the token"
                 .into(),
         ],
+        limits: None,
     }
 }
 
@@ -235,6 +252,7 @@ pub fn explain(spec: &Spec, backend: Backend, host: &HostPaths, labels: &Labels)
         network,
         environment: None,
         notes,
+        limits: None,
     }
 }
 
@@ -546,10 +564,33 @@ pub fn to_text(e: &Explanation) -> String {
     if let Some(env) = &e.environment {
         environment_text(&mut out, env);
     }
+    if let Some(l) = &e.limits {
+        limits_text(&mut out, l);
+    }
     for n in &e.notes {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+fn limits_text(out: &mut String, l: &LimitsView) {
+    let none = |n: u64, what: &str| {
+        if n == 0 {
+            format!("no {what} limit")
+        } else {
+            format!("{n} {what}")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "limits: {}, {}  — held by {}",
+        none(u64::from(l.pids_max), "processes"),
+        none(l.memory_max_mib, "MiB of memory"),
+        l.by
+    );
+    for n in &l.not_in_force {
+        let _ = writeln!(out, "  not in force: {n}");
+    }
 }
 
 /// The network in words, as `backend` (bwrap or not) enforces it.

@@ -386,6 +386,27 @@ pub struct AuditRow<S = String> {
     /// configuration or hooks were moved out of git's reach at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repositories: Option<Vec<SetAside>>,
+    /// A sandboxed launch: its limits on processes and memory and how they hold;
+    /// `session_end`: the limit it reached, when it did (docs/settings.md#limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// A sandboxed session's limits on processes and memory (`crate::limits`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// 0: none.
+    pub pids_max: u32,
+    pub memory_max_mib: u64,
+    /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (both limits 0).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub by: String,
+    /// What does not hold, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_in_force: Vec<String>,
+    /// The limit reached, in words: `memory limit 64 MiB reached: 1 process killed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reached: Option<String>,
 }
 
 /// One connection a proxied session asked for (docs/session-host.md#the-egress-proxy):
@@ -507,6 +528,9 @@ pub struct Event<S = String> {
     /// configuration or hooks were moved out of git's reach at its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repositories: Option<Vec<SetAside>>,
+    /// `session.exited` of a session that reached a limit: which, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
 }
 
 /// `GET /api/events?after=N&wait_ms=M`.
@@ -872,6 +896,13 @@ mod tests {
                 hooks: vec!["pre-commit".into()],
                 problem: Some("p".into()),
             }]),
+            limits: Some(Limits {
+                pids_max: 64,
+                memory_max_mib: 128,
+                by: "cgroup_v1".into(),
+                not_in_force: vec!["x".into()],
+                reached: Some("process limit 64 reached: 2 forks refused".into()),
+            }),
         };
         round_trip(&row);
         round_trip(&AuditRows {
@@ -894,6 +925,7 @@ mod tests {
             token_projects: Some(vec!["p".into(), "q".into()]),
             egress: Some(Egress::default()),
             repositories: Some(vec![SetAside::default()]),
+            limits: Some(Limits::default()),
         };
         round_trip(&ev);
         round_trip(&Events {

@@ -25,7 +25,7 @@ use relay_e2e::pty::Pty;
 use serde_json::{json, Value};
 
 const USAGE: &str =
-    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold|everyday|stream-turn> [--runs N] [--json] [--svg PATH] [--no-api]";
+    "usage: bench <launch|first-turn|terminal-first-output|concurrent|leak|memory|throughput|redact|plot|hold|network|network-hold|everyday|stream-turn|cgroup> [--runs N] [--json] [--svg PATH] [--no-api]";
 
 struct Opts {
     case: String,
@@ -94,6 +94,7 @@ fn main() -> ExitCode {
         "network-hold" => network_hold(o.runs.unwrap_or(64)),
         "everyday" => everyday::everyday(o.runs.unwrap_or(100)),
         "stream-turn" => stream_turn(o.runs.unwrap_or(30)),
+        "cgroup" => cgroup(o.runs.unwrap_or(200)),
         other => {
             eprintln!("bench: unknown case {other}\n{USAGE}");
             return ExitCode::from(2);
@@ -892,6 +893,63 @@ fn redact(mb: usize) -> Report {
     Report {
         text,
         json: json!({"case": "redact", "mb": mb_f, "rows": json_rows}),
+    }
+}
+
+/// What a launch pays for its session's cgroup (src/limits/, issue 39's target: at most
+/// 2 ms): the folder made and its limits written (`Group::create`, before the shim is
+/// spawned), and at the end the counters read and the folder removed (`reached`,
+/// `remove`), each timed alone in this process under a folder `prepare` made for it.
+#[cfg(target_os = "linux")]
+fn cgroup(runs: usize) -> Report {
+    use relay::limits::{cgroup::Group, Prepared};
+    let prepared = relay::limits::prepare(std::process::id());
+    let Prepared::Cgroups(c) = &prepared else {
+        let why = prepared.why_none().unwrap_or_default().to_string();
+        return Report {
+            text: format!("cgroup: no cgroup relay can write here: {why}\n"),
+            json: json!({"case": "cgroup", "unavailable": why}),
+        };
+    };
+    let limits = relay::protocol::SessionLimits {
+        pids_max: 64,
+        memory_max_mib: 64,
+        cgroup: Some(c.clone()),
+    };
+    let (mut make, mut end) = (Series::new("create"), Series::new("end"));
+    for i in 0..runs {
+        let t = Instant::now();
+        match Group::create(c, &format!("bench-{i}"), &limits) {
+            Ok(g) => {
+                make.samples.push(t.elapsed().as_secs_f64() * 1000.0);
+                let t = Instant::now();
+                std::hint::black_box(g.reached());
+                g.remove();
+                end.samples.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            Err(_) => make.failures += 1,
+        }
+    }
+    relay::limits::release(&prepared);
+    let version = match c {
+        relay::protocol::Cgroups::V2 { .. } => "v2",
+        relay::protocol::Cgroups::V1 { .. } => "v1",
+    };
+    Report {
+        text: format!(
+            "cgroup {version}: a session's cgroup per launch, {runs} runs\n{HEADER}{}{}",
+            make.row(),
+            end.row()
+        ),
+        json: json!({"case": "cgroup", "version": version, "rows": [make.json(), end.json()]}),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cgroup(_runs: usize) -> Report {
+    Report {
+        text: "cgroup: Linux only (macOS has no cgroups)\n".into(),
+        json: json!({"case": "cgroup", "unavailable": "macOS has no cgroups"}),
     }
 }
 

@@ -1,5 +1,6 @@
-//! `relay audit [--tail N]` prints the audit log, a line per row. `relay audit scan`
-//! looks for the token in every file relay keeps (docs/cli.md#relay-audit-scan).
+//! `relay audit [--tail N] [--since TIME] [--follow]` prints the audit log, a line per
+//! row, read from its end by the daemon (`GET /api/audit`). `relay audit scan` looks for
+//! the token in every file relay keeps (docs/cli.md#relay-audit-scan).
 
 use std::process::ExitCode;
 
@@ -9,22 +10,60 @@ use crate::cli::client::Client;
 use crate::cli::{emit, fail, json_bytes, print, text_line, Out};
 use crate::wire;
 
+mod follow;
+
+/// Which rows `relay audit` prints.
+pub struct Log {
+    pub tail: Option<usize>,
+    pub since: Option<String>,
+    pub follow: bool,
+}
+
 /// `--json` may stand before `scan` or after it.
-pub fn run(c: &Client, verb: Option<AuditVerb>, tail: Option<usize>, json: Json) -> ExitCode {
+pub fn run(c: &Client, verb: Option<AuditVerb>, log_opts: Log, json: Json) -> ExitCode {
     match verb {
         Some(AuditVerb::Scan {
             json: Json { json: after },
         }) => scan(c, json.json || after),
-        None => print(json.json, log(c, tail)),
+        None => {
+            let since = match log_opts.since.as_deref().map(since_ms).transpose() {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            if log_opts.follow {
+                return follow::run(c, log_opts.tail, since, json.json);
+            }
+            print(json.json, log(c, log_opts.tail, since))
+        }
     }
 }
 
-fn log(c: &Client, tail: Option<usize>) -> Result<Out, String> {
-    let path = match tail {
-        Some(n) => format!("/api/audit?tail={n}"),
-        None => "/api/audit".to_string(),
-    };
-    let (a, v): (wire::AuditRows, _) = c.call_as("GET", &path)?;
+fn since_ms(text: &str) -> Result<u64, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    crate::text::parse_since(text, now)
+}
+
+/// `GET /api/audit` with what was asked.
+fn audit_path(tail: Option<usize>, since: Option<u64>) -> String {
+    let mut q = vec![];
+    if let Some(n) = tail {
+        q.push(format!("tail={n}"));
+    }
+    if let Some(ms) = since {
+        q.push(format!("since={ms}"));
+    }
+    if q.is_empty() {
+        "/api/audit".into()
+    } else {
+        format!("/api/audit?{}", q.join("&"))
+    }
+}
+
+fn log(c: &Client, tail: Option<usize>, since: Option<u64>) -> Result<Out, String> {
+    let (a, v): (wire::AuditRows, _) = c.call_as("GET", &audit_path(tail, since))?;
     Ok(Out::new(v, rows_text(&a)))
 }
 
@@ -33,7 +72,7 @@ fn rows_text(a: &wire::AuditRows) -> String {
     a.rows.iter().map(row).collect::<Vec<_>>().join("\n")
 }
 
-fn row(r: &wire::AuditRow) -> String {
+pub(super) fn row(r: &wire::AuditRow) -> String {
     let mut line = format!(
         "{}  {}  {}  {}",
         crate::text::utc_ms(r.ts),
@@ -52,6 +91,9 @@ fn row(r: &wire::AuditRow) -> String {
     }
     if let Some(a) = &r.account {
         line.push_str(&format!("  account={a}"));
+    }
+    if let Some(reached) = r.limits.as_ref().and_then(|l| l.reached.as_ref()) {
+        line.push_str(&format!("  {reached}"));
     }
     if let Some(g) = &r.egress {
         line.push_str(&format!(

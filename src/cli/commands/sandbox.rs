@@ -31,8 +31,15 @@ pub struct Options<'a> {
     pub config_flag: Option<&'a PathBuf>,
 }
 
-/// The tool's exit status as this command's, and with `--json` the one line.
+/// The tool's exit status as this command's, and with `--json` the one line. A run
+/// that reached a limit of its sandbox says which on stderr (docs/settings.md#limits).
 fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
+    if let Some(limit) = result.get("limit_reached").and_then(Value::as_str) {
+        eprintln!(
+            "relay: {id} ended: {}",
+            crate::cli::termout::visible(limit.as_bytes())
+        );
+    }
     let code = ExitCode::from(exit_code(result));
     if json_out {
         let line = exit_line(id, result);

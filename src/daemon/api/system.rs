@@ -128,16 +128,34 @@ pub const AUDIT_READ_MAX: u64 = 8 * 1024 * 1024;
 const AUDIT_ROWS: usize = 1000;
 const AUDIT_ROWS_MAX: usize = 10_000;
 
-/// `GET /api/audit[?tail=N]`: the last `N` rows (1000; at most 10,000), oldest first,
-/// read from the end of the log and its rotated generations (a line that is not a row
-/// is left out).
+/// `GET /api/audit[?tail=N][&since=MS][&until=MS]`: the last `N` rows (1000; at most
+/// 10,000), written at `since` or later and at `until` or earlier (ms since the epoch)
+/// when given, oldest first, read from the end of the log and its rotated generations
+/// (a line that is not a row is left out). `relay audit --follow` and the Settings page
+/// ask again with the newest time they show; the page's "Older rows" with its oldest.
 pub(super) async fn audit(d: &Daemon, req: &Request<Incoming>) -> Resp {
     let n = http::query(req, "tail")
         .and_then(|s| s.parse::<usize>().ok())
         .unwrap_or(AUDIT_ROWS)
         .min(AUDIT_ROWS_MAX);
+    // A bound that is there but not a number: its key.
+    let ms = |key: &'static str, absent: u64| match http::query(req, key).map(|s| s.parse()) {
+        None => Ok(absent),
+        Some(Ok(ms)) => Ok(ms),
+        Some(Err(_)) => Err(key),
+    };
+    let (since, until) = match (ms("since", 0), ms("until", u64::MAX)) {
+        (Ok(s), Ok(u)) => (s, u),
+        (Err(key), _) | (_, Err(key)) => {
+            return super::refuse(
+                wire::Code::InvalidRequest,
+                format!("{key}: expected ms since the epoch"),
+            )
+        }
+    };
     let path = d.audit.path().clone();
-    let rows = tokio::task::spawn_blocking(move || rows_from_end(&path, n, |_| true))
+    let keep = move |r: &wire::AuditRow| r.ts >= since && r.ts <= until;
+    let rows = tokio::task::spawn_blocking(move || rows_from_end(&path, n, keep))
         .await
         .unwrap_or_default();
     http::json(200, &wire::AuditRows { rows })

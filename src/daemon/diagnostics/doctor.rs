@@ -261,6 +261,51 @@ fn kernel_check(d: &Daemon, s: &Settings) -> Check {
     check("kernel", Status::Ok, detail, None)
 }
 
+/// Whether each sandboxed session's limits on processes and memory hold
+/// (`crate::limits`, docs/settings.md#limits): `ok` with a cgroup relay made at its
+/// start, `warn` without one (only a per-process memory limit holds, no process limit).
+fn limits_check(d: &Daemon, s: &Settings) -> Check {
+    let (pids, mib) = (
+        s.session_sandbox
+            .limits
+            .pids_max
+            .unwrap_or(crate::daemon::settings::Limits::DEFAULT_PIDS_MAX),
+        s.session_sandbox
+            .limits
+            .memory_max_mib
+            .unwrap_or(crate::daemon::settings::Limits::DEFAULT_MEMORY_MAX_MIB),
+    );
+    match d.limits() {
+        crate::limits::Prepared::Cgroups(c) => {
+            let (version, dir) = match &c {
+                crate::protocol::Cgroups::V2 { parent } => ("v2", parent.clone()),
+                crate::protocol::Cgroups::V1 { memory, .. } => ("v1", memory.clone()),
+            };
+            check(
+                "limits",
+                Status::Ok,
+                format!(
+                    "in force: each sandboxed session runs in a cgroup {version} of its own                      under {}, at most {pids} processes and {mib} MiB (a template's limits                      over these)",
+                    dir.display()
+                ),
+                None,
+            )
+        }
+        crate::limits::Prepared::None(why) => check(
+            "limits",
+            Status::Warn,
+            format!(
+                "not in force: {why}. A session's processes are not bounded (RLIMIT_NPROC                  counts every process of your user, so relay does not set it), and its                  memory only per process ({mib} MiB, RLIMIT_DATA)"
+            ),
+            Some(if cfg!(target_os = "linux") {
+                "run relay as its service (`relay service install`), whose cgroup v2 is                  delegated to it, or as root"
+            } else {
+                "macOS has no cgroups: nothing more to do here"
+            }),
+        ),
+    }
+}
+
 /// Whether a token launch's Claude Code runs its tools shielded on this machine
 /// (`plan::shield`, docs/THREAT-MODEL.md#claudes-tools-cannot-reach-claude): `ok` with
 /// Landlock ABI 6 under bubblewrap, `warn` on an older kernel (launches run unshielded),
@@ -889,6 +934,7 @@ async fn checks_without_probes(d: &Arc<Daemon>) -> (Vec<Check>, Option<(Settings
     checks.push(helpers_check(d, &settings).await);
     checks.push(kernel_check(d, &settings));
     checks.push(shield_check(&settings));
+    checks.push(limits_check(d, &settings));
     checks.push(macos_opt_ins_check(&settings));
     checks.push(network_check(&settings));
     checks.push(templates_check(d, &settings));

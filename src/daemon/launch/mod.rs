@@ -526,6 +526,7 @@ fn sandbox_step(
         makes,
         mut explained,
         shield,
+        limits,
     } = sb;
     made::check_own(&spec, names, &d.home).map_err(|e| at.refuse(ApiError::sandbox(e)))?;
     // What it makes and every pin it holds are claimed under one lock: no other
@@ -546,6 +547,13 @@ fn sandbox_step(
             sandbox::explain::network_view(&spec.network, backend == Backend::Bwrap);
     }
     at.row.shield = shield;
+    at.row.limits = explained.limits.as_ref().map(|l| crate::wire::Limits {
+        pids_max: l.pids_max,
+        memory_max_mib: l.memory_max_mib,
+        by: l.by.clone(),
+        not_in_force: l.not_in_force.clone(),
+        reached: None,
+    });
     let explained = Arc::new(explained);
     let (bytes, ext) = match backend {
         Backend::Seatbelt => (
@@ -573,6 +581,7 @@ fn sandbox_step(
             profile_path: profile,
             launcher: Some(launcher),
             denied_loopback_ports: if shared_net { denied_ports } else { vec![] },
+            limits: Some(limits),
         },
         reach,
         explained,

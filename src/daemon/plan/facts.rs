@@ -39,6 +39,9 @@ pub struct Facts {
     pub host_paths: HostPaths,
     /// The names this launch's own folders get.
     pub names: Names,
+    /// The cgroup folder relay made at its start for its sessions, or why there is
+    /// none (`crate::limits`).
+    pub limits: crate::limits::Prepared,
 }
 
 /// The names of what a launch makes for itself.
@@ -100,6 +103,7 @@ impl Facts {
             prior,
             host_paths: HostPaths::current(),
             names: Names::new(&d.tmp, &d.tmp_real, id, home_name),
+            limits: d.limits(),
         }
     }
 

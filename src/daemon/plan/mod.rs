@@ -18,8 +18,9 @@ use crate::daemon::egress::{self, Rules};
 use crate::daemon::error::ApiError;
 use crate::daemon::settings::Settings;
 use crate::daemon::Reach;
-use crate::protocol::{Backend, SessionKind};
-use crate::sandbox::{explain::Explanation, Network, Spec};
+use crate::protocol::{Backend, SessionKind, SessionLimits};
+use crate::sandbox::explain::{Explanation, LimitsView};
+use crate::sandbox::{Network, Spec};
 use authorize::{authorize, Decision, Environment, LaunchInput, Refusal};
 use facts::Facts;
 use sandbox::Planned;
@@ -57,6 +58,29 @@ pub struct Sandboxed {
     pub explained: Explanation,
     /// A token launch: whether its shield is in force.
     pub shield: Option<bool>,
+    /// Its limits on processes and memory, and the cgroup folder they are made under.
+    pub limits: SessionLimits,
+}
+
+/// A sandboxed launch's limits (the template's, `session_sandbox.limits`, the
+/// defaults) and what holds them here; the explanation says which do not hold.
+fn limits(s: &Settings, decision: &Decision, f: &Facts) -> (SessionLimits, LimitsView) {
+    let (pids_max, memory_max_mib) = s.limits_for(&decision.template);
+    // No limit of either kind: no cgroup either.
+    let any = pids_max > 0 || memory_max_mib > 0;
+    let limits = SessionLimits {
+        pids_max,
+        memory_max_mib,
+        cgroup: f.limits.cgroups().filter(|_| any).cloned(),
+    };
+    let (by, not_in_force) = crate::limits::describe(&limits, f.limits.why_none());
+    let view = LimitsView {
+        pids_max,
+        memory_max_mib,
+        by: by.into(),
+        not_in_force,
+    };
+    (limits, view)
 }
 
 /// Plans one launch: [`authorize`], then its sandbox and its environment. Reads the
@@ -174,6 +198,8 @@ fn sandboxed(
         decision.kind == SessionKind::Pty,
     ));
     explained.notes.extend(notes);
+    let (limits, view) = limits(s, decision, f);
+    explained.limits = Some(view);
     explained
         .notes
         .extend(shield.as_ref().map(|sh| sh.note.clone()));
@@ -188,6 +214,7 @@ fn sandboxed(
         makes,
         explained,
         shield: shield.map(|sh| sh.in_force),
+        limits,
     })
 }
 

@@ -1021,6 +1021,7 @@ mod tests {
                 prior: None,
                 host_paths: Default::default(),
                 names: Names::new(&tmp, &tmp, "s-1", "home-t"),
+                limits: crate::limits::Prepared::None("a test".into()),
             };
             let mut template = Template::new("shell", "shell", "/bin/sh");
             template.sandbox = true;

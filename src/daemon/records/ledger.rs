@@ -438,7 +438,7 @@ pub(in crate::daemon) fn end_restarted(d: &crate::daemon::Daemon, ids: &[String]
         let Some(e) = d.entry(id) else { continue };
         super::repos::at_end(d, &e);
         d.persist(id);
-        d.teardown(&e, RELAY_RESTARTED, None, None, None);
+        d.teardown(&e, RELAY_RESTARTED, Default::default());
     }
 }
 

@@ -143,6 +143,7 @@ const TEMPLATE_KEYS: &[&str] = &[
     "listen_ports",
     "toolchains",
     "macos",
+    "limits",
 ];
 const MACOS_KEYS: &[&str] = &["keychain", "clipboard", "automation", "mach"];
 const SANDBOX_KEYS: &[&str] = &[
@@ -152,7 +153,9 @@ const SANDBOX_KEYS: &[&str] = &[
     "bwrap_launcher",
     "network_off",
     "egress",
+    "limits",
 ];
+const LIMITS_KEYS: &[&str] = &["pids_max", "memory_max_mib"];
 const API_KEYS: &[&str] = &["listen"];
 
 type Found = (KeyPath, &'static [&'static str]);
@@ -182,7 +185,10 @@ pub fn unknown_keys(v: &Value, text: &[u8]) -> Vec<UnknownKey> {
                 unknown_in(item, known, at.clone(), &mut out);
                 if list == "terminal_templates" {
                     if let Some(macos) = item.get("macos") {
-                        unknown_in(macos, MACOS_KEYS, at.key("macos"), &mut out);
+                        unknown_in(macos, MACOS_KEYS, at.clone().key("macos"), &mut out);
+                    }
+                    if let Some(limits) = item.get("limits") {
+                        unknown_in(limits, LIMITS_KEYS, at.key("limits"), &mut out);
                     }
                 }
             }
@@ -192,6 +198,10 @@ pub fn unknown_keys(v: &Value, text: &[u8]) -> Vec<UnknownKey> {
         if let Some(obj) = v.get(key) {
             unknown_in(obj, known, top.clone().key(key), &mut out);
         }
+    }
+    if let Some(limits) = v.get("session_sandbox").and_then(|s| s.get("limits")) {
+        let at = top.clone().key("session_sandbox").key("limits");
+        unknown_in(limits, LIMITS_KEYS, at, &mut out);
     }
     out.into_iter()
         .map(|(path, known)| UnknownKey {

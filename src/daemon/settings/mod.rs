@@ -264,6 +264,10 @@ pub struct Template {
     /// (docs/session-host.md#execution-bearing-files).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable_exceptions: Vec<String>,
+    /// This template's sandboxes' limits on processes and memory, key by key over
+    /// `session_sandbox.limits` (docs/settings.md#limits).
+    #[serde(default, skip_serializing_if = "Limits::is_unset")]
+    pub limits: Limits,
     /// The network of this template's sandboxes (absent: `proxied`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
@@ -320,6 +324,7 @@ impl Template {
             permission_mode: String::new(),
             allow_home_directory: false,
             writable_exceptions: vec![],
+            limits: Limits::default(),
             network: None,
             egress: vec![],
             listen_ports: vec![],
@@ -357,6 +362,49 @@ pub struct SessionSandbox {
     /// Egress entries every proxied template gets besides its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<String>,
+    /// Every sandboxed session's limits on processes and memory (docs/settings.md#limits).
+    #[serde(default, skip_serializing_if = "Limits::is_unset")]
+    pub limits: Limits,
+}
+
+/// Limits on one sandboxed session (docs/settings.md#limits): an absent key takes the
+/// next one out (the template's, then `session_sandbox.limits`, then the default); `0`
+/// is no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// The most processes and threads at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u32>,
+    /// The most memory, in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_mib: Option<u64>,
+}
+
+impl Limits {
+    /// A session's processes and threads: enough for a build on a large machine, far
+    /// below what takes a login down (`kernel.pid_max` is 4,194,304 on 64-bit).
+    pub const DEFAULT_PIDS_MAX: u32 = 4096;
+    /// A session's memory: 8 GiB.
+    pub const DEFAULT_MEMORY_MAX_MIB: u64 = 8192;
+
+    fn is_unset(&self) -> bool {
+        *self == Limits::default()
+    }
+}
+
+impl Settings {
+    /// A sandboxed launch of `template`'s limits: `(pids_max, memory_max_mib)`.
+    pub fn limits_for(&self, template: &Template) -> (u32, u64) {
+        let (t, s) = (&template.limits, &self.session_sandbox.limits);
+        (
+            t.pids_max
+                .or(s.pids_max)
+                .unwrap_or(Limits::DEFAULT_PIDS_MAX),
+            t.memory_max_mib
+                .or(s.memory_max_mib)
+                .unwrap_or(Limits::DEFAULT_MEMORY_MAX_MIB),
+        )
+    }
 }
 
 fn is_auto(b: &BackendChoice) -> bool {
@@ -427,6 +475,41 @@ mod tests {
         let fixture = include_str!("../testdata/settings-no-token.json");
         let loaded = parse(Path::new("/x/settings.json"), fixture.as_bytes()).unwrap();
         assert_eq!(to_pretty(&loaded.settings), fixture);
+    }
+
+    #[test]
+    fn a_templates_limits_go_over_the_sandboxes_key_by_key_then_the_defaults() {
+        let p = Path::new("/cfg/settings.json");
+        let l = parse(
+            p,
+            br#"{"session_sandbox":{"limits":{"pids_max":100,"memory_max_mib":200}},
+                 "terminal_templates":[{"id":"a","command":"x","limits":{"memory_max_mib":0}},
+                                       {"id":"b","command":"x"}],
+                 "projects":[{"id":"p","path":"/","limits":1}]}"#,
+        )
+        .unwrap();
+        let s = &l.settings;
+        assert_eq!(s.limits_for(&s.terminal_templates[0]), (100, 0));
+        assert_eq!(s.limits_for(&s.terminal_templates[1]), (100, 200));
+        assert_eq!(
+            seed().limits_for(&seed().terminal_templates[0]),
+            (Limits::DEFAULT_PIDS_MAX, Limits::DEFAULT_MEMORY_MAX_MIB)
+        );
+        let keys: Vec<&str> = l.unknown_keys.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(keys, ["projects[0].limits"]);
+        let typo = parse(
+            p,
+            br#"{"session_sandbox":{"limits":{"pid_max":1}},"terminal_templates":[{"id":"a","command":"x","limits":{"memory":1}}]}"#,
+        )
+        .unwrap();
+        let keys: Vec<&str> = typo.unknown_keys.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "terminal_templates[0].limits.memory",
+                "session_sandbox.limits.pid_max"
+            ]
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The command line: its help and completions, its usage errors, the config dir it
 //! picks, `relay sandbox explain`, and `relay service` with `relay doctor`'s helpers check.
 
+mod audit_follow;
 mod config_dir;
 mod doctor_advice;
 mod explain;

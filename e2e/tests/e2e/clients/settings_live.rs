@@ -351,6 +351,27 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     assert!(requests
         .iter()
         .any(|q| q["url"].as_str().unwrap().ends_with("/sandbox")));
+    // The audit is paged, never read whole: every request asks for one page, those
+    // after the first for the rows since the newest shown (at each event) or up to the
+    // oldest shown ("Older rows").
+    let audits: Vec<&str> = requests
+        .iter()
+        .map(|q| q["url"].as_str().unwrap())
+        .filter(|u| u.contains("/api/audit"))
+        .collect();
+    assert!(audits.len() >= 3, "{audits:?}");
+    assert!(audits.iter().all(|u| u.contains("tail=25")), "{audits:?}");
+    assert!(
+        audits[1..]
+            .iter()
+            .all(|u| u.contains("since=") || u.contains("until=")),
+        "{audits:?}"
+    );
+    assert!(audits.iter().any(|u| u.contains("until=")), "{audits:?}");
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &audit {
+        assert!(seen.insert(a.clone()), "a row shown twice: {a:?}");
+    }
     for q in requests {
         assert_eq!(q["method"], "GET", "{q}");
         assert!(q["url"].as_str().unwrap().starts_with(&base), "{q}");

@@ -251,6 +251,13 @@ fn started(pid: u32) -> Option<String> {
     fields.get(22 - 3).map(|s| s.to_string())
 }
 
+/// Sessions without limits, so without a cgroup: where a session has one, the host
+/// kills what is left in it at the session's end and no sandbox outlives a killed relay
+/// (`stress::limits`); these tests are of what ends a stray where there is none.
+fn no_cgroup(s: &mut serde_json::Value) {
+    s["session_sandbox"]["limits"] = json!({"pids_max": 0, "memory_max_mib": 0});
+}
+
 /// A killed relay's stray, SIGKILLed when dropped if relay left it running (each
 /// process only while it is still the one it was): a test that fails leaves none.
 struct Stray(Vec<(u32, Option<String>)>);
@@ -302,6 +309,7 @@ fn a_process_a_killed_relay_left_in_a_sessions_sandbox_is_ended_at_the_next_star
     let mut r = Relay::prepare(None, false);
     let mut s = base_settings(None);
     s["session_sandbox"] = json!({ "bwrap_launcher": outliving_launcher(&r) });
+    no_cgroup(&mut s);
     r.write_settings(&s);
     r.launch_daemon();
     let v = r.shell_terminal("touch up && exec sleep 600");
@@ -344,6 +352,7 @@ fn a_session_made_relay_id_folder_gets_no_other_sandbox_killed_at_the_next_start
     let mut a = Relay::prepare(None, false);
     let mut s = base_settings(None);
     s["session_sandbox"] = json!({ "bwrap_launcher": outliving_launcher(&a) });
+    no_cgroup(&mut s);
     a.write_settings(&s);
     a.launch_daemon();
     let v = a.shell_terminal(

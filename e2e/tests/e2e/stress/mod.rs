@@ -6,4 +6,5 @@ mod faults;
 mod flood;
 mod killed_launch;
 mod leak;
+mod limits;
 mod lossless;
