@@ -748,6 +748,15 @@ impl Relay {
         child.wait().ok()
     }
 
+    /// After the daemon was killed by its pid: waits (bounded) until it is gone whole
+    /// and reaps it. A killed process's leader reads as a zombie while another of its
+    /// threads still leaves a kernel call, and until then it holds its descriptors
+    /// (`relay.lock` among them); `wait` answers only once every thread is gone.
+    pub fn reap(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        wait::child_within(&mut child, WAIT)
+    }
+
     /// The daemon's pid while it runs.
     pub fn daemon_pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())

@@ -562,7 +562,31 @@ async fn start_host(
     let d2 = daemon.clone();
     let supervisor = run_helpers.then(|| {
         tokio::spawn(host.clone().supervise(
-            move |ev| d1.on_host_event(ev),
+            move |ev| match ev {
+                // A session's end first sets aside what it planted in repositories,
+                // which may take up to the search's deadline: on a thread of its own, so
+                // the host's other events and the runtime never wait behind it.
+                ev @ crate::protocol::HostEvent::SessionExited { .. } => {
+                    let (d, slot) = (d1.clone(), Arc::new(Mutex::new(Some(ev))));
+                    let theirs = slot.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("session-end".into())
+                        .spawn(move || {
+                            let ev = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+                            if let Some(ev) = ev {
+                                d.on_host_event(ev);
+                            }
+                        });
+                    if spawned.is_err() {
+                        // No thread to be had: handled here, late rather than lost.
+                        let ev = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        if let Some(ev) = ev {
+                            d1.on_host_event(ev);
+                        }
+                    }
+                }
+                ev => d1.on_host_event(ev),
+            },
             move || d2.on_host_death(),
             stop,
         ))

@@ -330,7 +330,10 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
         ),
     );
     let mut s = fault_settings();
-    s["session_sandbox"] = json!({"bwrap_launcher": launcher});
+    // Without limits, so without a cgroup: a session's cgroup would take the job with
+    // it (stress::limits); this test is of what ends a stray where there is none.
+    s["session_sandbox"] = json!({"bwrap_launcher": launcher,
+        "limits": {"pids_max": 0, "memory_max_mib": 0}});
     r.write_settings(&s);
     r.launch_daemon();
     let id = terminal(&r, "shell", "true");
@@ -383,7 +386,9 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
         session_pids(&id)
     );
 
-    // relay is back: its new host ends what the killed one left in its shims' sessions.
+    // relay is back (the killed one reaped: gone whole, its lock with it): its new host
+    // ends what the killed one left in its shims' sessions.
+    assert!(r.reap().is_some(), "the killed relay never went");
     r.launch_daemon();
     assert!(
         wait::until(WAIT, || !alive(stray)),

@@ -168,6 +168,21 @@ fn roots(read_write: &[PathBuf]) -> Vec<PathBuf> {
     v
 }
 
+/// The write grants of `e` the search and the live watch walk: all but the session's
+/// own temp folder, which is relay's (no tool of the person's runs git there) and goes
+/// with the session, however much it holds.
+pub(super) fn grants_to_walk(d: &Daemon, e: &Entry) -> Vec<PathBuf> {
+    let name = format!("relay-{}", e.record.id);
+    let own = [d.tmp.join(&name), d.tmp_real.join(&name)];
+    e.record
+        .reach
+        .read_write
+        .iter()
+        .filter(|p| !own.iter().any(|o| p.starts_with(o)))
+        .cloned()
+        .collect()
+}
+
 /// At the end of `e` (exited, stopped, its host gone, or ended at relay's start): its
 /// repositories neutralized, and the person told. Before its end is written or said.
 pub(in crate::daemon) fn at_end(d: &Daemon, e: &Entry) {
@@ -189,7 +204,7 @@ pub(in crate::daemon) fn at_end(d: &Daemon, e: &Entry) {
     let p = Pending {
         id: r.id.clone(),
         created_ms: r.created_ms,
-        read_write: r.reach.read_write.clone(),
+        read_write: grants_to_walk(d, e),
         pins: r.reach.pins.clone(),
         attempts,
         ..Default::default()

@@ -122,7 +122,7 @@ const MASK: u32 = libc::IN_CREATE
 #[cfg(target_os = "linux")]
 impl Watcher {
     fn run(&mut self) {
-        for root in super::roots(&self.entry.record.reach.read_write) {
+        for root in super::roots(&super::grants_to_walk(&self.d, &self.entry)) {
             self.add_tree(&root);
         }
         let mut dirty: HashSet<PathBuf> = HashSet::new();
@@ -265,7 +265,7 @@ impl Watcher {
             pins: &r.reach.pins,
             live: true,
         };
-        let roots = super::roots(&r.reach.read_write);
+        let roots = super::roots(&super::grants_to_walk(&self.d, &self.entry));
         let mut seen = HashSet::new();
         let mut report = Report::default();
         for dir in changed {
