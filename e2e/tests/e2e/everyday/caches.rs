@@ -7,14 +7,6 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use serde_json::{json, Value};
-
-use relay_e2e::daemon::{Relay, TOKEN_SETTING};
-use relay_e2e::fakeapi::FakeApi;
-
-use crate::clients::real_claude::claude_code;
-use crate::clients::real_turns::{fake_oauth_token, message, settings, start_session};
-
 /// A tiny package, packed on the host into `dir` as `relay-tiny-1.0.0.tgz`.
 fn tiny_package(dir: &Path) {
     let src = dir.join("relay-tiny");
@@ -62,22 +54,7 @@ fn cache_of(text: &str) -> String {
 #[test]
 fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never_writes_the_persons_cache(
 ) {
-    let claude = claude_code();
-    let mut r = Relay::prepare(None, false);
-    let script = json!({"turns": [
-        {"text": "Installing.", "tool_use": [
-            {"id": "toolu_npm", "name": "Bash", "input": {"command": install("claude"), "description": "install"}},
-        ]},
-        {"text": "installed"},
-    ]});
-    let api = FakeApi::start(&r.root, &script);
-    r.write_token(&fake_oauth_token());
-    let s = match &claude {
-        Some(c) => settings(c, &api, Some(TOKEN_SETTING)),
-        None => relay_e2e::daemon::base_settings(Some(TOKEN_SETTING)),
-    };
-    r.write_settings(&s);
-    r.launch_daemon();
+    let (r, api) = super::with_claude_running("toolu_npm", &install("claude"));
     tiny_package(&r.project);
     let persons = r.home.join(".npm");
 
@@ -106,16 +83,8 @@ fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never
     );
 
     // Claude's Bash tool, in a launch that got the token.
-    let Some(_) = claude else { return };
-    let id = start_session(&r, &[]);
-    let reply = message(&r, &id, "install it", &[]);
-    assert_eq!(reply.status, 0, "{}", reply.stderr);
-    let result: Value = api
-        .messages()
-        .iter()
-        .flat_map(|q| q["tool_results"].as_array().cloned().unwrap_or_default())
-        .find(|t| t["tool_use_id"] == "toolu_npm")
-        .expect("the tool call's result");
+    let Some(api) = api else { return };
+    let result = super::claudes_tool_result(&r, &api, "toolu_npm");
     let text = result["text"].as_str().unwrap_or_default();
     assert!(
         text.contains("npm-tiny ran"),

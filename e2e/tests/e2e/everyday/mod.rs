@@ -6,3 +6,47 @@ mod caches;
 mod litter;
 mod tasks;
 mod toolchains;
+
+use serde_json::{json, Value};
+
+use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
+use relay_e2e::fakeapi::FakeApi;
+
+use crate::clients::real_claude::claude_code;
+use crate::clients::real_turns::{fake_oauth_token, message, settings, start_session};
+
+/// A relay, its daemon started, with the token set and the pinned Claude Code (when
+/// this machine has it) scripted to run `command` in its Bash tool as the tool call
+/// `tool_id`, then to end the turn; with it the stand-in, when Claude Code is there.
+fn with_claude_running(tool_id: &str, command: &str) -> (Relay, Option<FakeApi>) {
+    let claude = claude_code();
+    let mut r = Relay::prepare(None, false);
+    let script = json!({"turns": [
+        {"text": "Working.", "tool_use": [
+            {"id": tool_id, "name": "Bash", "input": {"command": command, "description": "work"}},
+        ]},
+        {"text": "done"},
+    ]});
+    let api = FakeApi::start(&r.root, &script);
+    r.write_token(&fake_oauth_token());
+    let s = match &claude {
+        Some(c) => settings(c, &api, Some(TOKEN_SETTING)),
+        None => base_settings(Some(TOKEN_SETTING)),
+    };
+    r.write_settings(&s);
+    r.launch_daemon();
+    (r, claude.map(|_| api))
+}
+
+/// One turn of a headless session in the project that got the token: the result of
+/// its Bash tool call `tool_id`, as Claude Code sent it to the stand-in.
+fn claudes_tool_result(r: &Relay, api: &FakeApi, tool_id: &str) -> Value {
+    let id = start_session(r, &[]);
+    let reply = message(r, &id, "do the work", &[]);
+    assert_eq!(reply.status, 0, "{}", reply.stderr);
+    api.messages()
+        .iter()
+        .flat_map(|q| q["tool_results"].as_array().cloned().unwrap_or_default())
+        .find(|t| t["tool_use_id"] == tool_id)
+        .expect("the tool call's result")
+}

@@ -7,14 +7,6 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use serde_json::{json, Value};
-
-use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
-use relay_e2e::fakeapi::FakeApi;
-
-use crate::clients::real_claude::claude_code;
-use crate::clients::real_turns::{fake_oauth_token, message, settings, start_session};
-
 /// A wheel of one module, `relay_tiny`, written into `dir` by the host's Python.
 fn tiny_wheel(dir: &Path) {
     let script = r#"
@@ -59,22 +51,7 @@ fn all_done(text: &str) -> bool {
 
 #[test]
 fn make_cc_a_venv_with_pip_and_git_run_in_a_shell_and_in_claudes_bash_tool() {
-    let claude = claude_code();
-    let mut r = Relay::prepare(None, false);
-    let script = json!({"turns": [
-        {"text": "Working.", "tool_use": [
-            {"id": "toolu_tasks", "name": "Bash", "input": {"command": tasks("claude"), "description": "work"}},
-        ]},
-        {"text": "done"},
-    ]});
-    let api = FakeApi::start(&r.root, &script);
-    r.write_token(&fake_oauth_token());
-    let s = match &claude {
-        Some(c) => settings(c, &api, Some(TOKEN_SETTING)),
-        None => base_settings(Some(TOKEN_SETTING)),
-    };
-    r.write_settings(&s);
-    r.launch_daemon();
+    let (r, api) = super::with_claude_running("toolu_tasks", &tasks("claude"));
     tiny_wheel(&r.project);
 
     let out = r
@@ -95,16 +72,8 @@ fn make_cc_a_venv_with_pip_and_git_run_in_a_shell_and_in_claudes_bash_tool() {
     left.sort();
     assert_eq!(left, ["Makefile", "hello.c"], "{text}");
 
-    let Some(_) = claude else { return };
-    let id = start_session(&r, &[]);
-    let reply = message(&r, &id, "do the work", &[]);
-    assert_eq!(reply.status, 0, "{}", reply.stderr);
-    let result: Value = api
-        .messages()
-        .iter()
-        .flat_map(|q| q["tool_results"].as_array().cloned().unwrap_or_default())
-        .find(|t| t["tool_use_id"] == "toolu_tasks")
-        .expect("the tool call's result");
+    let Some(api) = api else { return };
+    let result = super::claudes_tool_result(&r, &api, "toolu_tasks");
     let text = result["text"].as_str().unwrap_or_default();
     assert!(all_done(text), "in Claude's Bash tool: {result}");
 }
