@@ -5,7 +5,7 @@
 //! (docs/settings.md#caches).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// A tiny package, packed on the host into `dir` as `relay-tiny-1.0.0.tgz`.
 fn tiny_package(dir: &Path) {
@@ -59,14 +59,7 @@ fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never
     let persons = r.home.join(".npm");
 
     // A token-less shell in the project.
-    let out = r
-        .cli_command(&["sandbox", "shell", "--", "-c", &install("shell")])
-        .current_dir(&r.project)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = super::shell(&r, &r.project, &install("shell")).0;
     assert!(
         text.contains("npm-tiny ran"),
         "npm install failed in a shell: {text}"

@@ -7,6 +7,9 @@ mod litter;
 mod tasks;
 mod toolchains;
 
+use std::path::Path;
+use std::process::Stdio;
+
 use serde_json::{json, Value};
 
 use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
@@ -49,4 +52,20 @@ fn claudes_tool_result(r: &Relay, api: &FakeApi, tool_id: &str) -> Value {
         .flat_map(|q| q["tool_results"].as_array().cloned().unwrap_or_default())
         .find(|t| t["tool_use_id"] == tool_id)
         .expect("the tool call's result")
+}
+
+/// `relay sandbox shell -- -c SCRIPT` in `dir`: what it printed on both streams, and on
+/// stdout alone.
+pub(super) fn shell(r: &Relay, dir: &Path, script: &str) -> (String, String) {
+    let out = r
+        .cli_command(&["sandbox", "shell", "--", "-c", script])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        stdout.clone() + &String::from_utf8_lossy(&out.stderr),
+        stdout,
+    )
 }

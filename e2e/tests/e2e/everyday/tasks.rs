@@ -5,7 +5,7 @@
 //! own. After each run the folder holds only what the tools made.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// A wheel of one module, `relay_tiny`, written into `dir` by the host's Python.
 fn tiny_wheel(dir: &Path) {
@@ -54,14 +54,7 @@ fn make_cc_a_venv_with_pip_and_git_run_in_a_shell_and_in_claudes_bash_tool() {
     let (r, api) = super::with_claude_running("toolu_tasks", &tasks("claude"));
     tiny_wheel(&r.project);
 
-    let out = r
-        .cli_command(&["sandbox", "shell", "--", "-c", &tasks("shell")])
-        .current_dir(&r.project)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text = super::shell(&r, &r.project, &tasks("shell")).0;
     assert!(all_done(&text), "in a shell: {text}");
     // What the tools made, and nothing else (relay's own folders went at the end).
     let left: Vec<String> = std::fs::read_dir(r.project.join("shell"))

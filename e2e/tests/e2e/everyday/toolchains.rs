@@ -4,7 +4,6 @@
 //! The credential files a grant would hold stay masked.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{json, Value};
 
@@ -51,22 +50,6 @@ fn developer_home(home: &Path) {
 
 const BOTH: &str = "relaytool; relaypy";
 
-/// `relay sandbox shell -- -c SCRIPT` in `dir`: what it printed on both streams, and on
-/// stdout alone.
-fn shell(r: &Relay, dir: &Path, script: &str) -> (String, String) {
-    let out = r
-        .cli_command(&["sandbox", "shell", "--", "-c", script])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (
-        stdout.clone() + &String::from_utf8_lossy(&out.stderr),
-        stdout,
-    )
-}
-
 fn ran_both(text: &str) -> bool {
     text.contains("rustup toolchain ran") && text.contains("pyenv python 3.99 ran")
 }
@@ -94,7 +77,7 @@ fn the_persons_toolchains_in_the_home_run_in_a_shell_and_in_claudes_bash_tool() 
     r.launch_daemon();
 
     // A token-less shell in the project.
-    let text = shell(&r, &r.project, BOTH).0;
+    let text = super::shell(&r, &r.project, BOTH).0;
     assert!(
         ran_both(&text),
         "a shell did not run the toolchains: {text}"
@@ -146,7 +129,7 @@ fn a_credential_is_masked(name: &str) {
     }
     std::fs::write(r.home.join("plain.txt"), "plain").unwrap();
     let script = format!("cat ~/plain.txt; echo; cat ~/{name} ~/{name}/* 2>/dev/null; echo rc=$?");
-    let text = shell(&r, &r.project, &script).1;
+    let text = super::shell(&r, &r.project, &script).1;
     assert!(text.starts_with("plain"), "the home is not read: {text}");
     assert!(!text.contains(&secret), "{name} was read: {text}");
 }
@@ -189,7 +172,7 @@ fn a_toolchain_a_session_can_write_is_never_granted_to_another_sandbox() {
     r.launch_daemon();
     // The home session tries to plant its own program where the toolchain is: the root
     // is read-only to it, as to every sandbox that could write it.
-    let plant = shell(
+    let plant = super::shell(
         &r,
         &r.home,
         "echo 'echo planted' > ~/.rustup/toolchains/stable/bin/relaytool; echo rc=$?",
@@ -200,7 +183,7 @@ fn a_toolchain_a_session_can_write_is_never_granted_to_another_sandbox() {
         plant.0
     );
     // A shell in the project is not given it: nothing planted runs, and explain says why.
-    let text = shell(&r, &r.project, BOTH).0;
+    let text = super::shell(&r, &r.project, BOTH).0;
     assert!(!text.contains("planted") && !ran_both(&text), "{text}");
     let x = r.cli_json(&["sandbox", "explain", "shell"]);
     let notes = x["notes"].to_string();

@@ -683,33 +683,6 @@ fn the_host_stays_responsive_through_a_flood_a_deaf_target_a_failed_start_and_a_
     launches_work(&r, "alive-4");
 }
 
-/// A tmpfs mounted by the test (root only), lazily unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &std::path::Path, size: &str) -> Tmpfs {
-        let st = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "mount -t tmpfs on {}", at.display());
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// The number in the log's cut note (`; N more bytes not written]`), if it has one.
 fn unwritten(log: &str) -> Option<u64> {
     let at = log.rfind("[relay: log cut here: ")?;
@@ -730,7 +703,7 @@ fn a_full_disk_under_the_config_dir_cuts_the_log_keeps_the_session_and_refuses_o
     let mut r = Relay::prepare(None, false);
     // The config dir (settings, audit and event logs, profiles, the host's state and
     // terminal logs) on a disk of its own, 4 MiB.
-    let disk = Tmpfs::mount(&r.config, "4m");
+    let disk = relay_e2e::tmpfs::Tmpfs::mount(&r.config, "4m").expect("a tmpfs, as root");
     r.write_settings(&fault_settings());
     r.launch_daemon();
     let ticker = terminal(
