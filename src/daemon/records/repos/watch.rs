@@ -274,7 +274,7 @@ impl Watcher {
                 candidates.push(up.to_path_buf());
             }
             for c in candidates {
-                if !seen.insert(c.clone()) || !is_git(&c) {
+                if !seen.insert(c.clone()) || !is_git(&c) || pinned(&r.reach.held, &c) {
                     continue;
                 }
                 let Some((root, rel)) = roots.iter().find_map(|g| {
@@ -295,6 +295,17 @@ impl Watcher {
             super::tell(&self.d, &r.id, Some(&self.entry), report);
         }
     }
+}
+
+#[cfg(target_os = "linux")]
+/// Whether the launch bound the git folder `dir`'s configuration or hooks read-only:
+/// one the person's repository had at launch. A change there is the person's own (the
+/// session cannot write through the bind), or one the person's tool made by replacing
+/// a bound file, which stops the session (`Daemon::check_held`); the session's end
+/// looks at it either way. The live watch is for what the launch did not pin.
+fn pinned(held: &[(PathBuf, Option<(u64, u64)>)], dir: &Path) -> bool {
+    held.iter()
+        .any(|(p, _)| *p == dir.join("config") || *p == dir.join("hooks"))
 }
 
 #[cfg(target_os = "linux")]
