@@ -453,6 +453,161 @@ read x < \"{p}/go\"
     assert_eq!(c.rows().len(), 1, "{:?}", c.rows());
 }
 
+/// Every plant of the tests above, made while one session runs in a folder of its own
+/// inside the person's repository: it inits there, nests `vendor/lib` with each
+/// variant and records it as a gitlink, clones it, and puts a git folder behind a
+/// `.git` file.
+fn every_plant(c: &Case) -> String {
+    let p = c.r.project.join("own").display().to_string();
+    format!(
+        r#"{pre}mkfifo "{p}/go"
+git init -q && echo a > a.txt && git add a.txt && git commit -qm own
+git config core.fsmonitor "touch $M/own-fsmonitor.ran; false"
+{NESTED}git config core.fsmonitor "touch $M/fsmonitor.ran; false"
+git config filter.x.clean "touch $M/clean.ran; cat"
+git config diff.y.textconv "touch $M/textconv.ran; cat"
+printf '*.txt filter=x\n*.md diff=y\n' > .gitattributes && echo m > b.md && git add . && git commit -qm attrs
+git config alias.st "!touch $M/alias.ran"
+git remote add origin ssh://git.invalid/lib.git && git config core.sshCommand "touch $M/ssh.ran; false"
+mkdir .hk && printf '#!/bin/sh\ntouch "%s/hookspath.ran"\n' "$M" > .hk/pre-commit && chmod +x .hk/pre-commit
+git config core.hooksPath "$PWD/.hk"
+for h in pre-commit post-checkout; do
+  printf '#!/bin/sh\ntouch "%s/%s.ran"\n' "$M" $h > .git/hooks/$h && chmod +x .git/hooks/$h
+done
+cd ../.. && git add vendor/lib 2>/dev/null && git ls-files -s vendor/lib | grep -q '^160000'
+git clone -q vendor/lib cloned && git -C cloned config core.fsmonitor "touch $M/clone-fsmonitor.ran; false"
+printf '#!/bin/sh\ntouch "%s/clone-hook.ran"\n' "$M" > cloned/.git/hooks/post-checkout && chmod +x cloned/.git/hooks/post-checkout
+mkdir .store && git init -q --separate-git-dir "$PWD/.store/sep.git" vendor/sep
+git -C vendor/sep config core.fsmonitor "touch $M/sep-fsmonitor.ran; false"
+touch "{p}/planted"
+read x < "{p}/go"
+"#,
+        pre = c.preamble(),
+    )
+}
+
+/// The person's git, as the tests above run it, over every plant of [`every_plant`].
+fn persons_day(c: &Case) {
+    std::fs::write(c.r.project.join("own/vendor/lib/a.txt"), "b\n").unwrap();
+    std::fs::write(c.r.project.join("own/vendor/lib/b.md"), "n\n").unwrap();
+    c.person("own", &["status"]);
+    c.person("own/vendor/lib", &["status"]);
+    c.person("own/vendor/lib", &["diff"]);
+    c.person("own/vendor/lib", &["st"]);
+    c.person("own/vendor/lib", &["fetch", "-q", "origin"]);
+    c.person("own/vendor/lib", &["commit", "-qam", "mine"]);
+    c.person("own/vendor/lib", &["checkout", "-q", "-b", "next"]);
+    c.person("own/cloned", &["status"]);
+    c.person("own/cloned", &["checkout", "-q", "-b", "next"]);
+    c.person("own/vendor/sep", &["status"]);
+}
+
+/// What the live watch must have set aside, by git folder: the keys, and the hooks.
+const EVERY_PLANT: [(&str, &[&str], &[&str]); 4] = [
+    ("own/.git", &["core.fsmonitor"], &[]),
+    (
+        "own/vendor/lib/.git",
+        &[
+            "alias.st",
+            "core.fsmonitor",
+            "core.hookspath",
+            "core.sshcommand",
+            "diff.*.textconv",
+            "filter.*.clean",
+        ],
+        &["post-checkout", "pre-commit"],
+    ),
+    ("own/cloned/.git", &["core.fsmonitor"], &["post-checkout"]),
+    ("own/.store/sep.git", &["core.fsmonitor"], &[]),
+];
+
+/// Whether the rows so far set aside all of [`EVERY_PLANT`].
+fn every_plant_set_aside(c: &Case) -> bool {
+    let rows = serde_json::json!(c.rows());
+    EVERY_PLANT.iter().all(|(rel, want_keys, want_hooks)| {
+        let want = c.r.project.join(rel);
+        let entries: Vec<&Value> = rows
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|row| row["repositories"].as_array())
+            .flatten()
+            .filter(|e| e["repository"].as_str().map(Path::new) == Some(want.as_path()))
+            .collect();
+        let has = |field: &str, name: &str| {
+            entries.iter().any(|e| {
+                e[field]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|k| k == name))
+            })
+        };
+        want_keys.iter().all(|k| has("keys", k)) && want_hooks.iter().all(|h| has("hooks", h))
+    })
+}
+
+/// Each case above, while the session still runs: the live watch sets aside every
+/// plant within a second of the last write, and the person's git, run before the
+/// session ends, runs none of them; nor after it ends.
+#[test]
+fn every_plant_in_a_repository_the_session_made_is_set_aside_while_it_runs() {
+    let c = Case::new();
+    std::fs::create_dir(c.r.project.join("own")).unwrap();
+    let v = c.r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "shell",
+        "--directory",
+        &c.r.project.join("own").display().to_string(),
+        "--extra-arg",
+        "-c",
+        "--extra-arg",
+        &every_plant(&c),
+    ]);
+    let id = v["id"].as_str().unwrap().to_string();
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || every_plant_set_aside(&c)),
+        "not all set aside while the session ran: {:?}",
+        c.rows()
+    );
+    // The window: from the last write (just before `planted`) to the last row.
+    let planted = std::fs::metadata(c.r.project.join("own/planted")).unwrap();
+    let planted_ms = planted
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let last = c
+        .rows()
+        .iter()
+        .filter_map(|r| r["ts"].as_i64())
+        .max()
+        .unwrap();
+    eprintln!(
+        "the live watch set aside the last plant {} ms after it",
+        last - planted_ms
+    );
+    assert!(
+        last - planted_ms <= 1_000,
+        "set aside {} ms after the write",
+        last - planted_ms
+    );
+    // The session still runs (it waits on `go`): the person's git meets nothing.
+    assert!(c.r.project.join("own/go").exists());
+    persons_day(&c);
+    c.assert_nothing_ran("a plant ran while the session ran");
+    std::fs::write(c.r.project.join("own/go"), "go\n").unwrap();
+    c.r.wait_event(|e| e["name"] == "session.exited" && e["session_id"] == id.as_str());
+    persons_day(&c);
+    c.assert_nothing_ran("a plant ran after the session ended");
+    // The gitlink is still the session's repository's, which still works.
+    let listed = c.person("own", &["ls-files", "-s", "vendor/lib"]);
+    assert!(text(&listed.stdout).starts_with("160000"), "{listed:?}");
+}
+
 /// The person's repositories: the project's (pinned at launch) and one five levels
 /// down (not), each with an fsmonitor, an alias and a hook of the person's.
 const DEEP: &str = "p/q/r/s/t/deep";
