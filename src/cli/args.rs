@@ -281,6 +281,20 @@ pub(super) enum TerminalVerb {
         #[command(flatten)]
         json: Json,
     },
+    /// Continue a `relay sandbox claude-code` run that was kept with its conversation
+    /// (ended by a token change, or after Claude Code's own resume hint), in its
+    /// sandbox, on the token as it is now, attached here as `relay sandbox` is.
+    Resume {
+        /// The terminal's id (`relay terminal list`).
+        #[arg(long)]
+        id: String,
+        /// Keys that detach, such as `ctrl-\,ctrl-\` (the default, or settings.json's
+        /// `detach_keys`), `ctrl-a,d`, or `none`.
+        #[arg(long = "detach-keys", value_name = "KEYS")]
+        detach_keys: Option<String>,
+        #[command(flatten)]
+        json: Json,
+    },
     /// Remove an ended terminal: its record, logs and temp folder.
     Purge {
         /// The terminal's id.

@@ -219,7 +219,10 @@ impl Attach<'_> {
         // drew it, its modes off, and what relay says next goes below it on a line of its
         // own rather than over the session's prompt. (A terminal that went away gets
         // nothing.)
-        if result.is_none()
+        // So too when the tool was killed (relay stopped it): it had no chance to turn
+        // its modes off itself.
+        let killed = result.as_ref().is_some_and(|r| !r["signal"].is_null());
+        if (killed || result.is_none())
             && !matches!(how, Some(End::Signal(_)))
             && std::io::stdout().is_terminal()
         {
@@ -235,6 +238,25 @@ impl Attach<'_> {
             return Ok(how);
         }
         self.gone()
+    }
+
+    /// Whether a run this attach would purge keeps its conversation instead: Claude Code
+    /// said it has one (its resume hint, `dropped`), or relay ended it for a token change
+    /// (docs/cli.md#relay-sandbox). The exit frame's `result` gets the reason relay
+    /// recorded (`exit_reason`) and, when kept, `kept`.
+    fn keeps(&self, result: &mut Option<Value>, dropped: bool) -> bool {
+        // The exit frame comes once the end is recorded, reason and all.
+        let reason = ended_because(self.client, self.id);
+        let keep = dropped || reason.as_deref().is_some_and(keeps_conversation);
+        if let Some(Value::Object(m)) = result {
+            if let Some(r) = reason {
+                m.insert("exit_reason".into(), Value::String(r));
+            }
+            if keep {
+                m.insert("kept".into(), Value::Bool(true));
+            }
+        }
+        keep
     }
 
     /// Copies the session's output to `out` until its exit frame, whose contents it
@@ -289,11 +311,13 @@ impl Attach<'_> {
                     }
                     attach::EXIT => {
                         flush(&mut hint, out);
-                        if let (Some(h), Some(cell)) = (&hint, self.resume_hint) {
-                            cell.set(h.dropped);
+                        let dropped = hint.as_ref().is_some_and(|h| h.dropped);
+                        if let Some(cell) = self.resume_hint {
+                            cell.set(dropped);
                         }
-                        let result = serde_json::from_slice(&payload).ok();
-                        if self.forget && !link.send(&frame(attach::FORGET, &[])) {
+                        let mut result = serde_json::from_slice(&payload).ok();
+                        let keep = self.forget && self.keeps(&mut result, dropped);
+                        if self.forget && !keep && !link.send(&frame(attach::FORGET, &[])) {
                             // The stream was shut meanwhile (the detach keys or a signal
                             // at the very end): the purge is asked for on its own.
                             purge(self.client, self.id);
@@ -447,6 +471,23 @@ fn spawn_signals(link: Link, set: SigSet) {
 }
 
 /// Purges an ended terminal; a failure is said on stderr (the run itself went well).
+/// Whether a run relay ended for `reason` keeps its conversation rather than going with
+/// its attach: a token replaced, rotated or removed (`claude_token_*`) puts it to sleep.
+pub(crate) fn keeps_conversation(reason: &str) -> bool {
+    reason.starts_with("claude_token_")
+}
+
+/// The reason relay recorded for the end of the terminal `id`, as listed.
+fn ended_because(client: &Client, id: &str) -> Option<String> {
+    let (list, _) = client
+        .call_as::<crate::wire::Terminals>("GET", "/api/terminals")
+        .ok()?;
+    list.terminals
+        .into_iter()
+        .find(|t| t.id == id)
+        .and_then(|t| t.exit_reason)
+}
+
 pub(super) fn purge(client: &Client, id: &str) {
     match client.call("POST", &format!("/api/terminals/{id}/purge")) {
         Ok(a) if a.status == 200 => {}

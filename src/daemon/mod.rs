@@ -164,7 +164,7 @@ impl Daemon {
     fn begin(&self, entry: Entry, resume: bool) -> bool {
         let mut l = self.ledger();
         match l.get(&entry.record.id) {
-            Some(old) if !(resume && old.record.state == EntryState::Dormant) => false,
+            Some(old) if !(resume && old.record.state.resumable(old.record.kind)) => false,
             _ => {
                 if let Some(old) = l.insert(entry.record.id.clone(), entry) {
                     self.resuming

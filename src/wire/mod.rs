@@ -73,6 +73,19 @@ pub struct TerminalStart {
     pub hold_output: bool,
 }
 
+/// `POST /api/terminals/{id}/resume` (docs/routes.md#request-bodies): the resumed
+/// terminal's size, and whether its output waits for the first attach.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalResume {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold_output: bool,
+}
+
 /// `POST /api/sessions/{id}/message`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,6 +112,16 @@ pub enum EntryState {
 }
 
 impl EntryState {
+    /// Whether an entry of `kind` in this state may be launched again under its id: a
+    /// dormant Claude session, or an ended terminal (a Claude Code run kept with its
+    /// conversation; the resume route checks the rest).
+    pub fn resumable(self, kind: crate::protocol::SessionKind) -> bool {
+        match kind {
+            crate::protocol::SessionKind::Claude => self == EntryState::Dormant,
+            crate::protocol::SessionKind::Pty => self == EntryState::Exited,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             EntryState::Launching => "launching",
@@ -635,6 +658,20 @@ pub struct DoctorPage<S = String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_dormant_session_and_an_ended_terminal_resume_and_nothing_else() {
+        use crate::protocol::SessionKind::{Claude, Pty};
+        for (state, claude, pty) in [
+            (EntryState::Launching, false, false),
+            (EntryState::Running, false, false),
+            (EntryState::Dormant, true, false),
+            (EntryState::Exited, false, true),
+        ] {
+            assert_eq!(state.resumable(Claude), claude, "{state:?}");
+            assert_eq!(state.resumable(Pty), pty, "{state:?}");
+        }
+    }
+
     use super::*;
     use serde::de::DeserializeOwned;
     use std::fmt::Debug;

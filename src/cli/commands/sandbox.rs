@@ -40,6 +40,9 @@ fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
             crate::cli::termout::visible(limit.as_bytes())
         );
     }
+    if let Some(note) = token_note(id, result) {
+        eprint!("{note}");
+    }
     let code = ExitCode::from(exit_code(result));
     if json_out {
         let line = exit_line(id, result);
@@ -48,19 +51,30 @@ fn finished(id: &str, result: &Value, json_out: bool) -> ExitCode {
     code
 }
 
-/// What `relay sandbox` says in place of Claude Code's resume hint: why the hint cannot
-/// work, and what does.
-pub fn resume_note(id: &str, keys: &DetachKeys) -> String {
-    let detach = if keys.bytes().is_empty() {
-        "detach (set detach_keys in settings.json)".to_string()
-    } else {
-        format!("detach with {}", keys.describe())
+/// What `relay sandbox` says of a run relay ended for a token change: why, and that its
+/// conversation is kept for one command that continues it on the new token.
+fn token_note(id: &str, result: &Value) -> Option<String> {
+    let reason = result.get("exit_reason").and_then(Value::as_str)?;
+    if !attach::keeps_conversation(reason) || result.get("kept") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    let what = match reason {
+        "claude_token_removed" => "its Claude token was removed",
+        _ => "its Claude token was replaced",
     };
+    Some(format!(
+        "\r\nrelay: {id} ended: {what} ({reason}). Its conversation is kept: \
+         relay terminal resume --id {id} continues it on the token as it is now.\n"
+    ))
+}
+
+/// What `relay sandbox` says in place of Claude Code's resume hint (`claude --resume`
+/// would start Claude outside the sandbox): the run is kept with its conversation, and
+/// the command that continues it there.
+pub fn resume_note(id: &str) -> String {
     format!(
-        "relay: Claude Code's resume hint is left out: this run's conversation goes with its \
-         sandbox ({id}), and `claude --resume` would start Claude outside the sandbox. To come \
-         back to a conversation, {detach} instead of exiting, then relay terminal attach; a \
-         session (relay session start) keeps its conversation for relay session resume.\n"
+        "relay: this run's conversation is kept ({id}): relay terminal resume --id {id} \
+         continues it in its sandbox; relay terminal purge --id {id} removes it.\n"
     )
 }
 
@@ -76,11 +90,46 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         Ok(id) => id,
         Err(e) => return fail(e),
     };
+    attached(&client, &id, &keys, &o)
+}
+
+/// `relay terminal resume --id ID`: a `relay sandbox claude-code` run kept with its
+/// conversation, launched again in its sandbox on the token as it is now, and attached
+/// as `relay sandbox` is (docs/cli.md#relay-sandbox).
+pub fn resume(config: &Path, id: &str, o: Options) -> ExitCode {
+    let client = Client::new(config);
+    let keys = match attach::detach_keys(config, o.detach_keys) {
+        Ok(k) => k,
+        Err(e) => return fail(e),
+    };
+    attach::block_signals();
+    let size = attach::terminal_size();
+    let body = crate::wire::TerminalResume {
+        cols: size.map(|s| s.0),
+        rows: size.map(|s| s.1),
+        hold_output: true,
+    };
+    let resumed = match client.send("POST", &format!("/api/terminals/{id}/resume"), &body) {
+        Ok(a) if a.status == 201 => {
+            a.typed::<crate::wire::Session>("POST /api/terminals/{id}/resume")
+        }
+        Ok(a) => Err(a.error_text()),
+        Err(e) => Err(e),
+    };
+    match resumed {
+        Ok(s) => attached(&client, &s.id, &keys, &o),
+        Err(e) => fail(e),
+    }
+}
+
+/// This terminal attached to the run `id` until it ends, is detached or signalled; then
+/// purged unless it keeps a conversation.
+fn attached(client: &Client, id: &str, keys: &DetachKeys, o: &Options) -> ExitCode {
     let hint_dropped = std::cell::Cell::new(false);
     let end = Attach {
-        client: &client,
-        id: &id,
-        keys: &keys,
+        client,
+        id,
+        keys,
         to_stderr: o.json_out,
         lossless: true,
         // The run is printed: the terminal has nothing more to give, so it goes (its
@@ -94,10 +143,11 @@ pub fn run(config: &Path, o: Options) -> ExitCode {
         end_input: true,
     }
     .run();
-    if hint_dropped.get() {
-        eprint!("{}", resume_note(&id, &keys));
+    let token_ended = matches!(&end, Ok(End::Exited(r)) if token_note(id, r).is_some());
+    if hint_dropped.get() && !token_ended {
+        eprint!("{}", resume_note(id));
     }
-    ended(&client, &id, end, &o)
+    ended(client, id, end, o)
 }
 
 /// Starts the terminal in the current folder at this terminal's size: its id.
@@ -290,18 +340,35 @@ mod tests {
     }
 
     #[test]
-    fn the_resume_note_names_the_run_and_the_detach_keys_in_force() {
-        let note = resume_note("t-1", &DetachKeys::default_keys());
-        assert!(note.starts_with("relay: Claude Code's resume hint is left out"));
-        assert!(note.contains("(t-1)") && note.contains("detach with Ctrl-\\ Ctrl-\\ instead"));
+    fn the_resume_note_names_the_run_and_the_commands_that_resume_and_purge_it() {
+        let note = resume_note("t-1");
+        assert!(note.starts_with("relay: this run's conversation is kept (t-1)"));
+        assert!(note.contains("relay terminal resume --id t-1 continues it"));
+        assert!(note.contains("relay terminal purge --id t-1 removes it"));
         assert!(note.ends_with(".\n") && note.lines().count() == 1, "{note}");
-        let off = resume_note("t-1", &DetachKeys::parse("none").unwrap());
+    }
+
+    #[test]
+    fn a_run_relay_ended_for_a_token_change_says_why_and_how_to_resume_it() {
+        let kept = |reason: &str| json!({"exit_status": null, "signal": 15, "exit_reason": reason, "kept": true});
+        let replaced = token_note("t-1", &kept("claude_token_replaced")).unwrap();
+        assert!(replaced
+            .contains("relay: t-1 ended: its Claude token was replaced (claude_token_replaced)"));
         assert!(
-            off.contains("detach (set detach_keys in settings.json)"),
-            "{off}"
+            replaced.contains("relay terminal resume --id t-1"),
+            "{replaced}"
         );
-        let keys = resume_note("t-1", &DetachKeys::parse("ctrl-a,d").unwrap());
-        assert!(keys.contains("detach with Ctrl-A d instead"), "{keys}");
+        let removed = token_note("t-1", &kept("claude_token_removed")).unwrap();
+        assert!(
+            removed.contains("its Claude token was removed"),
+            "{removed}"
+        );
+        // Not kept, or ended otherwise: nothing of the kind said.
+        let mut purged = kept("claude_token_replaced");
+        purged["kept"] = json!(false);
+        assert_eq!(token_note("t-1", &purged), None);
+        assert_eq!(token_note("t-1", &kept("exited")), None);
+        assert_eq!(token_note("t-1", &json!({"exit_status": 0})), None);
     }
 
     /// `~` goes to the daemon as typed, a relative folder is taken from here, and

@@ -1,4 +1,4 @@
-//! `relay terminal start | list | log | stop | attach | purge | egress`: interactive
+//! `relay terminal start | list | log | stop | attach | resume | purge | egress`: interactive
 //! terminals from templates (docs/cli.md). The attach itself is [`crate::cli::attach`].
 
 use std::path::{Path, PathBuf};
@@ -58,6 +58,21 @@ pub fn run(config: &Path, v: TerminalVerb, config_flag: Option<&PathBuf>) -> Exi
             detach_keys,
             json: Json { json },
         } => attach(&c, config, &id, detach_keys.as_deref(), json, config_flag),
+        TerminalVerb::Resume {
+            id,
+            detach_keys,
+            json: Json { json },
+        } => super::sandbox::resume(
+            config,
+            &id,
+            super::sandbox::Options {
+                template: crate::protocol::CLAUDE_CODE_TEMPLATE,
+                args: &[],
+                detach_keys: detach_keys.as_deref(),
+                json_out: json,
+                config_flag,
+            },
+        ),
         TerminalVerb::Purge {
             id,
             json: Json { json },

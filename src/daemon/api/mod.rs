@@ -70,6 +70,7 @@ enum Route {
     TerminalAttach(String),
     TerminalStop(String),
     TerminalPurge(String),
+    TerminalResume(String),
     Audit,
     AuditScan,
     Doctor,
@@ -121,6 +122,7 @@ impl Route {
             (Method::GET, ["api", "terminals", i, "attach"]) => TerminalAttach(id(i)),
             (Method::DELETE, ["api", "terminals", i]) => TerminalStop(id(i)),
             (Method::POST, ["api", "terminals", i, "purge"]) => TerminalPurge(id(i)),
+            (Method::POST, ["api", "terminals", i, "resume"]) => TerminalResume(id(i)),
             (Method::POST, ["api", "audit", "scan"]) => AuditScan,
             (Method::GET, ["api", "audit"]) => Audit,
             (Method::POST, ["api", "doctor"]) => Doctor,
@@ -146,7 +148,10 @@ impl Route {
     fn is_launch(&self) -> bool {
         matches!(
             self,
-            Route::SessionStart | Route::TerminalStart | Route::SessionResume(_)
+            Route::SessionStart
+                | Route::TerminalStart
+                | Route::SessionResume(_)
+                | Route::TerminalResume(_)
         )
     }
 
@@ -193,6 +198,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::TerminalAttach(id) => terminals::attach(d, &id, req).await,
         Route::TerminalStop(id) => stop(&d, &id, SessionKind::Pty).await,
         Route::TerminalPurge(id) => purge(&d, &id, SessionKind::Pty).await,
+        Route::TerminalResume(id) => terminals::resume(&d, peer, id, req).await,
         Route::Audit => system::audit(&d, &req).await,
         Route::AuditScan => system::audit_scan(&d).await,
         Route::Doctor => system::doctor(&d).await,

@@ -125,7 +125,10 @@ fn claude_dir(d: &Daemon, e: &crate::daemon::Entry) -> std::path::PathBuf {
 /// transcript in the folder (a turn whose ledger update failed, then a crash); else
 /// none, and Claude Code starts a new conversation. Anything but the first is said in
 /// the notice.
-fn conversation(d: &Daemon, e: &crate::daemon::Entry) -> (Option<String>, Option<String>) {
+pub(super) fn conversation(
+    d: &Daemon,
+    e: &crate::daemon::Entry,
+) -> (Option<String>, Option<String>) {
     let dir = claude_dir(d, e).join("projects");
     let recorded = e
         .record

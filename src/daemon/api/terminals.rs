@@ -36,19 +36,9 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
         Ok(b) => b,
         Err(r) => return r,
     };
-    let pty = match (b.cols, b.rows) {
-        (None, None) => None,
-        (c, r) => {
-            let size = PtySize {
-                cols: c.unwrap_or(80),
-                rows: r.unwrap_or(24),
-            };
-            if size.cols == 0 || size.rows == 0 || size.cols > 1000 || size.rows > 1000 {
-                let e = ApiError::new(Code::InvalidRequest, "cols and rows must be 1 to 1000");
-                return refused(d, e);
-            }
-            Some(size)
-        }
+    let pty = match pty_size(b.cols, b.rows) {
+        Ok(p) => p,
+        Err(e) => return refused(d, e),
     };
     if b.extra_args.len() > 64 || b.extra_args.iter().any(|a| a.contains('\0')) {
         let e = ApiError::new(Code::InvalidRequest, "at most 64 extra args, without NUL");
@@ -69,6 +59,103 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
         ..Default::default()
     };
     launch_detached(d, input).await
+}
+
+/// The pty's size a start or resume asks for: none, or 1 to 1000 each way (80×24 for
+/// what is left out).
+fn pty_size(cols: Option<u16>, rows: Option<u16>) -> Result<Option<PtySize>, ApiError> {
+    if cols.is_none() && rows.is_none() {
+        return Ok(None);
+    }
+    let size = PtySize {
+        cols: cols.unwrap_or(80),
+        rows: rows.unwrap_or(24),
+    };
+    if size.cols == 0 || size.rows == 0 || size.cols > 1000 || size.rows > 1000 {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            "cols and rows must be 1 to 1000",
+        ));
+    }
+    Ok(Some(size))
+}
+
+/// `POST /api/terminals/{id}/resume`: an ended Claude Code terminal (a `relay sandbox
+/// claude-code` run kept with its conversation) launched again under its id, in its
+/// own sandbox folder, continuing its newest conversation (`--resume`) on the token as
+/// it is now (docs/routes.md#resuming-a-terminal).
+pub(super) async fn resume(
+    d: &Arc<Daemon>,
+    peer: Peer,
+    id: String,
+    req: Request<Incoming>,
+) -> Resp {
+    let refused = |e: ApiError| {
+        err(&launch::refused_request(
+            d,
+            SessionKind::Pty,
+            "session_resume",
+            Some(id.clone()),
+            e,
+        ))
+    };
+    let b: wire::TerminalResume = match super::parse_body(req).await {
+        Ok(b) => b,
+        Err(e) => return refused(e),
+    };
+    let e = match resumable(d, &id) {
+        Ok(e) => e,
+        Err(e) => return refused(e),
+    };
+    let Some(conversation) = super::sessions::conversation(d, &e).0 else {
+        let why = format!(
+            "terminal {id} has no conversation left to resume (no transcript in its sandbox \
+             folder); start a new one with relay sandbox {}",
+            e.record.template_id
+        );
+        return refused(ApiError::new(Code::NotFound, why));
+    };
+    let pty = match pty_size(b.cols, b.rows) {
+        Ok(p) => p,
+        Err(e) => return refused(e),
+    };
+    let input = LaunchInput {
+        kind: Some(SessionKind::Pty),
+        project: Some(e.record.project_id.clone()),
+        template: Some(e.record.template_id.clone()),
+        directory: Some(e.record.directory.to_string_lossy().into_owned()),
+        name: e.record.name.clone(),
+        pty,
+        extra_args: vec!["--resume".into(), conversation],
+        resume_id: Some(id),
+        caller_pid: peer.pid,
+        hold_output: b.hold_output,
+        ..Default::default()
+    };
+    launch_detached(d, input).await
+}
+
+/// The entry of `id` when it is a terminal that can resume: ended, and a sandboxed
+/// Claude Code run (its conversation lies in its own sandbox folder).
+fn resumable(d: &Daemon, id: &str) -> Result<crate::daemon::Entry, ApiError> {
+    let e = match d.entry(id) {
+        Some(e) if e.record.kind == SessionKind::Pty => e,
+        _ => return Err(ApiError::new(Code::NotFound, format!("no terminal {id}"))),
+    };
+    if e.record.state != EntryState::Exited {
+        let why = format!("terminal {id} is still running: relay terminal attach {id} joins it");
+        return Err(ApiError::new(Code::SessionRunning, why));
+    }
+    if !e.record.sandboxed || e.record.template_id != crate::protocol::CLAUDE_CODE_TEMPLATE {
+        let why = format!(
+            "terminal {id} ran the {} template, not a sandboxed {}: only those keep a \
+             conversation to resume",
+            e.record.template_id,
+            crate::protocol::CLAUDE_CODE_TEMPLATE
+        );
+        return Err(ApiError::new(Code::InvalidRequest, why));
+    }
+    Ok(e)
 }
 
 /// `GET /api/terminals`.

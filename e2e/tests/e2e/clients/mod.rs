@@ -7,3 +7,4 @@ pub(crate) mod real_turns;
 mod settings_live;
 mod settings_open;
 mod settings_page;
+mod token_rewrite;

@@ -240,11 +240,11 @@ after
     );
 }
 
-/// Issue 26, item 8: when Claude Code ends inside `relay sandbox claude-code` it prints
-/// how to resume its conversation with `claude --resume <id>`, a command that cannot
-/// work: relay purged that run's Claude config folder (the transcript with it) as the
-/// run ended, and it would start Claude outside the sandbox. `relay sandbox` drops the
-/// hint and says what the person can do instead.
+/// Issue 26, item 8, and issue 40: when Claude Code ends inside `relay sandbox
+/// claude-code` it prints how to resume its conversation with `claude --resume <id>`,
+/// which would start Claude outside the sandbox, in a config folder that is not the
+/// run's. `relay sandbox` drops the hint, keeps the run with its conversation and names
+/// relay's own resume instead.
 #[test]
 fn relay_sandbox_replaces_claude_codes_resume_hint_with_what_works() {
     use crate::clients::real_claude::claude_code;
@@ -272,20 +272,32 @@ fn relay_sandbox_replaces_claude_codes_resume_hint_with_what_works() {
     // What was shown, with the escape sequences taken out (the hint's lines are dim).
     let screen = pty.screen();
     let text = relay::cli::termout::visible(screen.as_bytes());
-    let Some((shown, note)) = text.split_once("relay: Claude Code's resume hint is left out")
-    else {
+    let Some((shown, note)) = text.split_once("relay: this run's conversation is kept") else {
         panic!("no word from relay:\n{text}");
     };
     assert!(
         !shown.contains("Resume this session with") && !shown.contains("--resume"),
         "the hint reached the terminal:\n{shown}"
     );
+    let id = r.cli_json(&["terminal", "list"])["terminals"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
-        note.contains("detach with Ctrl-\\ Ctrl-\\ instead of exiting"),
+        note.contains(&format!("relay terminal resume --id {id}")),
         "{note}"
     );
-    // The run's terminal went, as every `relay sandbox` run's does.
-    r.wait_event(|e| e["name"] == "session.purged");
+    // The run is kept, its transcript with it (the resume itself:
+    // clients::token_rewrite).
+    let projects = r.tmp.join(format!("relay-{id}/claude-config/projects"));
+    let kept = std::fs::read_dir(&projects)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .any(|f| f.path().extension().is_some_and(|e| e == "jsonl"));
+    assert!(kept, "no transcript left in {}", projects.display());
+    assert!(!r.all_events().iter().any(|e| e["name"] == "session.purged"));
 }
 
 /// `relay sandbox` fed from a pipe or `/dev/null` ends as the tool fed the same way
