@@ -59,17 +59,6 @@ fn cache_of(text: &str) -> String {
         .to_string()
 }
 
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()))
-        .into_iter()
-        .flatten()
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never_writes_the_persons_cache(
 ) {
@@ -96,20 +85,12 @@ fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never
         "the shell's cache is the person's: {text}"
     );
     assert!(!persons.exists(), "a shell wrote the person's npm cache");
-    // What npm made, and nothing else.
     assert_eq!(
-        names(&r.project),
+        super::names(&r.project),
         ["app-shell-cold", "app-shell-warm"],
         "{text}"
     );
-    for app in ["app-shell-cold", "app-shell-warm"] {
-        let made = names(&r.project.join(app));
-        assert_eq!(
-            made,
-            ["node_modules", "package-lock.json", "package.json"],
-            "{app}"
-        );
-    }
+    only_what_npm_made(&r.project, "shell");
 
     // Claude's Bash tool, in a launch that got the token.
     let Some(api) = api else { return };
@@ -121,6 +102,7 @@ fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never
     );
     // Once more, for a cache of its own: not the person's, and not the shell's.
     assert_eq!(registry.hits(&tarball), 2, "{:?}", registry.requests());
+    only_what_npm_made(&r.project, "claude");
     let claude_cache = cache_of(text);
     assert!(
         !claude_cache.is_empty()
@@ -132,4 +114,17 @@ fn npm_install_works_cold_and_warm_in_a_shell_and_in_claudes_bash_tool_and_never
         !persons.exists(),
         "a token launch wrote the person's npm cache"
     );
+}
+
+/// The two folders of run `n` in `project` hold only what npm made (and the
+/// `package.json` the run wrote).
+fn only_what_npm_made(project: &Path, n: &str) {
+    for app in [format!("app-{n}-cold"), format!("app-{n}-warm")] {
+        let made = super::names(&project.join(&app));
+        assert_eq!(
+            made,
+            ["node_modules", "package-lock.json", "package.json"],
+            "{app}"
+        );
+    }
 }

@@ -76,3 +76,14 @@ pub(super) fn shell(r: &Relay, dir: &Path, script: &str) -> (String, String) {
         stdout,
     )
 }
+
+/// The names in `dir`, sorted; none when it cannot be read.
+pub(super) fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}

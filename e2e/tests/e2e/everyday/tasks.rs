@@ -73,13 +73,8 @@ fn make_cc_a_venv_with_pip_and_git_run_in_a_shell_and_in_claudes_bash_tool() {
     let wheel = "/pypi/files/relay_tiny-1.0-py3-none-any.whl";
     assert_eq!(registry.hits(wheel), 1, "{:?}", registry.requests());
     // What the tools made, and nothing else (relay's own folders went at the end).
-    let left: Vec<String> = std::fs::read_dir(r.project.join("shell"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    let mut left = left;
-    left.sort();
-    assert_eq!(left, ["Makefile", "hello.c"], "{text}");
+    let kept = ["Makefile", "hello.c"];
+    assert_eq!(super::names(&r.project.join("shell")), kept, "{text}");
 
     let Some(api) = api else { return };
     let result = super::claudes_tool_result(&r, &api, "toolu_tasks");
@@ -87,4 +82,5 @@ fn make_cc_a_venv_with_pip_and_git_run_in_a_shell_and_in_claudes_bash_tool() {
     assert!(all_done(text), "in Claude's Bash tool: {result}");
     // A cache of its own: the wheel was fetched again.
     assert_eq!(registry.hits(wheel), 2, "{:?}", registry.requests());
+    assert_eq!(super::names(&r.project.join("claude")), kept, "{text}");
 }

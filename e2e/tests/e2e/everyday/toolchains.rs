@@ -219,16 +219,6 @@ fn ran_both(text: &str) -> bool {
     text.contains("rustup toolchain ran") && text.contains("pyenv python 3.99 ran")
 }
 
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn the_persons_toolchains_in_the_home_run_in_a_shell_and_in_claudes_bash_tool() {
     let registry = Registry::start();
@@ -257,17 +247,7 @@ fn the_persons_toolchains_in_the_home_run_in_a_shell_and_in_claudes_bash_tool() 
     );
     let krate = "/cargo/dl/relay-tiny/1.0.0/download";
     assert_eq!(registry.hits(krate), 1, "{:?}", registry.requests());
-    // What cargo made, and nothing else.
-    let made = r.project.join("shell");
-    assert_eq!(names(&made), ["solo", "withdep"]);
-    assert_eq!(
-        names(&made.join("solo")),
-        ["Cargo.lock", "Cargo.toml", "src", "target"]
-    );
-    assert_eq!(
-        names(&made.join("withdep")),
-        [".cargo", "Cargo.lock", "Cargo.toml", "src", "target"]
-    );
+    only_what_cargo_made(&r.project.join("shell"));
     // explain names each root and why.
     let x = r.cli_json(&["sandbox", "explain", "shell"]);
     let read = x["read"].to_string();
@@ -290,6 +270,21 @@ fn the_persons_toolchains_in_the_home_run_in_a_shell_and_in_claudes_bash_tool() 
     );
     // Its cargo home is its own: the crate was fetched again.
     assert_eq!(registry.hits(krate), 2, "{:?}", registry.requests());
+    only_what_cargo_made(&r.project.join("claude"));
+}
+
+/// `made` holds the two crates and, in each, only what `cargo new` and `cargo build`
+/// made (and the `.cargo/config.toml` the run wrote).
+fn only_what_cargo_made(made: &Path) {
+    assert_eq!(super::names(made), ["solo", "withdep"]);
+    assert_eq!(
+        super::names(&made.join("solo")),
+        ["Cargo.lock", "Cargo.toml", "src", "target"]
+    );
+    assert_eq!(
+        super::names(&made.join("withdep")),
+        [".cargo", "Cargo.lock", "Cargo.toml", "src", "target"]
+    );
 }
 
 /// One credential file in a home a template reads whole: unreadable in the sandbox,
