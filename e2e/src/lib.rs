@@ -8,6 +8,7 @@ pub mod exec_file;
 pub mod fakeapi;
 pub mod procs;
 pub mod pty;
+pub mod registry;
 pub mod seatbelt;
 pub mod tmpfs;
 pub mod wait;

@@ -25,7 +25,9 @@ fn persons_git(home: &Path, dir: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn a_repository_claude_inits_and_commits_in_its_bash_tool_is_the_persons_to_use_at_once() {
-    let (r, api) = super::with_claude_running("toolu_git", INIT);
+    let registry = relay_e2e::registry::Registry::start();
+    let r = relay_e2e::daemon::Relay::prepare(None, false);
+    let (r, api) = super::with_claude_running(r, &registry, "toolu_git", INIT);
     let Some(api) = api else { return };
     std::fs::write(
         r.home.join(".gitconfig"),

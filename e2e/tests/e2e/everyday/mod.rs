@@ -15,16 +15,22 @@ use serde_json::{json, Value};
 
 use relay_e2e::daemon::{base_settings, Relay, TOKEN_SETTING};
 use relay_e2e::fakeapi::FakeApi;
+use relay_e2e::registry::Registry;
 
 use crate::clients::real_claude::claude_code;
 use crate::clients::real_turns::{fake_oauth_token, message, settings, start_session};
 
-/// A relay, its daemon started, with the token set and the pinned Claude Code (when
-/// this machine has it) scripted to run `command` in its Bash tool as the tool call
-/// `tool_id`, then to end the turn; with it the stand-in, when Claude Code is there.
-fn with_claude_running(tool_id: &str, command: &str) -> (Relay, Option<FakeApi>) {
+/// The relay `r`, prepared, its daemon started with the token set and the pinned
+/// Claude Code (when this machine has it) scripted to run `command` in its Bash tool as
+/// the tool call `tool_id`, then to end the turn; with it the API stand-in, when Claude
+/// Code is there. Every sandbox reaches `registry` through its egress list.
+fn with_claude_running(
+    mut r: Relay,
+    registry: &Registry,
+    tool_id: &str,
+    command: &str,
+) -> (Relay, Option<FakeApi>) {
     let claude = claude_code();
-    let mut r = Relay::prepare(None, false);
     let script = json!({"turns": [
         {"text": "Working.", "tool_use": [
             {"id": tool_id, "name": "Bash", "input": {"command": command, "description": "work"}},
@@ -33,10 +39,11 @@ fn with_claude_running(tool_id: &str, command: &str) -> (Relay, Option<FakeApi>)
     ]});
     let api = FakeApi::start(&r.root, &script);
     r.write_token(&fake_oauth_token());
-    let s = match &claude {
+    let mut s = match &claude {
         Some(c) => settings(c, &api, Some(TOKEN_SETTING)),
         None => base_settings(Some(TOKEN_SETTING)),
     };
+    s["session_sandbox"] = json!({"egress": [registry.egress()]});
     r.write_settings(&s);
     r.launch_daemon();
     (r, claude.map(|_| api))
@@ -69,4 +76,15 @@ pub(super) fn shell(r: &Relay, dir: &Path, script: &str) -> (String, String) {
         stdout.clone() + &String::from_utf8_lossy(&out.stderr),
         stdout,
     )
+}
+
+/// The names in `dir`, sorted; none when it cannot be read.
+pub(super) fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
