@@ -261,44 +261,54 @@ fn kernel_check(d: &Daemon, s: &Settings) -> Check {
     check("kernel", Status::Ok, detail, None)
 }
 
-/// Whether each sandboxed session's limits on processes and memory hold
+/// Whether each sandboxed session's limits on processes, memory and CPU hold
 /// (`crate::limits`, docs/settings.md#limits): `ok` with a cgroup relay made at its
-/// start, `warn` without one (only a per-process memory limit holds, no process limit).
+/// start that holds them all, `warn` without one (only a per-process memory limit
+/// holds, no process limit) or where one holds without its `cpu` controller.
 fn limits_check(d: &Daemon, s: &Settings) -> Check {
-    let (pids, mib) = (
-        s.session_sandbox
-            .limits
-            .pids_max
-            .unwrap_or(crate::daemon::settings::Limits::DEFAULT_PIDS_MAX),
-        s.session_sandbox
-            .limits
-            .memory_max_mib
-            .unwrap_or(crate::daemon::settings::Limits::DEFAULT_MEMORY_MAX_MIB),
-    );
+    let none = crate::daemon::settings::Limits::default();
+    let mut l = Settings::limits_over(&none, &s.session_sandbox.limits);
+    l.cgroup = d.limits().cgroups().cloned();
+    let (pids, mib, weight) = (l.pids_max, l.memory_max_mib, l.cpu_weight);
+    let (_, missing) = crate::limits::describe(&l, d.limits().why_none());
     match d.limits() {
         crate::limits::Prepared::Cgroups(c) => {
-            let (version, dir) = match &c {
-                crate::protocol::Cgroups::V2 { parent } => ("v2", parent.clone()),
-                crate::protocol::Cgroups::V1 { memory, .. } => ("v1", memory.clone()),
-            };
-            check(
-                "limits",
-                Status::Ok,
-                format!(
-                    "in force: each sandboxed session runs in a cgroup {version} of its own                      under {}, at most {pids} processes and {mib} MiB (a template's limits                      over these)",
-                    dir.display()
+            let (version, dir, next) = match &c {
+                crate::protocol::Cgroups::V2 { parent, .. } => (
+                    "v2",
+                    parent.clone(),
+                    "delegate the cpu controller to relay's cgroup too (`relay service \
+                     install`'s unit has Delegate=memory pids cpu; reinstall it)",
                 ),
-                None,
-            )
+                crate::protocol::Cgroups::V1 { memory, .. } => (
+                    "v1",
+                    memory.clone(),
+                    "mount the cgroup v1 cpu controller where relay can write it",
+                ),
+            };
+            let detail = format!(
+                "in force: each sandboxed session runs in a cgroup {version} of its own \
+                 under {}, at most {pids} processes and {mib} MiB, CPU weight {weight} (a \
+                 template's limits over these)",
+                dir.display()
+            );
+            if missing.is_empty() {
+                return check("limits", Status::Ok, detail, None);
+            }
+            let detail = format!("{detail}; {}", missing.join("; "));
+            check("limits", Status::Warn, detail, Some(next))
         }
         crate::limits::Prepared::None(why) => check(
             "limits",
             Status::Warn,
             format!(
-                "not in force: {why}. A session's processes are not bounded (RLIMIT_NPROC                  counts every process of your user, so relay does not set it), and its                  memory only per process ({mib} MiB, RLIMIT_DATA)"
+                "not in force: {why}. A session's processes are not bounded (RLIMIT_NPROC \
+                 counts every process of your user, so relay does not set it), its memory \
+                 only per process ({mib} MiB, RLIMIT_DATA), and its CPU weight not at all"
             ),
             Some(if cfg!(target_os = "linux") {
-                "run relay as its service (`relay service install`), whose cgroup v2 is                  delegated to it, or as root"
+                "run relay as its service (`relay service install`), whose cgroup v2 is \
+                 delegated to it, or as root"
             } else {
                 "macOS has no cgroups: nothing more to do here"
             }),

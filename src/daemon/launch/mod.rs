@@ -550,6 +550,7 @@ fn sandbox_step(
     at.row.limits = explained.limits.as_ref().map(|l| crate::wire::Limits {
         pids_max: l.pids_max,
         memory_max_mib: l.memory_max_mib,
+        cpu_weight: l.cpu_weight,
         by: l.by.clone(),
         not_in_force: l.not_in_force.clone(),
         reached: None,

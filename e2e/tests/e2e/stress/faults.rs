@@ -333,7 +333,7 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
     // Without limits, so without a cgroup: a session's cgroup would take the job with
     // it (stress::limits); this test is of what ends a stray where there is none.
     s["session_sandbox"] = json!({"bwrap_launcher": launcher,
-        "limits": {"pids_max": 0, "memory_max_mib": 0}});
+        "limits": {"pids_max": 0, "memory_max_mib": 0, "cpu_weight": 0}});
     r.write_settings(&s);
     r.launch_daemon();
     let id = terminal(&r, "shell", "true");
