@@ -114,7 +114,8 @@ pub struct SandboxLaunch {
     pub limits: Option<SessionLimits>,
 }
 
-/// One sandboxed session's limits on processes and memory. 0: no limit of that kind.
+/// One sandboxed session's limits on processes, memory and CPU. 0: no limit of that
+/// kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionLimits {
     /// The most processes and threads at once (`pids.max`).
@@ -122,6 +123,10 @@ pub struct SessionLimits {
     /// The most memory, in MiB (`memory.max`, or `RLIMIT_DATA` per process without a
     /// cgroup).
     pub memory_max_mib: u64,
+    /// Its share of the CPU beside its siblings, 1 to 10000 (`cpu.weight`; v1
+    /// `cpu.shares`, scaled).
+    #[serde(default)]
+    pub cpu_weight: u32,
     /// Where the host makes the session's cgroup; absent where relay has none it can
     /// write, and then only `RLIMIT_DATA` holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,10 +138,21 @@ pub struct SessionLimits {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "version", rename_all = "snake_case")]
 pub enum Cgroups {
-    /// cgroup v2: one folder with `memory` and `pids` enabled for its children.
-    V2 { parent: PathBuf },
-    /// cgroup v1: the `pids` and the `memory` hierarchies' folders.
-    V1 { pids: PathBuf, memory: PathBuf },
+    /// cgroup v2: one folder with `memory` and `pids` enabled for its children, and
+    /// `cpu` when relay's cgroup offers it.
+    V2 {
+        parent: PathBuf,
+        #[serde(default)]
+        cpu: bool,
+    },
+    /// cgroup v1: the `pids` and the `memory` hierarchies' folders, and the `cpu`
+    /// one's where relay can write it.
+    V1 {
+        pids: PathBuf,
+        memory: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cpu: Option<PathBuf>,
+    },
 }
 
 /// What a session's cgroup counted by its end: a limit reached.

@@ -111,7 +111,7 @@ fn systemd_value(s: &str) -> String {
 /// The systemd user unit: `relay serve` at login (`default.target`), restarted when it
 /// fails, stopped with SIGTERM to relay alone so it ends its sessions itself
 /// (`KillMode=mixed`; docs/cli.md#relay-serve), its output appended to relay's log. Its
-/// cgroup's `memory` and `pids` are delegated to relay, which gives each sandboxed
+/// cgroup's `memory`, `pids` and `cpu` are delegated to relay, which gives each sandboxed
 /// session a cgroup of its own (`Delegate=`; src/limits/cgroup.rs).
 pub fn systemd_unit(spec: &ServiceSpec) -> String {
     let exec = [
@@ -134,7 +134,7 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
          Restart=on-failure\n\
          RestartSec=2\n\
          KillMode=mixed\n\
-         Delegate=memory pids\n\
+         Delegate=memory pids cpu\n\
          TimeoutStopSec=30\n\
          StandardOutput=append:{log}\n\
          StandardError=append:{log}\n\

@@ -3,10 +3,32 @@
 //! table gives each its status and audit outcome). The host's codes
 //! (`protocol::HostCode`) become daemon codes in one place, [`ApiError::from_host`].
 
+use std::path::Path;
+
 use serde::Serialize;
 
 use crate::protocol::{HostCode, HostErrorBody};
 use crate::wire::{Code, Outcome};
+
+/// A write of `path` that failed for want of room (a full disk or quota), in a sentence
+/// naming the folder to free and what to do then (`then`: `start relay again`); `None`
+/// for any other failure. `relay serve`'s start and a launch word a full disk alike.
+pub fn disk_full(path: &Path, e: &std::io::Error, then: &str) -> Option<String> {
+    let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        );
+    full.then(|| {
+        let dir = path.parent().unwrap_or(path).display();
+        format!(
+            "cannot write {}: {}: the disk holding {dir} is full; free some space there \
+             (`df -h {dir}` shows what is left) and {then}",
+            path.display(),
+            crate::token::plain_io(e)
+        )
+    })
+}
 
 /// A refused request: its status, and its body `{"code": code, "error": message}`,
 /// which serializes as `wire::ErrorBody` (the field names are defined there once).
@@ -99,6 +121,23 @@ fn host_status(status: u16) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_said_naming_the_file_the_folder_and_the_next_step() {
+        let p = Path::new("/cfg/ledger/t-1.launching");
+        let e = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(
+            disk_full(p, &e, "start the session again").unwrap(),
+            "cannot write /cfg/ledger/t-1.launching: No space left on device (os error 28): \
+             the disk holding /cfg/ledger is full; free some space there (`df -h \
+             /cfg/ledger` shows what is left) and start the session again"
+        );
+        // Wrapped with a path, the kind still tells.
+        let wrapped = std::io::Error::new(e.kind(), format!("/cfg/audit.log: {e}"));
+        assert!(disk_full(p, &wrapped, "x").is_some());
+        let denied = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(disk_full(p, &denied, "x"), None);
+    }
 
     /// An `ApiError` writes the error body's bytes (`wire::ErrorBody`, whose own test
     /// pins them).

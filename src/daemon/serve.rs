@@ -120,18 +120,14 @@ fn already_running(config: &Path, lock: &Path, text: &str) -> String {
     }
 }
 
-/// The API bearer: created 0600 at open time on first run, read afterwards.
 /// Why `relay serve` could not write `path` at its start, with the path and what to do:
 /// a full disk (or quota) names the disk to free, a read-only one the flag to move to.
 fn cannot_write(path: &Path, e: &std::io::Error) -> String {
-    let dir = path.parent().unwrap_or(path).display();
+    if let Some(full) = crate::daemon::error::disk_full(path, e, "start relay again") {
+        return full;
+    }
     let reason = crate::token::plain_io(e);
     match e.raw_os_error() {
-        Some(libc::ENOSPC | libc::EDQUOT) => format!(
-            "cannot write {}: {reason}: the disk holding {dir} is full; free some space there \
-             (`df -h {dir}` shows what is left) and start relay again",
-            path.display()
-        ),
         Some(libc::EROFS) => format!(
             "cannot write {}: {reason}: relay needs a config dir it can write; start it with \
              --config-dir on a writable disk",
@@ -141,6 +137,7 @@ fn cannot_write(path: &Path, e: &std::io::Error) -> String {
     }
 }
 
+/// The API bearer: created 0600 at open time on first run, read afterwards.
 fn api_token(path: &Path) -> std::io::Result<String> {
     use std::io::Write;
     match std::fs::OpenOptions::new()

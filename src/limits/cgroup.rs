@@ -12,6 +12,10 @@
 //!    root): `relay-<ns>-<pid>` in each, under relay's own cgroup, so whatever bounds
 //!    relay bounds its sessions too.
 //!
+//! The `cpu` controller is taken where it is offered (v2: in relay's cgroup; v1: a
+//! `cpu` hierarchy relay can write) and never required: without it a session's CPU
+//! weight is said not to hold ([`super::describe`]).
+//!
 //! `<ns>` is relay's pid namespace, `<pid>` its pid. At its start relay sweeps what a
 //! relay of its namespace that died left: the processes the kernel lists in those
 //! folders are killed and the folders removed ([`sweep`]).
@@ -91,12 +95,13 @@ fn dir_of(m: &Mount, path: &str) -> Option<PathBuf> {
 }
 
 /// Where relay's own cgroups are: the v2 folder (and whether it is its hierarchy's
-/// root), and the v1 `pids` and `memory` folders.
+/// root), and the v1 `pids`, `memory` and `cpu` folders.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Own {
     v2: Option<(PathBuf, bool)>,
     pids: Option<PathBuf>,
     memory: Option<PathBuf>,
+    cpu: Option<PathBuf>,
 }
 
 fn own(proc_cgroup: &str, mountinfo: &str) -> Own {
@@ -126,6 +131,7 @@ fn own(proc_cgroup: &str, mountinfo: &str) -> Own {
             match c {
                 "pids" => out.pids = dir_of(m, path),
                 "memory" => out.memory = dir_of(m, path),
+                "cpu" => out.cpu = dir_of(m, path),
                 _ => {}
             }
         }
@@ -147,11 +153,24 @@ fn make_dir(path: &Path) -> io::Result<()> {
     }
 }
 
-fn has_controllers(dir: &Path, file: &str) -> bool {
+/// Whether the controller list `file` of `dir` names each of `wanted`.
+fn has_controllers(dir: &Path, file: &str, wanted: &[&str]) -> bool {
     std::fs::read_to_string(dir.join(file)).is_ok_and(|t| {
         let words: Vec<&str> = t.split_whitespace().collect();
-        words.contains(&"memory") && words.contains(&"pids")
+        wanted.iter().all(|w| words.contains(w))
     })
+}
+
+/// Enables `memory` and `pids` for `dir`'s children, and `cpu` when `cpu` is true and
+/// the kernel takes it: whether `cpu` is enabled.
+fn enable(dir: &Path, cpu: bool) -> io::Result<bool> {
+    let file = dir.join("cgroup.subtree_control");
+    if !has_controllers(dir, "cgroup.subtree_control", &["memory", "pids"]) {
+        write(&file, "+memory +pids")?;
+    }
+    Ok(cpu
+        && (has_controllers(dir, "cgroup.subtree_control", &["cpu"])
+            || write(&file, "+cpu").is_ok()))
 }
 
 /// Makes this daemon's (`pid`) folder for its sessions, or says why there is none.
@@ -161,9 +180,10 @@ pub fn prepare(pid: u32) -> Result<Cgroups, String> {
     let name = format!("{}{pid}", prefix());
     let mut why = vec![];
     if let Some((dir, root)) = &own.v2 {
-        if has_controllers(dir, "cgroup.controllers") {
-            match prepare_v2(dir, *root, pid, &name) {
-                Ok(parent) => return Ok(Cgroups::V2 { parent }),
+        if has_controllers(dir, "cgroup.controllers", &["memory", "pids"]) {
+            let cpu = has_controllers(dir, "cgroup.controllers", &["cpu"]);
+            match prepare_v2(dir, *root, pid, &name, cpu) {
+                Ok((parent, cpu)) => return Ok(Cgroups::V2 { parent, cpu }),
                 Err(e) => why.push(format!("cgroup v2: {e}")),
             }
         } else {
@@ -178,7 +198,14 @@ pub fn prepare(pid: u32) -> Result<Cgroups, String> {
         sweep(m, pid, false);
         let (pids, memory) = (p.join(&name), m.join(&name));
         match make_dir(&pids).and_then(|_| make_dir(&memory)) {
-            Ok(()) => return Ok(Cgroups::V1 { pids, memory }),
+            Ok(()) => {
+                let cpu = own.cpu.as_ref().and_then(|c| {
+                    sweep(c, pid, false);
+                    let d = c.join(&name);
+                    make_dir(&d).ok().map(|_| d)
+                });
+                return Ok(Cgroups::V1 { pids, memory, cpu });
+            }
             Err(e) => {
                 let _ = std::fs::remove_dir(&pids);
                 why.push(format!("cgroup v1: {e}"));
@@ -191,7 +218,14 @@ pub fn prepare(pid: u32) -> Result<Cgroups, String> {
     Err(why.join("; "))
 }
 
-fn prepare_v2(own: &Path, root: bool, pid: u32, name: &str) -> io::Result<PathBuf> {
+/// The v2 folder for this daemon's sessions, and whether `cpu` is enabled in it.
+fn prepare_v2(
+    own: &Path,
+    root: bool,
+    pid: u32,
+    name: &str,
+    cpu: bool,
+) -> io::Result<(PathBuf, bool)> {
     if !root {
         let procs = std::fs::read_to_string(own.join("cgroup.procs"))?;
         let others = procs
@@ -209,14 +243,12 @@ fn prepare_v2(own: &Path, root: bool, pid: u32, name: &str) -> io::Result<PathBu
         make_dir(&daemon)?;
         write(&daemon.join("cgroup.procs"), &pid.to_string())?;
     }
-    if !has_controllers(own, "cgroup.subtree_control") {
-        write(&own.join("cgroup.subtree_control"), "+memory +pids")?;
-    }
+    let cpu = enable(own, cpu)?;
     sweep(own, pid, true);
     let parent = own.join(name);
     make_dir(&parent)?;
-    write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
-    Ok(parent)
+    let cpu = enable(&parent, cpu)?;
+    Ok((parent, cpu))
 }
 
 /// The start of this relay's folder's name: `relay-<pid namespace>-`, then its pid. A
@@ -291,22 +323,36 @@ fn empty_and_remove(d: &Path, v2: bool) {
 /// Removes the daemon's folders at its stop; one still holding a session stays.
 pub fn release(c: &Cgroups) {
     match c {
-        Cgroups::V2 { parent } => {
+        Cgroups::V2 { parent, .. } => {
             let _ = std::fs::remove_dir(parent);
         }
-        Cgroups::V1 { pids, memory } => {
-            let _ = std::fs::remove_dir(pids);
-            let _ = std::fs::remove_dir(memory);
+        Cgroups::V1 { pids, memory, cpu } => {
+            for d in [Some(pids), Some(memory), cpu.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                let _ = std::fs::remove_dir(d);
+            }
         }
     }
 }
 
-/// One session's cgroup: a folder per hierarchy (one on v2, `pids` and `memory` on v1).
+/// One session's cgroup: a folder per hierarchy (one on v2; `pids`, `memory` and, where
+/// relay has it, `cpu` on v1).
 #[derive(Debug)]
 pub struct Group {
     v2: bool,
+    /// `pids` first, then `memory` (v1), then `cpu` (v1, where there is one).
     dirs: Vec<PathBuf>,
+    /// Where the CPU weight is written; none without a `cpu` controller.
+    cpu: Option<PathBuf>,
     limits: (u32, u64),
+}
+
+/// cgroup v1's `cpu.shares` for a v2 `cpu.weight`: the default weight 100 is the default
+/// 1024 shares; never below the kernel's least, 2.
+pub fn shares(weight: u32) -> u64 {
+    (u64::from(weight) * 1024 / 100).max(2)
 }
 
 impl Group {
@@ -317,47 +363,69 @@ impl Group {
                 "session id {id:?} as a cgroup name"
             )));
         }
-        let bytes = (l.memory_max_mib.saturating_mul(1 << 20)).to_string();
-        let pids = l.pids_max.to_string();
+        let limits = (l.pids_max, l.memory_max_mib);
         let g = match c {
-            Cgroups::V2 { parent } => Group {
+            Cgroups::V2 { parent, cpu } => Group {
                 v2: true,
                 dirs: vec![parent.join(id)],
-                limits: (l.pids_max, l.memory_max_mib),
+                cpu: cpu.then(|| parent.join(id)),
+                limits,
             },
-            Cgroups::V1 { pids, memory } => Group {
-                v2: false,
-                dirs: vec![pids.join(id), memory.join(id)],
-                limits: (l.pids_max, l.memory_max_mib),
-            },
+            Cgroups::V1 { pids, memory, cpu } => {
+                let cpu = cpu.as_ref().map(|c| c.join(id));
+                let mut dirs = vec![pids.join(id), memory.join(id)];
+                dirs.extend(cpu.clone());
+                Group {
+                    v2: false,
+                    dirs,
+                    cpu,
+                    limits,
+                }
+            }
         };
         for d in &g.dirs {
             make_dir(d)?;
         }
-        let set = |file: &str, v: &str, dir: &Path| write(&dir.join(file), v);
-        let (pdir, mdir) = (&g.dirs[0], &g.dirs[g.dirs.len() - 1]);
-        let made: io::Result<()> = (|| {
-            if l.pids_max > 0 {
-                set("pids.max", &pids, pdir)?;
-            }
-            if l.memory_max_mib > 0 {
-                if g.v2 {
-                    set("memory.max", &bytes, mdir)?;
-                    // A hog reaches its limit, not the swap: best effort, absent
-                    // without swap accounting.
-                    let _ = set("memory.swap.max", "0", mdir);
-                } else {
-                    set("memory.limit_in_bytes", &bytes, mdir)?;
-                    let _ = set("memory.memsw.limit_in_bytes", &bytes, mdir);
-                }
-            }
-            Ok(())
-        })();
-        if let Err(e) = made {
+        if let Err(e) = g.write_limits(l) {
             g.remove();
             return Err(e);
         }
         Ok(g)
+    }
+
+    /// The folder of the `memory` controller.
+    fn memory_dir(&self) -> &Path {
+        &self.dirs[if self.v2 { 0 } else { 1 }]
+    }
+
+    fn write_limits(&self, l: &SessionLimits) -> io::Result<()> {
+        let set = |file: &str, v: &str, dir: &Path| write(&dir.join(file), v);
+        let (pdir, mdir) = (&self.dirs[0], self.memory_dir());
+        if l.pids_max > 0 {
+            set("pids.max", &l.pids_max.to_string(), pdir)?;
+        }
+        if l.memory_max_mib > 0 {
+            let bytes = (l.memory_max_mib.saturating_mul(1 << 20)).to_string();
+            if self.v2 {
+                set("memory.max", &bytes, mdir)?;
+                // A hog reaches its limit, not the swap: best effort, absent without
+                // swap accounting.
+                let _ = set("memory.swap.max", "0", mdir);
+            } else {
+                set("memory.limit_in_bytes", &bytes, mdir)?;
+                let _ = set("memory.memsw.limit_in_bytes", &bytes, mdir);
+            }
+        }
+        match &self.cpu {
+            Some(cdir) if l.cpu_weight > 0 && self.v2 => {
+                set("cpu.weight", &l.cpu_weight.to_string(), cdir)?;
+            }
+            Some(cdir) if l.cpu_weight > 0 => {
+                set("cpu.shares", &shares(l.cpu_weight).to_string(), cdir)?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The `cgroup.procs` files the shim writes itself into ([`join`]).
@@ -380,7 +448,7 @@ impl Group {
                 .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
                 .unwrap_or(0)
         };
-        let (pdir, mdir) = (&self.dirs[0], &self.dirs[self.dirs.len() - 1]);
+        let (pdir, mdir) = (&self.dirs[0], self.memory_dir());
         let oom = if self.v2 {
             count(mdir.join("memory.events"), "oom_kill ")
         } else {
@@ -465,6 +533,26 @@ mod tests {
         // Outside the mount's root, or climbing out of it: no folder.
         assert_eq!(own("0::/system.slice/x\n", mi).v2, None);
         assert_eq!(own("0::/user.slice/../x\n", mi).v2, None);
+    }
+
+    #[test]
+    fn a_hybrid_machine_gives_its_v1_cpu_folder_too() {
+        let cg = "8:pids:/\n4:memory:/\n1:cpu,cpuacct:/user.slice\n0::/\n";
+        let o = own(cg, HYBRID_MOUNTS);
+        assert_eq!(
+            o.cpu,
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/user.slice"))
+        );
+    }
+
+    #[test]
+    fn a_cpu_weight_is_v1_shares_scaled_from_the_default() {
+        assert_eq!(shares(100), 1024);
+        assert_eq!(shares(50), 512);
+        assert_eq!(shares(10000), 102_400);
+        // The kernel's least is 2.
+        assert_eq!(shares(1), 10);
+        assert_eq!(shares(0), 2);
     }
 
     #[test]

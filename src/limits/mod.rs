@@ -1,12 +1,14 @@
 //! Per-session limits on processes and memory, so that a fork bomb or a memory hog in
 //! one session ends or holds inside it, and relay, the person's login and the other
-//! sessions go on (docs/THREAT-MODEL.md#resources, issue 39).
+//! sessions go on; and a CPU weight, the session's share beside the other sessions
+//! (docs/THREAT-MODEL.md#resources, issue 39).
 //!
 //! - Where relay can write a cgroup (cgroup v2 with `memory` and `pids` delegated to it,
 //!   or cgroup v1 hierarchies as root), the daemon makes one folder at its start
 //!   ([`prepare`]) and the host one per sandboxed session under it (`cgroup.rs`): the
 //!   shim joins it between fork and exec, so every process of the session is in it.
-//!   `pids.max` bounds the session's processes and threads, `memory.max` its memory; at
+//!   `pids.max` bounds the session's processes and threads, `memory.max` its memory,
+//!   `cpu.weight` (v1 `cpu.shares`) weighs it where the `cpu` controller is there; at
 //!   the end the host reads what the kernel counted (OOM kills, refused forks) and says
 //!   so in the session's end.
 //! - Elsewhere (no cgroup, macOS) only `RLIMIT_DATA` holds, per process. relay never
@@ -22,15 +24,31 @@ use crate::protocol::{Cgroups, Reached, SessionLimits};
 
 /// How a session's limits hold on this machine, for the audit row, `relay sandbox
 /// explain` and `relay doctor`: `by` is `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none`
-/// when both are 0, and each line of `not_in_force` is a limit that does not hold, with
-/// why.
+/// when all three are 0, and each line of `not_in_force` is a limit that does not hold,
+/// with why.
 pub fn describe(limits: &SessionLimits, no_cgroup: Option<&str>) -> (&'static str, Vec<String>) {
-    if limits.pids_max == 0 && limits.memory_max_mib == 0 {
+    if limits.pids_max == 0 && limits.memory_max_mib == 0 && limits.cpu_weight == 0 {
         return ("none", vec![]);
     }
+    let cpu = |why: &str| {
+        (limits.cpu_weight > 0)
+            .then(|| format!("CPU weight {}: not in force ({why})", limits.cpu_weight))
+    };
     match &limits.cgroup {
-        Some(Cgroups::V2 { .. }) => ("cgroup_v2", vec![]),
-        Some(Cgroups::V1 { .. }) => ("cgroup_v1", vec![]),
+        Some(Cgroups::V2 { cpu: true, .. }) => ("cgroup_v2", vec![]),
+        Some(Cgroups::V2 { cpu: false, .. }) => (
+            "cgroup_v2",
+            cpu("relay's cgroup v2 has no cpu controller delegated to it")
+                .into_iter()
+                .collect(),
+        ),
+        Some(Cgroups::V1 { cpu: Some(_), .. }) => ("cgroup_v1", vec![]),
+        Some(Cgroups::V1 { cpu: None, .. }) => (
+            "cgroup_v1",
+            cpu("no cgroup v1 cpu hierarchy relay can write")
+                .into_iter()
+                .collect(),
+        ),
         None => {
             let why = no_cgroup.unwrap_or("no cgroup relay can write");
             let mut out = vec![];
@@ -48,6 +66,7 @@ pub fn describe(limits: &SessionLimits, no_cgroup: Option<&str>) -> (&'static st
                     limits.memory_max_mib
                 ));
             }
+            out.extend(cpu(why));
             ("rlimit", out)
         }
     }
@@ -231,6 +250,7 @@ mod tests {
         let l = SessionLimits {
             pids_max: 64,
             memory_max_mib: 128,
+            cpu_weight: 50,
             cgroup: None,
         };
         let (by, missing) = describe(&l, Some("cgroup v2 without pids"));
@@ -240,19 +260,62 @@ mod tests {
             "{missing:?}"
         );
         assert!(missing[1].contains("per process only"), "{missing:?}");
+        assert_eq!(
+            missing[2],
+            "CPU weight 50: not in force (cgroup v2 without pids)"
+        );
         let with = SessionLimits {
             cgroup: Some(Cgroups::V2 {
                 parent: "/sys/fs/cgroup/x".into(),
+                cpu: true,
             }),
-            ..l
+            ..l.clone()
         };
         assert_eq!(describe(&with, None), ("cgroup_v2", vec![]));
         let none = SessionLimits {
             pids_max: 0,
             memory_max_mib: 0,
+            cpu_weight: 0,
             cgroup: None,
         };
         assert_eq!(describe(&none, Some("x")), ("none", vec![]));
+    }
+
+    #[test]
+    fn a_cgroup_without_the_cpu_controller_says_the_weight_does_not_hold() {
+        let l = |cgroup| SessionLimits {
+            pids_max: 64,
+            memory_max_mib: 128,
+            cpu_weight: 50,
+            cgroup: Some(cgroup),
+        };
+        let v2 = l(Cgroups::V2 {
+            parent: "/sys/fs/cgroup/x".into(),
+            cpu: false,
+        });
+        assert_eq!(
+            describe(&v2, None),
+            (
+                "cgroup_v2",
+                vec![
+                    "CPU weight 50: not in force (relay's cgroup v2 has no cpu controller \
+                      delegated to it)"
+                        .to_string()
+                ]
+            )
+        );
+        let v1 = l(Cgroups::V1 {
+            pids: "/p".into(),
+            memory: "/m".into(),
+            cpu: None,
+        });
+        assert_eq!(describe(&v1, None).1.len(), 1);
+        // No weight asked: nothing missing.
+        let unweighted = SessionLimits {
+            cpu_weight: 0,
+            ..v1
+        };
+        assert_eq!(describe(&unweighted, None), ("cgroup_v1", vec![]));
     }
 
     #[test]

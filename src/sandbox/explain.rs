@@ -101,6 +101,8 @@ pub struct LimitsView {
     /// 0: none.
     pub pids_max: u32,
     pub memory_max_mib: u64,
+    #[serde(default)]
+    pub cpu_weight: u32,
     /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (`crate::limits::describe`).
     pub by: String,
     /// What does not hold, with why.
@@ -583,9 +585,14 @@ fn limits_text(out: &mut String, l: &LimitsView) {
     };
     let _ = writeln!(
         out,
-        "limits: {}, {}  — held by {}",
+        "limits: {}, {}, {}  — held by {}",
         none(u64::from(l.pids_max), "processes"),
         none(l.memory_max_mib, "MiB of memory"),
+        if l.cpu_weight == 0 {
+            "no CPU weight".to_string()
+        } else {
+            format!("CPU weight {}", l.cpu_weight)
+        },
         l.by
     );
     for n in &l.not_in_force {

@@ -421,7 +421,10 @@ pub struct Limits {
     /// 0: none.
     pub pids_max: u32,
     pub memory_max_mib: u64,
-    /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (both limits 0).
+    /// 0: none (`cpu.weight`, 1 to 10000).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_weight: u32,
+    /// `cgroup_v2`, `cgroup_v1`, `rlimit`, or `none` (all three limits 0).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub by: String,
     /// What does not hold, with why.
@@ -486,8 +489,8 @@ pub struct SetAside {
     pub problem: Option<String>,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 impl Egress {
@@ -936,6 +939,7 @@ mod tests {
             limits: Some(Limits {
                 pids_max: 64,
                 memory_max_mib: 128,
+                cpu_weight: 50,
                 by: "cgroup_v1".into(),
                 not_in_force: vec!["x".into()],
                 reached: Some("process limit 64 reached: 2 forks refused".into()),

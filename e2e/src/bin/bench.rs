@@ -914,6 +914,7 @@ fn cgroup(runs: usize) -> Report {
     let limits = relay::protocol::SessionLimits {
         pids_max: 64,
         memory_max_mib: 64,
+        cpu_weight: 100,
         cgroup: Some(c.clone()),
     };
     let (mut make, mut end) = (Series::new("create"), Series::new("end"));

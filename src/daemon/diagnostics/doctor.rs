@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::plan;
 use crate::daemon::plan::guard;
-use crate::daemon::settings::{self, Settings};
+use crate::daemon::settings::{self, Limits, Settings};
 use crate::daemon::Daemon;
 use crate::protocol::{Backend, SessionKind, CLAUDE_CODE_TEMPLATE};
 
@@ -261,49 +261,63 @@ fn kernel_check(d: &Daemon, s: &Settings) -> Check {
     check("kernel", Status::Ok, detail, None)
 }
 
-/// Whether each sandboxed session's limits on processes and memory hold
-/// (`crate::limits`, docs/settings.md#limits): `ok` with a cgroup relay made at its
-/// start, `warn` without one (only a per-process memory limit holds, no process limit).
+/// Whether each sandboxed session's limits on processes, memory and CPU hold here.
 fn limits_check(d: &Daemon, s: &Settings) -> Check {
-    let (pids, mib) = (
-        s.session_sandbox
-            .limits
-            .pids_max
-            .unwrap_or(crate::daemon::settings::Limits::DEFAULT_PIDS_MAX),
-        s.session_sandbox
-            .limits
-            .memory_max_mib
-            .unwrap_or(crate::daemon::settings::Limits::DEFAULT_MEMORY_MAX_MIB),
-    );
-    match d.limits() {
-        crate::limits::Prepared::Cgroups(c) => {
-            let (version, dir) = match &c {
-                crate::protocol::Cgroups::V2 { parent } => ("v2", parent.clone()),
-                crate::protocol::Cgroups::V1 { memory, .. } => ("v1", memory.clone()),
-            };
-            check(
-                "limits",
-                Status::Ok,
-                format!(
-                    "in force: each sandboxed session runs in a cgroup {version} of its own                      under {}, at most {pids} processes and {mib} MiB (a template's limits                      over these)",
-                    dir.display()
-                ),
-                None,
-            )
-        }
-        crate::limits::Prepared::None(why) => check(
+    limits_verdict(&d.limits(), &s.session_sandbox.limits)
+}
+
+/// What [`limits_check`] says of the cgroups relay made at its start (`crate::limits`,
+/// docs/settings.md#limits): `ok` with a cgroup that holds every limit; `warn` with one
+/// that lacks the `cpu` controller, and `warn` without one, naming what holds then
+/// (memory per process only, no process limit, no CPU weight) and how to get one.
+fn limits_verdict(prepared: &crate::limits::Prepared, set: &Limits) -> Check {
+    let mut l = Settings::limits_over(&Limits::default(), set);
+    l.cgroup = prepared.cgroups().cloned();
+    let (pids, mib, weight) = (l.pids_max, l.memory_max_mib, l.cpu_weight);
+    let (_, missing) = crate::limits::describe(&l, prepared.why_none());
+    let Some(c) = prepared.cgroups() else {
+        return check(
             "limits",
             Status::Warn,
             format!(
-                "not in force: {why}. A session's processes are not bounded (RLIMIT_NPROC                  counts every process of your user, so relay does not set it), and its                  memory only per process ({mib} MiB, RLIMIT_DATA)"
+                "not in force: {}. A session's processes are not bounded (RLIMIT_NPROC \
+                 counts every process of your user, so relay does not set it), its memory \
+                 only per process ({mib} MiB, RLIMIT_DATA), and its CPU weight not at all",
+                prepared.why_none().unwrap_or_default()
             ),
             Some(if cfg!(target_os = "linux") {
-                "run relay as its service (`relay service install`), whose cgroup v2 is                  delegated to it, or as root"
+                "run relay as its service (`relay service install`: its unit has \
+                 Delegate=memory pids cpu), or start it alone in a delegated scope \
+                 (`systemd-run --user --scope -p Delegate=yes relay serve`), or as root"
             } else {
                 "macOS has no cgroups: nothing more to do here"
             }),
+        );
+    };
+    let (version, dir, next) = match c {
+        crate::protocol::Cgroups::V2 { parent, .. } => (
+            "v2",
+            parent,
+            "delegate the cpu controller to relay's cgroup too (`relay service install` \
+             again writes a unit with Delegate=memory pids cpu)",
         ),
+        crate::protocol::Cgroups::V1 { memory, .. } => (
+            "v1",
+            memory,
+            "mount the cgroup v1 cpu controller where relay can write it",
+        ),
+    };
+    let detail = format!(
+        "in force: each sandboxed session runs in a cgroup {version} of its own under {}, \
+         at most {pids} processes and {mib} MiB, CPU weight {weight} (a template's limits \
+         over these)",
+        dir.display()
+    );
+    if missing.is_empty() {
+        return check("limits", Status::Ok, detail, None);
     }
+    let detail = format!("{detail}; {}", missing.join("; "));
+    check("limits", Status::Warn, detail, Some(next))
 }
 
 /// Whether a token launch's Claude Code runs its tools shielded on this machine
@@ -1254,11 +1268,52 @@ fn ledger_check(d: &Daemon) -> Check {
 #[cfg(test)]
 mod tests {
     use super::{
-        folder_role, install_fix, macos_opt_ins_check, network_check, plain,
+        folder_role, install_fix, limits_verdict, macos_opt_ins_check, network_check, plain,
         seatbelt_launcher_check, space_verdict, Status,
     };
     use crate::daemon::settings::{seed, BackendChoice, SessionSandbox, Settings, Template};
     use crate::protocol::Backend;
+
+    #[test]
+    fn the_limits_check_warns_without_a_cgroup_and_names_how_to_get_one() {
+        use crate::daemon::settings::Limits;
+        use crate::limits::Prepared;
+        use crate::protocol::Cgroups;
+        let none = Prepared::None("cgroup v2 /x: no memory and pids controllers delegated".into());
+        let c = limits_verdict(&none, &Limits::default());
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(c.detail.starts_with("not in force: cgroup v2 /x"), "{c:?}");
+        assert!(c
+            .detail
+            .contains("RLIMIT_NPROC counts every process of your user"));
+        if cfg!(target_os = "linux") {
+            let fix = c.fix.unwrap_or_default();
+            assert!(fix.contains("relay service install") && fix.contains("systemd-run"));
+        }
+        let v1 = |cpu: Option<&str>| {
+            Prepared::Cgroups(Cgroups::V1 {
+                pids: "/p".into(),
+                memory: "/m".into(),
+                cpu: cpu.map(Into::into),
+            })
+        };
+        let held = limits_verdict(&v1(Some("/c")), &Limits::default());
+        assert_eq!((held.status, held.fix), (Status::Ok, None));
+        let no_cpu = limits_verdict(&v1(None), &Limits::default());
+        assert_eq!(no_cpu.status, Status::Warn);
+        assert!(
+            no_cpu.detail.ends_with(
+                "CPU weight 100: not in force (no cgroup v1 cpu hierarchy relay can write)"
+            ),
+            "{no_cpu:?}"
+        );
+        // No weight asked for: nothing is missing.
+        let unweighted = Limits {
+            cpu_weight: Some(0),
+            ..Limits::default()
+        };
+        assert_eq!(limits_verdict(&v1(None), &unweighted).status, Status::Ok);
+    }
 
     #[test]
     fn a_pinned_folder_is_the_programs_own_only_where_it_or_its_real_file_lies() {

@@ -27,7 +27,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::daemon::error::ApiError;
+use crate::daemon::error::{disk_full, ApiError};
 
 use crate::daemon::egress::Rules;
 pub use crate::daemon::plan::authorize::{
@@ -420,14 +420,15 @@ fn temp_dir(at: &mut Attempt, id: &str, resume: bool) -> Result<PathBuf, ApiErro
     let temp_dir = at.d.tmp.join(format!("relay-{id}"));
     if !(resume && temp_dir.is_dir()) {
         if let Err(e) = at.d.store.mark_launching(id, &at.d.tmp_real) {
-            return Err(at.refuse(ApiError::new(
-                Code::SpawnFailed,
+            let marker = at.d.store.marker_of(id).unwrap_or_default();
+            let said = disk_full(&marker, &e, AGAIN).unwrap_or_else(|| {
                 format!(
                     "session temp dir {}: the ledger cannot note it first ({}): {e}",
                     temp_dir.display(),
                     at.d.store.dir().display()
-                ),
-            )));
+                )
+            });
+            return Err(at.refuse(ApiError::new(Code::SpawnFailed, said)));
         }
         at.marked = Some(id.to_string());
     }
@@ -435,10 +436,9 @@ fn temp_dir(at: &mut Attempt, id: &str, resume: bool) -> Result<PathBuf, ApiErro
         Ok(()) => at.temp_dir = Some(id.to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && resume && temp_dir.is_dir() => {}
         Err(e) => {
-            return Err(at.refuse(ApiError::new(
-                Code::SpawnFailed,
-                format!("session temp dir {}: {e}", temp_dir.display()),
-            )))
+            let said = disk_full(&temp_dir, &e, AGAIN)
+                .unwrap_or_else(|| format!("session temp dir {}: {e}", temp_dir.display()));
+            return Err(at.refuse(ApiError::new(Code::SpawnFailed, said)));
         }
     }
     Ok(temp_dir)
@@ -550,6 +550,7 @@ fn sandbox_step(
     at.row.limits = explained.limits.as_ref().map(|l| crate::wire::Limits {
         pids_max: l.pids_max,
         memory_max_mib: l.memory_max_mib,
+        cpu_weight: l.cpu_weight,
         by: l.by.clone(),
         not_in_force: l.not_in_force.clone(),
         reached: None,
@@ -632,10 +633,9 @@ fn write_profile(at: &mut Attempt, id: &str, ext: &str, bytes: &[u8]) -> Result<
     if let Err(e) = write_new_0600(&profile, bytes) {
         // A file created but not filled (a full disk) goes too.
         let _ = std::fs::remove_file(&profile);
-        return Err(at.refuse(ApiError::sandbox(format!(
-            "write profile {}: {e}",
-            profile.display()
-        ))));
+        let said = disk_full(&profile, &e, AGAIN)
+            .unwrap_or_else(|| format!("write profile {}: {e}", profile.display()));
+        return Err(at.refuse(ApiError::sandbox(said)));
     }
     at.profile = Some(profile.clone());
     Ok(profile)
@@ -775,9 +775,10 @@ async fn record(
         {
             tracing::warn!(session = id, error = %err, "unaudited launch: dropping the host's record");
         }
+        let said = disk_full(d.audit.path(), &e, AGAIN).unwrap_or_else(|| e.to_string());
         return Err(at.refuse(ApiError::new(
             Code::AuditUnavailable,
-            format!("the audit row could not be written, so the session was stopped: {e}"),
+            format!("the audit row could not be written, so the session was stopped: {said}"),
         )));
     }
     d.events.emit(&Event {
@@ -797,6 +798,9 @@ async fn record(
     d.stop_marked(id).await;
     Ok(entry)
 }
+
+/// What a launch refused for a full disk tells the person to do once there is room.
+const AGAIN: &str = "start the session again";
 
 fn write_new_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;

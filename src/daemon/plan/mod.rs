@@ -65,18 +65,15 @@ pub struct Sandboxed {
 /// A sandboxed launch's limits (the template's, `session_sandbox.limits`, the
 /// defaults) and what holds them here; the explanation says which do not hold.
 fn limits(s: &Settings, decision: &Decision, f: &Facts) -> (SessionLimits, LimitsView) {
-    let (pids_max, memory_max_mib) = s.limits_for(&decision.template);
-    // No limit of either kind: no cgroup either.
-    let any = pids_max > 0 || memory_max_mib > 0;
-    let limits = SessionLimits {
-        pids_max,
-        memory_max_mib,
-        cgroup: f.limits.cgroups().filter(|_| any).cloned(),
-    };
+    let mut limits = s.limits_for(&decision.template);
+    // No limit of any kind: no cgroup either.
+    let any = limits.pids_max > 0 || limits.memory_max_mib > 0 || limits.cpu_weight > 0;
+    limits.cgroup = f.limits.cgroups().filter(|_| any).cloned();
     let (by, not_in_force) = crate::limits::describe(&limits, f.limits.why_none());
     let view = LimitsView {
-        pids_max,
-        memory_max_mib,
+        pids_max: limits.pids_max,
+        memory_max_mib: limits.memory_max_mib,
+        cpu_weight: limits.cpu_weight,
         by: by.into(),
         not_in_force,
     };

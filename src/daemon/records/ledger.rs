@@ -152,7 +152,7 @@ impl Store {
         crate::daemon::ids::is_relay_id(id).then(|| self.dir.join(format!("{id}.json")))
     }
 
-    fn marker_of(&self, id: &str) -> Option<PathBuf> {
+    pub fn marker_of(&self, id: &str) -> Option<PathBuf> {
         crate::daemon::ids::is_relay_id(id).then(|| self.dir.join(format!("{id}{LAUNCHING}")))
     }
 

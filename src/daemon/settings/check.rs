@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::{NetworkMode, SessionSandbox, Settings, Template};
+use super::{Limits, NetworkMode, SessionSandbox, Settings, Template};
 use crate::jsonpath::KeyPath;
 use crate::sandbox::egress_rules::{held_ports, routing_entries, Rules};
 use crate::sandbox::exec_list;
@@ -31,6 +31,10 @@ pub(super) fn validate(s: &Settings) -> Result<(), Invalid> {
     check_egress(
         &s.session_sandbox.egress,
         top.clone().key("session_sandbox").key("egress"),
+    )?;
+    check_limits(
+        &s.session_sandbox.limits,
+        top.clone().key("session_sandbox").key("limits"),
     )?;
     let mut ids = HashMap::new();
     for (i, p) in s.projects.iter().enumerate() {
@@ -97,6 +101,7 @@ fn validate_template<'a>(
         ));
     }
     check_egress(&t.egress, at.clone().key("egress"))?;
+    check_limits(&t.limits, at.clone().key("limits"))?;
     check_macos(&t.macos, at.clone().key("macos"))?;
     if !t.permission_mode.is_empty() && !valid_permission_mode(&t.permission_mode) {
         return Err(invalid(
@@ -105,6 +110,17 @@ fn validate_template<'a>(
         ));
     }
     Ok(())
+}
+
+/// A CPU weight within cgroup v2's range (docs/settings.md#limits); 0 is none.
+fn check_limits(l: &Limits, at: KeyPath) -> Result<(), Invalid> {
+    match l.cpu_weight {
+        Some(w) if w != 0 && !Limits::CPU_WEIGHTS.contains(&w) => Err(invalid(
+            at.key("cpu_weight"),
+            format!("{w} is not a CPU weight (1 to 10000, or 0 for none)"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A template's `command`: a program, named alone (its arguments go in `args`).

@@ -155,7 +155,7 @@ const SANDBOX_KEYS: &[&str] = &[
     "egress",
     "limits",
 ];
-const LIMITS_KEYS: &[&str] = &["pids_max", "memory_max_mib"];
+const LIMITS_KEYS: &[&str] = &["pids_max", "memory_max_mib", "cpu_weight"];
 const API_KEYS: &[&str] = &["listen"];
 
 type Found = (KeyPath, &'static [&'static str]);
@@ -521,6 +521,14 @@ mod tests {
             (
                 r#"{"env_passthrough": ["OK", "A=B"]}"#,
                 r#"/cfg/settings.json:1:28: env_passthrough[1]: "A=B" is not a variable name or a prefix ending in * (such as AWS_*)"#,
+            ),
+            (
+                r#"{"session_sandbox": {"limits": {"cpu_weight": 20000}}}"#,
+                "/cfg/settings.json:1:47: session_sandbox.limits.cpu_weight: 20000 is not a CPU weight (1 to 10000, or 0 for none)",
+            ),
+            (
+                r#"{"terminal_templates": [{"id": "t", "command": "x", "limits": {"cpu_weight": 10001}}]}"#,
+                "/cfg/settings.json:1:78: terminal_templates[0].limits.cpu_weight: 10001 is not a CPU weight (1 to 10000, or 0 for none)",
             ),
             (
                 r#"{"api": {"listen": "0.0.0.0:80"}}"#,

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::SessionLimits;
 use crate::sandbox::MacOptIns;
 
 pub use check::{valid_mac_name, valid_model, valid_permission_mode};
@@ -378,6 +379,9 @@ pub struct Limits {
     /// The most memory, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_max_mib: Option<u64>,
+    /// Its share of the CPU beside the other sessions, 1 to 10000 (`cpu.weight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_weight: Option<u32>,
 }
 
 impl Limits {
@@ -386,6 +390,11 @@ impl Limits {
     pub const DEFAULT_PIDS_MAX: u32 = 4096;
     /// A session's memory: 8 GiB.
     pub const DEFAULT_MEMORY_MAX_MIB: u64 = 8192;
+    /// A session's CPU weight: the kernel's own default, so sessions share the CPU
+    /// evenly; a template below it yields to the others (docs/settings.md#limits).
+    pub const DEFAULT_CPU_WEIGHT: u32 = 100;
+    /// cgroup v2's range of `cpu.weight` (0 is no weight written).
+    pub const CPU_WEIGHTS: std::ops::RangeInclusive<u32> = 1..=10000;
 
     fn is_unset(&self) -> bool {
         *self == Limits::default()
@@ -393,17 +402,28 @@ impl Limits {
 }
 
 impl Settings {
-    /// A sandboxed launch of `template`'s limits: `(pids_max, memory_max_mib)`.
-    pub fn limits_for(&self, template: &Template) -> (u32, u64) {
-        let (t, s) = (&template.limits, &self.session_sandbox.limits);
-        (
-            t.pids_max
+    /// A sandboxed launch of `template`'s limits (without a cgroup folder).
+    pub fn limits_for(&self, template: &Template) -> SessionLimits {
+        Self::limits_over(&template.limits, &self.session_sandbox.limits)
+    }
+
+    /// `t`'s limits key by key over `s`'s, then the defaults.
+    pub fn limits_over(t: &Limits, s: &Limits) -> SessionLimits {
+        SessionLimits {
+            pids_max: t
+                .pids_max
                 .or(s.pids_max)
                 .unwrap_or(Limits::DEFAULT_PIDS_MAX),
-            t.memory_max_mib
+            memory_max_mib: t
+                .memory_max_mib
                 .or(s.memory_max_mib)
                 .unwrap_or(Limits::DEFAULT_MEMORY_MAX_MIB),
-        )
+            cpu_weight: t
+                .cpu_weight
+                .or(s.cpu_weight)
+                .unwrap_or(Limits::DEFAULT_CPU_WEIGHT),
+            cgroup: None,
+        }
     }
 }
 
@@ -482,18 +502,26 @@ mod tests {
         let p = Path::new("/cfg/settings.json");
         let l = parse(
             p,
-            br#"{"session_sandbox":{"limits":{"pids_max":100,"memory_max_mib":200}},
-                 "terminal_templates":[{"id":"a","command":"x","limits":{"memory_max_mib":0}},
+            br#"{"session_sandbox":{"limits":{"pids_max":100,"memory_max_mib":200,"cpu_weight":20}},
+                 "terminal_templates":[{"id":"a","command":"x","limits":{"memory_max_mib":0,"cpu_weight":5}},
                                        {"id":"b","command":"x"}],
                  "projects":[{"id":"p","path":"/","limits":1}]}"#,
         )
         .unwrap();
         let s = &l.settings;
-        assert_eq!(s.limits_for(&s.terminal_templates[0]), (100, 0));
-        assert_eq!(s.limits_for(&s.terminal_templates[1]), (100, 200));
+        let three = |l: SessionLimits| (l.pids_max, l.memory_max_mib, l.cpu_weight);
+        assert_eq!(three(s.limits_for(&s.terminal_templates[0])), (100, 0, 5));
         assert_eq!(
-            seed().limits_for(&seed().terminal_templates[0]),
-            (Limits::DEFAULT_PIDS_MAX, Limits::DEFAULT_MEMORY_MAX_MIB)
+            three(s.limits_for(&s.terminal_templates[1])),
+            (100, 200, 20)
+        );
+        assert_eq!(
+            three(seed().limits_for(&seed().terminal_templates[0])),
+            (
+                Limits::DEFAULT_PIDS_MAX,
+                Limits::DEFAULT_MEMORY_MAX_MIB,
+                Limits::DEFAULT_CPU_WEIGHT
+            )
         );
         let keys: Vec<&str> = l.unknown_keys.iter().map(|k| k.key.as_str()).collect();
         assert_eq!(keys, ["projects[0].limits"]);

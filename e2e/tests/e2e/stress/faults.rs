@@ -333,7 +333,7 @@ fn a_sandbox_caught_mid_launch_by_a_sigkill_of_relay_is_ended_when_relay_is_back
     // Without limits, so without a cgroup: a session's cgroup would take the job with
     // it (stress::limits); this test is of what ends a stray where there is none.
     s["session_sandbox"] = json!({"bwrap_launcher": launcher,
-        "limits": {"pids_max": 0, "memory_max_mib": 0}});
+        "limits": {"pids_max": 0, "memory_max_mib": 0, "cpu_weight": 0}});
     r.write_settings(&s);
     r.launch_daemon();
     let id = terminal(&r, "shell", "true");
@@ -784,6 +784,93 @@ fn a_full_disk_under_the_config_dir_cuts_the_log_keeps_the_session_and_refuses_o
     let (st, _, _) = r.api("DELETE", &format!("/api/terminals/{ticker}"), None);
     assert_eq!(st, 200);
     assert_eq!(r.wait_exited(&ticker)["reason"], "terminated");
+    r.stop();
+    drop(disk);
+}
+
+/// Every regular file under `dir` and its bytes (`skip` left out).
+fn files_under(
+    dir: &std::path::Path,
+    skip: &std::path::Path,
+) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = vec![];
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let (p, t) = (e.path(), e.file_type().unwrap());
+            if t.is_dir() {
+                todo.push(p);
+            } else if t.is_file() && p != skip {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
+
+/// Fills the disk holding `file` to its last byte: big writes, then smaller ones.
+fn fill(file: &std::path::Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(file).unwrap();
+    for size in [64 * 1024, 4096, 1] {
+        let chunk = vec![0u8; size];
+        while f.write_all(&chunk).is_ok() {}
+    }
+}
+
+#[test]
+fn a_launch_on_a_full_disk_is_refused_naming_the_folder_and_losing_nothing() {
+    // Safety: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("skip: mounting a small tmpfs needs root");
+        return;
+    }
+    let mut r = Relay::prepare(None, false);
+    let disk = relay_e2e::tmpfs::Tmpfs::mount(&r.config, "4m").expect("a tmpfs, as root");
+    r.write_settings(&fault_settings());
+    r.launch_daemon();
+    // A session that ran and ended: its record, its log, its audit rows.
+    let before = terminal(&r, "shell", "echo written-before");
+    r.wait_exited(&before);
+    let rows_before = r.audit_rows();
+    let filler = r.config.join("filler");
+    let files = files_under(&r.config, &filler);
+
+    fill(&filler);
+    let (st, v, _) = r.api(
+        "POST",
+        "/api/terminals",
+        Some(&json!({"project": "p1", "template": "shell", "extra_args": ["-c", "echo x"]})),
+    );
+    assert!(st >= 400, "{st} {v}");
+    let said = v["error"].as_str().unwrap_or_default();
+    let config = r.config.display().to_string();
+    assert!(
+        said.starts_with(&format!("cannot write {config}/"))
+            && said.contains(&format!(": the disk holding {config}"))
+            && said.contains(" is full; free some space there")
+            && said.ends_with("and start the session again"),
+        "{said}"
+    );
+    // Nothing written before is lost: every file is there, starting with what it held.
+    for (path, bytes) in &files {
+        let now = std::fs::read(path).unwrap_or_default();
+        assert!(now.starts_with(bytes), "{} lost bytes", path.display());
+    }
+    let (_, list, _) = r.api("GET", "/api/terminals", None);
+    let listed = list["terminals"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{list}");
+    assert_eq!(listed[0]["id"], before.as_str(), "{list}");
+    let (_, _, log) = r.api("GET", &format!("/api/terminals/{before}/log"), None);
+    assert!(String::from_utf8_lossy(&log).contains("written-before"));
+    assert!(profiles(&r).is_empty(), "{:?}", profiles(&r));
+
+    // Room again: the rows of before are all there, and a launch works.
+    std::fs::remove_file(&filler).unwrap();
+    let rows = r.audit_rows();
+    assert_eq!(rows[..rows_before.len()], rows_before[..]);
+    launches_work(&r, "room-again");
     r.stop();
     drop(disk);
 }

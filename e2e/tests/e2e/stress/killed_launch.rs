@@ -255,7 +255,7 @@ fn started(pid: u32) -> Option<String> {
 /// kills what is left in it at the session's end and no sandbox outlives a killed relay
 /// (`stress::limits`); these tests are of what ends a stray where there is none.
 fn no_cgroup(s: &mut serde_json::Value) {
-    s["session_sandbox"]["limits"] = json!({"pids_max": 0, "memory_max_mib": 0});
+    s["session_sandbox"]["limits"] = json!({"pids_max": 0, "memory_max_mib": 0, "cpu_weight": 0});
 }
 
 /// A killed relay's stray, SIGKILLed when dropped if relay left it running (each

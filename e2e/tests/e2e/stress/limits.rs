@@ -1,7 +1,7 @@
 //! Issue 39: a fork bomb or a memory hog in one session took the whole login down,
 //! relay with it: there were no per-session limits. Now each sandboxed session runs in
-//! a cgroup of its own with `pids.max` and `memory.max` (src/limits/), and a limit
-//! reached says so in the session's end (docs/settings.md#limits).
+//! a cgroup of its own with `pids.max`, `memory.max` and `cpu.weight` (src/limits/),
+//! and a limit reached says so in the session's end (docs/settings.md#limits).
 //!
 //! Both attacks are bounded in themselves (300 forks, 512 MiB), and the limits are
 //! small, so that a run without the guard (the guard-removal check) cannot put the
@@ -84,7 +84,9 @@ fn end_row(r: &Relay, id: &str) -> Value {
 fn a_fork_bomb_in_a_sandbox_shell_holds_within_its_limit_and_leaves_relay_and_another_session_responsive(
 ) {
     let test = "a_fork_bomb_in_a_sandbox_shell_holds_within_its_limit_and_leaves_relay_and_another_session_responsive";
-    let r = Relay::start(limited(json!({"pids_max": 64, "memory_max_mib": 256})));
+    let r = Relay::start(limited(
+        json!({"pids_max": 64, "memory_max_mib": 256, "cpu_weight": 50}),
+    ));
     if !cgroups_hold(&r, test) {
         return;
     }
@@ -103,6 +105,21 @@ fn a_fork_bomb_in_a_sandbox_shell_holds_within_its_limit_and_leaves_relay_and_an
     };
     // The session holds at most 64 tasks: the shim, bwrap's, python and its children.
     assert!(made < 64 && refused > 0, "made {made}, refused {refused}");
+    // Its CPU weight is written in its own cgroup, or said not to hold.
+    let explained = r.cli_json(&["sandbox", "explain", "shell"])["limits"].clone();
+    match cpu_weight_written(r.daemon_pid().unwrap(), &id) {
+        Some((file, value)) => {
+            let want = if file == "cpu.shares" { "512" } else { "50" };
+            assert_eq!(value.trim(), want, "{file}");
+            assert_eq!(explained["not_in_force"], json!(null), "{explained}");
+        }
+        None => assert!(
+            explained["not_in_force"][0]
+                .as_str()
+                .is_some_and(|l| l.starts_with("CPU weight 50: not in force")),
+            "{explained}"
+        ),
+    }
 
     // While the bomb holds: relay answers, and another session starts, runs and ends.
     let (code, said) = r.sandbox_shell("echo another session");
@@ -192,6 +209,32 @@ fn v1_dir(pid: u32, controller: &str) -> Option<std::path::PathBuf> {
         .then(|| root.join(path.trim_start_matches('/')))
 }
 
+/// This process's pid namespace, as relay names its cgroup folders (`relay-<ns>-<pid>`).
+fn pid_ns() -> String {
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let ns = ns.to_string_lossy();
+    ns["pid:[".len()..ns.len() - 1].to_string()
+}
+
+/// The CPU weight the kernel holds for the session `id` of the relay `pid`, as its file
+/// and value: v1 `cpu.shares`, v2 `cpu.weight`; `None` where the session has no such
+/// file (no cpu controller).
+fn cpu_weight_written(pid: u32, id: &str) -> Option<(&'static str, String)> {
+    let name = format!("relay-{}-{pid}", pid_ns());
+    let (dir, file) = match v1_dir(pid, "cpu") {
+        Some(cpu) => (cpu.join(name), "cpu.shares"),
+        None => {
+            let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+            let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+            let path = path.strip_suffix("/daemon").unwrap_or(path);
+            let own = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+            (own.join(name), "cpu.weight")
+        }
+    };
+    let value = std::fs::read_to_string(dir.join(id).join(file)).ok()?;
+    Some((file, value))
+}
+
 /// A `sleep` of the test's own, moved into the cgroups `dirs`.
 fn sleeper_in(dirs: &[std::path::PathBuf]) -> std::process::Child {
     let child = std::process::Command::new("sleep")
@@ -218,9 +261,7 @@ fn after_relay_is_killed_what_its_sessions_left_in_their_cgroups_is_ended_at_the
         eprintln!("{test}: does not apply here: relay's cgroups are not v1");
         return;
     };
-    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
-    let ns = ns.to_string_lossy();
-    let ns = &ns["pid:[".len()..ns.len() - 1];
+    let ns = pid_ns();
     let dead = format!("relay-{ns}-{pid}");
     assert!(
         pids.join(&dead).is_dir(),
