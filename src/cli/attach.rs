@@ -155,6 +155,9 @@ pub struct Attach<'a> {
     /// Take Claude Code's resume hint out of the output ([`ResumeHint`]; `relay
     /// sandbox`), and set this when one was.
     pub resume_hint: Option<&'a std::cell::Cell<bool>>,
+    /// The run is a Claude Code terminal (`claude-code`): one whose resume hint was
+    /// taken out keeps its conversation rather than being purged ([`Attach::keeps`]).
+    pub claude_run: bool,
     /// When stdin is not a terminal and ends, the program reads end-of-file
     /// ([`attach::EOF`]; `relay sandbox`, whose run owns the terminal). An attach to a
     /// terminal someone else started leaves it be.
@@ -247,7 +250,8 @@ impl Attach<'_> {
     fn keeps(&self, result: &mut Option<Value>, dropped: bool) -> bool {
         // The exit frame comes once the end is recorded, reason and all.
         let reason = ended_because(self.client, self.id);
-        let keep = dropped || reason.as_deref().is_some_and(keeps_conversation);
+        let keep =
+            (dropped && self.claude_run) || reason.as_deref().is_some_and(keeps_conversation);
         if let Some(Value::Object(m)) = result {
             if let Some(r) = reason {
                 m.insert("exit_reason".into(), Value::String(r));

@@ -69,12 +69,20 @@ fn token_note(id: &str, result: &Value) -> Option<String> {
 }
 
 /// What `relay sandbox` says in place of Claude Code's resume hint (`claude --resume`
-/// would start Claude outside the sandbox): the run is kept with its conversation, and
-/// the command that continues it there.
-pub fn resume_note(id: &str) -> String {
+/// would start Claude outside the sandbox): a `claude-code` run is kept with its
+/// conversation, and the command that continues it there is named; a run of another
+/// template (a tool that printed such lines) goes as every run does, and says so.
+pub fn resume_note(id: &str, claude_run: bool) -> String {
+    if claude_run {
+        return format!(
+            "relay: this run's conversation is kept ({id}): relay terminal resume --id {id} \
+             continues it in its sandbox; relay terminal purge --id {id} removes it.\n"
+        );
+    }
     format!(
-        "relay: this run's conversation is kept ({id}): relay terminal resume --id {id} \
-         continues it in its sandbox; relay terminal purge --id {id} removes it.\n"
+        "relay: Claude Code's resume hint is left out: this run ({id}) goes with its sandbox, \
+         and `claude --resume` would start Claude outside it; relay sandbox claude-code keeps \
+         a conversation for relay terminal resume.\n"
     )
 }
 
@@ -122,6 +130,11 @@ pub fn resume(config: &Path, id: &str, o: Options) -> ExitCode {
     }
 }
 
+/// Whether the run is a Claude Code terminal, whose conversation is kept.
+fn claude_run(o: &Options) -> bool {
+    o.template == crate::protocol::CLAUDE_CODE_TEMPLATE
+}
+
 /// This terminal attached to the run `id` until it ends, is detached or signalled; then
 /// purged unless it keeps a conversation.
 fn attached(client: &Client, id: &str, keys: &DetachKeys, o: &Options) -> ExitCode {
@@ -139,13 +152,14 @@ fn attached(client: &Client, id: &str, keys: &DetachKeys, o: &Options) -> ExitCo
         // Claude Code's `claude --resume` hint cannot work here: it goes, and what
         // can is said instead.
         resume_hint: Some(&hint_dropped),
+        claude_run: claude_run(o),
         // `relay sandbox shell < script` ends as `bash < script` does.
         end_input: true,
     }
     .run();
     let token_ended = matches!(&end, Ok(End::Exited(r)) if token_note(id, r).is_some());
     if hint_dropped.get() && !token_ended {
-        eprint!("{}", resume_note(id));
+        eprint!("{}", resume_note(id, claude_run(o)));
     }
     ended(client, id, end, o)
 }
@@ -341,11 +355,21 @@ mod tests {
 
     #[test]
     fn the_resume_note_names_the_run_and_the_commands_that_resume_and_purge_it() {
-        let note = resume_note("t-1");
+        let note = resume_note("t-1", true);
         assert!(note.starts_with("relay: this run's conversation is kept (t-1)"));
         assert!(note.contains("relay terminal resume --id t-1 continues it"));
         assert!(note.contains("relay terminal purge --id t-1 removes it"));
         assert!(note.ends_with(".\n") && note.lines().count() == 1, "{note}");
+        // Another template's run goes: nothing to resume is named for it.
+        let other = resume_note("t-1", false);
+        assert!(
+            other.starts_with("relay: Claude Code's resume hint is left out: this run (t-1) goes")
+        );
+        assert!(!other.contains("--id t-1"), "{other}");
+        assert!(
+            other.ends_with(".\n") && other.lines().count() == 1,
+            "{other}"
+        );
     }
 
     #[test]

@@ -138,6 +138,7 @@ fn attach(
         lossless: false,
         forget: false,
         resume_hint: None,
+        claude_run: false,
         end_input: false,
     }
     .run();

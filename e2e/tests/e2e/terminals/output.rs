@@ -234,7 +234,7 @@ after
         "before\r\n\x1b[2m\x1b[22m\x1b[2m\x1b[22mResume this session with: soon\r\nafter\r\n"
     );
     assert!(
-        stderr.starts_with("relay: Claude Code's resume hint is left out: this run's conversation goes with its sandbox (t-")
+        stderr.starts_with("relay: Claude Code's resume hint is left out: this run (t-")
             && stderr.lines().count() == 1,
         "{stderr}"
     );
