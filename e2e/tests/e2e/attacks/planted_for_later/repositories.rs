@@ -455,8 +455,8 @@ read x < \"{p}/go\"
 
 /// Every plant of the tests above, made while one session runs in a folder of its own
 /// inside the person's repository: it inits there, nests `vendor/lib` with each
-/// variant and records it as a gitlink, clones it, and puts a git folder behind a
-/// `.git` file.
+/// variant and records it as a gitlink, clones it, puts a git folder behind a `.git`
+/// file, and moves in a repository it made in its temp folder.
 fn every_plant(c: &Case) -> String {
     let p = c.r.project.join("own").display().to_string();
     format!(
@@ -482,6 +482,8 @@ git clone -q vendor/lib cloned && git -C cloned config core.fsmonitor "touch $M/
 printf '#!/bin/sh\ntouch "%s/clone-hook.ran"\n' "$M" > cloned/.git/hooks/post-checkout && chmod +x cloned/.git/hooks/post-checkout
 mkdir .store && git init -q --separate-git-dir "$PWD/.store/sep.git" vendor/sep
 git -C vendor/sep config core.fsmonitor "touch $M/sep-fsmonitor.ran; false"
+git init -q "$TMPDIR/moved" && git -C "$TMPDIR/moved" config core.fsmonitor "touch $M/moved-fsmonitor.ran; false"
+mv "$TMPDIR/moved" moved
 touch "{p}/planted"
 read x < "{p}/go"
 "#,
@@ -503,10 +505,11 @@ fn persons_day(c: &Case) {
     c.person("own/cloned", &["status"]);
     c.person("own/cloned", &["checkout", "-q", "-b", "next"]);
     c.person("own/vendor/sep", &["status"]);
+    c.person("own/moved", &["status"]);
 }
 
 /// What the live watch must have set aside, by git folder: the keys, and the hooks.
-const EVERY_PLANT: [(&str, &[&str], &[&str]); 4] = [
+const EVERY_PLANT: [(&str, &[&str], &[&str]); 5] = [
     ("own/.git", &["core.fsmonitor"], &[]),
     (
         "own/vendor/lib/.git",
@@ -522,6 +525,9 @@ const EVERY_PLANT: [(&str, &[&str], &[&str]); 4] = [
     ),
     ("own/cloned/.git", &["core.fsmonitor"], &["post-checkout"]),
     ("own/.store/sep.git", &["core.fsmonitor"], &[]),
+    // Made outside the watch (the session's own temp folder) and moved in whole: no
+    // event ever came from inside it.
+    ("own/moved/.git", &["core.fsmonitor"], &[]),
 ];
 
 /// Whether the rows so far set aside all of [`EVERY_PLANT`].

@@ -57,7 +57,7 @@ impl Source {
     /// Watches each of `roots` and the folders below them.
     pub fn watch(&mut self, roots: &[PathBuf]) {
         for root in roots {
-            self.add_tree(root);
+            self.add_tree(root, None);
         }
     }
 
@@ -115,7 +115,9 @@ impl Source {
                 }
                 let is_dir = ev.mask & libc::IN_ISDIR != 0;
                 if is_dir && ev.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
-                    self.add_tree(&dir.join(at::os(name)));
+                    // What was written in it before its watch was set made no event:
+                    // each folder the watch takes on is looked at once.
+                    self.add_tree(&dir.join(at::os(name)), Some(dirty));
                 }
                 if dirty.len() < MAX_DIRTY {
                     dirty.insert(dir);
@@ -125,8 +127,8 @@ impl Source {
     }
 
     /// Watches `top` and the folders below it, shallowest first, no link followed,
-    /// while the bound lasts.
-    fn add_tree(&mut self, top: &Path) {
+    /// while the bound lasts; each one watched goes into `dirty` when given.
+    fn add_tree(&mut self, top: &Path, mut dirty: Option<&mut HashSet<PathBuf>>) {
         let mut queue = VecDeque::from([top.to_path_buf()]);
         while let Some(dir) = queue.pop_front() {
             if self.dirs.len() >= MAX_WATCHES {
@@ -146,6 +148,11 @@ impl Source {
                 continue;
             }
             self.dirs.insert(wd, dir.clone());
+            if let Some(dirty) = dirty.as_deref_mut() {
+                if dirty.len() < MAX_DIRTY {
+                    dirty.insert(dir.clone());
+                }
+            }
             let Ok(rd) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -165,5 +172,58 @@ impl Source {
                 "the live watch of its repositories reached {what}: folders past it are looked at when it ends"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_made_with_what_it_holds_before_its_watch_is_looked_at_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let mut s = Source::new("t-1").unwrap();
+        s.watch(std::slice::from_ref(&root));
+        // All of it is there before the watch reads the one event it made (the
+        // folder's creation in `root`): nothing inside `vendor` made an event.
+        let git = root.join("vendor/lib/.git");
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n\tfsmonitor = x\n").unwrap();
+        let mut dirty = HashSet::new();
+        assert!(s.wait_into(Duration::from_secs(5), &mut dirty));
+        for d in [
+            root.clone(),
+            root.join("vendor"),
+            root.join("vendor/lib"),
+            git.clone(),
+            git.join("hooks"),
+        ] {
+            assert!(
+                dirty.contains(&d),
+                "{} not looked at: {dirty:?}",
+                d.display()
+            );
+        }
+        // And the folders are watched from now on.
+        dirty.clear();
+        std::fs::write(git.join("hooks/pre-commit"), "x").unwrap();
+        assert!(s.wait_into(Duration::from_secs(5), &mut dirty));
+        assert!(dirty.contains(&git.join("hooks")), "{dirty:?}");
+    }
+
+    #[test]
+    fn the_first_watch_takes_every_folder_and_looks_at_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        for i in 0..3 {
+            std::fs::create_dir_all(root.join(format!("d{i}/e"))).unwrap();
+        }
+        let mut s = Source::new("t-1").unwrap();
+        s.watch(std::slice::from_ref(&root));
+        assert_eq!(s.dirs.len(), 7);
+        let mut dirty = HashSet::new();
+        assert!(!s.wait_into(Duration::from_millis(10), &mut dirty));
+        assert!(dirty.is_empty());
     }
 }
