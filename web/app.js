@@ -227,6 +227,9 @@ async function doctor() {
   const body = document.querySelector("#checks tbody");
   try {
     const report = await getJSON("/api/doctor");
+    document.getElementById("probes-ran").textContent = report.probes_ran_ms
+      ? "The probes ran " + when(report.probes_ran_ms) + "."
+      : "The probes have not run yet: run relay doctor.";
     body.replaceChildren();
     for (const c of report.checks) {
       const row = document.createElement("tr");

@@ -117,6 +117,7 @@ try {
       sockets: await texts("#sandbox-body ul.sockets li"),
       network: await page.textContent("#sandbox-network"),
     },
+    probes_ran: await page.textContent("#probes-ran"),
     checks: await page.$$eval("#checks tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
     audit: await page.$$eval("#audit-rows tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
     live: await page.$$eval("#live tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),

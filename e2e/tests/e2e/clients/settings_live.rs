@@ -353,6 +353,9 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
             "{c:?}"
         );
     }
+    // …and when those ran.
+    let ran = v["probes_ran"].as_str().unwrap_or_default();
+    assert!(ran.starts_with("The probes ran "), "{ran:?}");
     // The last audit rows, newest first: the terminal's end above its launch.
     let audit: Vec<Vec<String>> = v["audit"].as_array().unwrap().iter().map(strings).collect();
     let at = |action: &str, id: &str| audit.iter().position(|a| a[1] == action && a[3] == id);
@@ -480,13 +483,14 @@ fn fits_at_each_width(widths: &Value) {
 }
 
 #[test]
-fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says_so() {
+fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says_so_and_doctors_probes_outlive_a_restart(
+) {
     let mut settings = base_settings(None);
     settings["terminal_templates"]
         .as_array_mut()
         .unwrap()
         .push(json!({"id": "bare", "command": "/bin/sh", "sandbox": false}));
-    let r = Relay::start(settings);
+    let mut r = Relay::start(settings);
     let t = r.shell_terminal("sleep 60");
     let tid = t["id"].as_str().unwrap();
     let (st, x, _) = r.api("GET", &format!("/api/terminals/{tid}/sandbox"), None);
@@ -536,4 +540,25 @@ fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says
         .terminals
         .len();
     assert_eq!(before, after, "GET /api/doctor launched something");
+
+    // `relay doctor`'s probes are kept: after a restart the page still reads them, with
+    // when they ran (issue 40, item 6), from a file of relay's alone.
+    let doctor: Value = r.cli_json(&["doctor"]);
+    let (_, d, _) = r.api("GET", "/api/doctor", None);
+    let ran = d["probes_ran_ms"].as_u64().expect("the probes' time");
+    let probes = |d: &Value| ["canary", "claude_auth"].map(|name| doctor_check(d, name).clone());
+    assert_eq!(probes(&d), probes(&doctor), "{d}");
+    r.stop();
+    r.launch_daemon();
+    let (st, again, _) = r.api("GET", "/api/doctor", None);
+    assert_eq!(st, 200, "{again}");
+    assert_eq!(again["probes_ran_ms"], ran, "{again}");
+    assert_eq!(
+        probes(&again),
+        probes(&doctor),
+        "not kept across the restart: {again}"
+    );
+    let kept = std::fs::metadata(r.config.join("doctor-probes.json")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(kept.permissions().mode() & 0o777, 0o600);
 }
