@@ -99,6 +99,8 @@ async function sessions() {
     const link = el("a", e.id);
     link.href = "#sandbox=" + encodeURIComponent(e.id);
     id.appendChild(link);
+    // The label it was started with (`--name`), if any.
+    cell(row, e.name || "");
     cell(row, e.kind === "claude" ? "session" : "terminal");
     cell(row, e.template_id);
     cell(row, e.project_id);
@@ -163,12 +165,8 @@ async function sandbox() {
       ? id + ": " + x.backend + ", working directory " + x.workdir
       : id + ": not sandboxed, working directory " + x.workdir;
     body.appendChild(head);
-    places(body, "Can read and write", x.write, "write");
-    places(body, "Can read", x.read, "read");
-    places(body, "Kept read-only inside those", x.read_only, "read-only");
-    places(body, "Denied, after every grant", x.denied, "denied");
-    places(body, "Sockets denied", x.denied_sockets, "sockets");
-    places(body, "System (every sandbox of " + (x.backend || "this kind") + ")", x.system, "system");
+    // Its network and connections first: what changes as it runs, above the lists of
+    // places (the system's alone are some 40 lines) that were fixed at its launch.
     body.appendChild(el("h3", "Network"));
     const net = el("p", null, "network");
     net.id = "sandbox-network";
@@ -180,6 +178,12 @@ async function sandbox() {
         " — " + x.network.how;
     body.appendChild(net);
     if (x.network.mode === "proxied") await egress(body, kind, id);
+    places(body, "Can read and write", x.write, "write");
+    places(body, "Can read", x.read, "read");
+    places(body, "Kept read-only inside those", x.read_only, "read-only");
+    places(body, "Denied, after every grant", x.denied, "denied");
+    places(body, "Sockets denied", x.denied_sockets, "sockets");
+    places(body, "System (every sandbox of " + (x.backend || "this kind") + ")", x.system, "system");
     for (const n of x.notes || []) body.appendChild(el("p", "Note: " + n, "hint"));
     section.dataset.ready = "1";
   } catch (err) {
@@ -215,7 +219,7 @@ async function egress(parent, kind, id) {
     cell(row, g.rule || "", "wrap");
     tbody.appendChild(row);
   }
-  parent.appendChild(table);
+  parent.appendChild(el("div", null, "scroll")).appendChild(table);
 }
 
 async function doctor() {
@@ -223,6 +227,9 @@ async function doctor() {
   const body = document.querySelector("#checks tbody");
   try {
     const report = await getJSON("/api/doctor");
+    document.getElementById("probes-ran").textContent = report.probes_ran_ms
+      ? "The probes ran " + when(report.probes_ran_ms) + "."
+      : "The probes have not run yet: run relay doctor.";
     body.replaceChildren();
     for (const c of report.checks) {
       const row = document.createElement("tr");
@@ -294,12 +301,22 @@ function showAudit() {
     cell(row, r.template || "");
     cell(row, tokenText(r), "mono");
     cell(row, r.code || "", "mono");
-    // A session that reached a limit: which, in words ("memory limit 64 MiB reached").
-    const reached = r.limits && r.limits.reached;
-    cell(row, reached ? (r.error || "") + ": " + reached : r.error || "", "wrap");
+    cell(row, note(r), "wrap");
     body.appendChild(row);
   }
   section.dataset.ready = "1";
+}
+
+// What a row says beyond its columns: a connection's host, port and rule ("×N" for a
+// folded row); for a session that reached a limit, which, in words ("memory limit 64
+// MiB reached"); else its error.
+function note(r) {
+  const g = r.egress;
+  if (g) {
+    return g.host + ":" + g.port + (g.folded ? " ×" + g.folded : "") + (g.rule ? " — " + g.rule : "");
+  }
+  const reached = r.limits && r.limits.reached;
+  return reached ? (r.error || "") + ": " + reached : r.error || "";
 }
 
 async function refresh() {

@@ -15,7 +15,9 @@
 //   page → the final report: the sandbox of SESSION_ID as shown, the doctor and audit
 //          rows, the live table, the DOM, every request the page made (method, URL)
 //          and every response body it got (base64), the controls on the page, and the
-//          screenshots' paths.
+//          screenshots' paths; and, the sandbox shown, the page at 390, 760 and
+//          1280 px: its width and which navigation links the window cuts, with a
+//          screenshot at each.
 import { chromium } from "playwright-core";
 import { createInterface } from "node:readline";
 import { join } from "node:path";
@@ -90,6 +92,16 @@ try {
   await page.click(`#live tbody tr[data-id="${sessionId}"] a`);
   await page.waitForSelector('#sandbox[data-ready="1"]', { timeout: WAIT });
   await page.screenshot({ path: shots[1], fullPage: true });
+  // The page at a phone's, a narrow window's and a laptop's width, the sandbox shown.
+  const widths = [];
+  for (const width of [390, 760, 1280]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    const shot = join(shotDir, `settings-${width}.png`);
+    await page.screenshot({ path: shot, fullPage: true });
+    shots.push(shot);
+    widths.push(await fits(page));
+  }
   const texts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent));
   // The audit's page before the oldest row shown, by its link.
   const older = page.waitForResponse((r) => r.url().includes("/api/audit?") && r.url().includes("until="), { timeout: WAIT });
@@ -105,6 +117,7 @@ try {
       sockets: await texts("#sandbox-body ul.sockets li"),
       network: await page.textContent("#sandbox-network"),
     },
+    probes_ran: await page.textContent("#probes-ran"),
     checks: await page.$$eval("#checks tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
     audit: await page.$$eval("#audit-rows tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
     live: await page.$$eval("#live tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent))),
@@ -118,6 +131,7 @@ try {
     requests,
     responses: await Promise.all(pending),
     shots,
+    widths,
   };
   say(report);
 } finally {
@@ -149,4 +163,19 @@ async function layout(page) {
     }
     return { width: window.innerWidth, page_width: document.documentElement.scrollWidth, cells };
   });
+}
+
+// Whether the page fits the window: its width against the window's, and the
+// navigation links not wholly inside the window.
+async function fits(page) {
+  return page.evaluate(() => ({
+    width: window.innerWidth,
+    page_width: document.documentElement.scrollWidth,
+    nav_cut: [...document.querySelectorAll("nav a")]
+      .filter((a) => {
+        const r = a.getBoundingClientRect();
+        return r.left < 0 || r.right > window.innerWidth;
+      })
+      .map((a) => a.textContent),
+  }));
 }

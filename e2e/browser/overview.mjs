@@ -3,7 +3,7 @@
 // table, the final DOM, and every response body the page received (base64). Saves a
 // screenshot. Usage: node overview.mjs LOGIN_URL SCREENSHOT_PATH [PICK_ID]; with PICK_ID
 // it then picks that session (#sandbox=PICK_ID) and also prints its sandbox panel's
-// connections table.
+// connections table and whether it comes before the lists of places. The audit rows too.
 import { chromium } from "playwright-core";
 
 const [url, shot, pick] = process.argv.slice(2);
@@ -31,15 +31,23 @@ try {
   const lines = await page.$$eval("#facts li", (els) => els.map((e) => e.textContent));
   const live = await page.$$eval("#live tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
   let egress = null;
+  let egressFirst = null;
   if (pick) {
     await page.evaluate((id) => { location.hash = "#sandbox=" + encodeURIComponent(id); }, pick);
     await page.waitForSelector('#sandbox[data-ready="1"], #sandbox[data-ready="error"]', { timeout: 20000 });
     egress = await page.$$eval("#sandbox-egress tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+    // The connections come before the lists of places (the system's some 40 lines).
+    egressFirst = await page.evaluate(() => {
+      const table = document.getElementById("sandbox-egress");
+      const list = document.querySelector("#sandbox-body ul.places");
+      return !!table && !!list && !!(table.compareDocumentPosition(list) & Node.DOCUMENT_POSITION_FOLLOWING);
+    });
   }
+  const audit = await page.$$eval("#audit-rows tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
   const dom = await page.content();
   await page.screenshot({ path: shot, fullPage: true });
   const responses = await Promise.all(pending);
-  process.stdout.write(JSON.stringify({ ready, lines, live, egress, dom, final_url: page.url(), responses }) + "\n");
+  process.stdout.write(JSON.stringify({ ready, lines, live, egress, egress_first: egressFirst, audit, dom, final_url: page.url(), responses }) + "\n");
 } finally {
   await browser.close();
 }

@@ -65,7 +65,8 @@ pub struct Daemon {
     pub settings_note: Mutex<Option<String>>,
     pub web: api::web::WebAuth,
     /// The probes of the last `relay doctor` (when, and their checks), for the Settings
-    /// page's `GET /api/doctor`, which launches nothing.
+    /// page's `GET /api/doctor`, which launches nothing; read at start from
+    /// `<config>/doctor-probes.json` (`diagnostics::last_probes`).
     pub doctor_probes: Mutex<Option<(u64, Vec<diagnostics::doctor::Check>)>>,
     /// Each proxied session's egress proxy, while it runs.
     pub egress: egress::Registry,

@@ -65,6 +65,11 @@ impl Paths {
     pub fn egress(&self) -> PathBuf {
         self.config.join("egress")
     }
+    /// The last `relay doctor`'s probes, kept for the Settings page across restarts
+    /// (`diagnostics::last_probes`).
+    pub fn doctor_probes(&self) -> PathBuf {
+        self.config.join("doctor-probes.json")
+    }
     /// The daemon's log, written through `tracing` and capped (src/logging.rs,
     /// docs/architecture.md#logs).
     pub fn log(&self) -> PathBuf {

@@ -349,6 +349,7 @@ fn daemon_with(
         .map_err(|e| cannot_write(&paths.events(), &e))?;
     let store = records::ledger::Store::new(&paths.config);
     let made_folders = records::made_folders::MadeFolders::open(paths.made_folders());
+    let doctor_probes = super::diagnostics::last_probes::load(&paths.doctor_probes());
     let daemon = Arc::new(Daemon {
         audit,
         events,
@@ -368,7 +369,7 @@ fn daemon_with(
         api_addr: OnceLock::new(),
         settings_note: Mutex::new(None),
         web: api::web::WebAuth::default(),
-        doctor_probes: Mutex::new(None),
+        doctor_probes: Mutex::new(doctor_probes),
         egress: Default::default(),
         egress_budget: Default::default(),
         repo_watches: Default::default(),

@@ -655,7 +655,8 @@ pub struct Doctor<S = String> {
 pub struct DoctorPage<S = String> {
     pub ok: bool,
     pub checks: Vec<Check<S>>,
-    /// When the probes last ran, `null` when none has since `relay serve` started.
+    /// When the probes last ran (kept across restarts in `<config>/doctor-probes.json`),
+    /// `null` when they never have.
     pub probes_ran_ms: Option<u64>,
 }
 

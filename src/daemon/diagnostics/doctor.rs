@@ -969,8 +969,9 @@ async fn checks_without_probes(d: &Arc<Daemon>) -> (Vec<Check>, Option<(Settings
 }
 
 /// `GET /api/doctor` (the Settings page): the checks that launch nothing, run now, and
-/// the probes (`canary`, `claude_auth`) as the last `relay doctor` left them — a probe
-/// is a launch, and a read starts nothing (docs/routes.md).
+/// the probes (`canary`, `claude_auth`) as the last `relay doctor` left them, before a
+/// restart too (`last_probes`) — a probe is a launch, and a read starts nothing
+/// (docs/routes.md).
 pub async fn read_only(d: &Arc<Daemon>) -> crate::wire::DoctorPage<&'static str> {
     let (mut checks, rest) = checks_without_probes(d).await;
     let last = d
@@ -982,7 +983,7 @@ pub async fn read_only(d: &Arc<Daemon>) -> crate::wire::DoctorPage<&'static str>
         match &last {
             Some((_, probes)) => checks.extend(probes.iter().cloned()),
             None => {
-                for name in ["canary", "claude_auth"] {
+                for name in super::last_probes::NAMES {
                     checks.push(check(
                         name,
                         Status::Skip,
@@ -1013,10 +1014,16 @@ pub async fn run(d: &Arc<Daemon>) -> crate::wire::Doctor<&'static str> {
     let project = probe_project(&settings);
     checks.push(canary_check(d, &settings, token_ok, project.as_deref()).await);
     checks.push(claude_auth_check(d, &settings, token_ok, project.as_deref()).await);
-    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+    let (ran_ms, probes) = (
         crate::daemon::records::journal::now_ms(),
         checks[first_probe..].to_vec(),
-    ));
+    );
+    // Kept for the page after a restart too; a failed write only loses that.
+    let kept = d.paths.doctor_probes();
+    if let Err(e) = super::last_probes::save(&kept, ran_ms, &probes) {
+        tracing::warn!("{}: {e}", kept.display());
+    }
+    *d.doctor_probes.lock().unwrap_or_else(|p| p.into_inner()) = Some((ran_ms, probes));
     let ok = checks.iter().all(|c| c.status != Status::Fail);
     crate::wire::Doctor { ok, checks }
 }

@@ -2,4 +2,5 @@
 //! (docs/architecture.md).
 
 pub mod doctor;
+pub mod last_probes;
 pub mod scan;

@@ -95,6 +95,24 @@ pub fn cache_env(env: &mut BTreeMap<String, String>, temp: &Path, token_launch: 
     }
 }
 
+/// What a proxied Claude launch is told not to try, each of which its proxy would only
+/// refuse (a red `egress` row at every start): its telemetry, error reports and update
+/// checks (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, which also turns off `/bug`);
+/// and the install of Anthropic's official plugin marketplace, which that one leaves on
+/// (a fetch from `downloads.claude.ai`, then a clone from `github.com`, some 20 s after
+/// the start; `/plugin marketplace add` still works where the egress list allows it).
+pub const CLAUDE_QUIET: &[&str] = &[
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL",
+];
+
+/// Sets each of [`CLAUDE_QUIET`] to `1`, unless the template sets it itself.
+pub fn quiet_claude(env: &mut BTreeMap<String, String>) {
+    for name in CLAUDE_QUIET {
+        env.entry(name.to_string()).or_insert_with(|| "1".into());
+    }
+}
+
 /// What a sandbox adds: the session's own caches, the proxy's variables, and for a
 /// token launch its `PATH` and its shield, which is returned.
 pub fn sandbox_env(
@@ -110,9 +128,7 @@ pub fn sandbox_env(
     if let Some(rules) = egress {
         env.extend(super::proxy_env(network, rules));
         if decision.claude_launch {
-            // Claude Code's telemetry and update checks would only be refused.
-            env.entry("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into())
-                .or_insert_with(|| "1".into());
+            quiet_claude(env);
         }
     }
     if !decision.token.pass {
@@ -156,6 +172,22 @@ mod tests {
             );
         }
         assert!(!env.contains_key("DISABLE_AUTOUPDATER"));
+    }
+
+    #[test]
+    fn a_proxied_claude_launch_tries_neither_telemetry_nor_the_plugin_marketplace() {
+        let mut env = BTreeMap::from([(
+            "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL".to_string(),
+            "0".to_string(),
+        )]);
+        quiet_claude(&mut env);
+        assert_eq!(env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
+        // The template's own value wins.
+        assert_eq!(
+            env["CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL"],
+            "0"
+        );
+        assert_eq!(env.len(), CLAUDE_QUIET.len());
     }
 
     #[test]

@@ -296,6 +296,7 @@ fn a_claude_code_terminal_explained_is_the_one_launched_with_the_token() {
     for name in [
         "CLAUDE_CONFIG_DIR",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL",
         "HTTPS_PROXY",
         "GIT_CONFIG_GLOBAL",
         "PATH",

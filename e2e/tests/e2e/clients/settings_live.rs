@@ -5,8 +5,9 @@
 //! doctor's checks and the last audit rows are there. The page reads only (GETs, no
 //! controls), and the token is in no response it fetched and not in its DOM, in any of
 //! the forms `relay audit scan` looks for. At load, in a 1280 px window, the header says
-//! live within a second and the tables' identifiers are each on one line. Screenshots
-//! are kept in e2e/artifacts, their paths printed.
+//! live within a second and the tables' identifiers are each on one line; at 390, 760
+//! and 1280 px the page is never wider than the window. Screenshots are kept in
+//! e2e/artifacts, their paths printed.
 
 use relay::wire::Code;
 use std::io::{BufRead, BufReader, Write};
@@ -175,7 +176,11 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     // relay doctor first: its probes are what the page shows for them.
     let doctor = r.cli(&["doctor", "--json"]);
     let doctor: Value = serde_json::from_str(&doctor.stdout).expect("doctor --json");
-    let (st, s, _) = r.api("POST", "/api/sessions", Some(&json!({"project": "p1"})));
+    let (st, s, _) = r.api(
+        "POST",
+        "/api/sessions",
+        Some(&json!({"project": "p1", "name": "review the parser"})),
+    );
     assert_eq!(st, 201, "{s}");
     let sid = s["id"].as_str().unwrap().to_string();
     assert_eq!(s["token_passed"], true);
@@ -197,7 +202,20 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     let mut page = Page::open(&r, &script, &chromium, &sid, &shots);
     at_load_live_and_readable_at_1280(&page.ready);
     // A terminal starts and stops while the page is open: the list follows, unreloaded.
-    let t = r.shell_terminal("sleep 60");
+    let t = r.cli_json(&[
+        "terminal",
+        "start",
+        "--project",
+        "p1",
+        "--template",
+        "shell",
+        "--name",
+        "build",
+        "--extra-arg",
+        "-c",
+        "--extra-arg",
+        "sleep 60",
+    ]);
     let tid = t["id"].as_str().unwrap().to_string();
     page.shows(&tid, "running");
     r.cli_json(&["terminal", "stop", "--id", &tid]);
@@ -206,10 +224,12 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
     for shot in strings(&v["shots"]) {
         png(Path::new(&shot));
     }
+    fits_at_each_width(&v["widths"]);
 
     // The list: every column the issue names, the session's values in them.
     let headers = strings(&v["headers"]);
     for h in [
+        "Name",
         "Project",
         "Template",
         "Directory",
@@ -226,6 +246,7 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
         .iter()
         .find(|r| r[0] == sid)
         .expect("the session's row");
+    assert_eq!(row[col("Name")], "review the parser");
     assert_eq!(row[col("Project")], "p1");
     assert_eq!(row[col("Template")], "claude-code");
     assert_eq!(row[col("State")], "running");
@@ -237,6 +258,7 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
         .find(|r| r[0] == tid)
         .expect("the terminal's row");
     assert_eq!(trow[col("State")], "exited");
+    assert_eq!(trow[col("Name")], "build");
 
     // The sandbox, as the page shows it: the token's folder denied, the API port and
     // the settings' port denied, relay's sockets, the session's folder writable.
@@ -331,6 +353,9 @@ fn settings_page_follows_sessions_live_explains_a_sandbox_and_never_holds_the_to
             "{c:?}"
         );
     }
+    // …and when those ran.
+    let ran = v["probes_ran"].as_str().unwrap_or_default();
+    assert!(ran.starts_with("The probes ran "), "{ran:?}");
     // The last audit rows, newest first: the terminal's end above its launch.
     let audit: Vec<Vec<String>> = v["audit"].as_array().unwrap().iter().map(strings).collect();
     let at = |action: &str, id: &str| audit.iter().position(|a| a[1] == action && a[3] == id);
@@ -433,14 +458,39 @@ fn at_load_live_and_readable_at_1280(ready: &Value) {
     }
 }
 
+/// At 390, 760 and 1280 px, the sandbox shown (issue 40, item 6): the page is never
+/// wider than the window (its tables scroll in their own boxes, long paths break) and
+/// no navigation link is cut off.
+fn fits_at_each_width(widths: &Value) {
+    let widths = widths.as_array().expect("the page at each width");
+    assert_eq!(widths.len(), 3, "{widths:?}");
+    for w in widths {
+        let (width, page) = (
+            w["width"].as_u64().unwrap(),
+            w["page_width"].as_u64().unwrap(),
+        );
+        assert!(
+            page <= width,
+            "at {width} px the page is {page} px wide: it scrolls sideways ({w})"
+        );
+        assert_eq!(
+            w["nav_cut"],
+            json!([]),
+            "at {width} px the navigation is cut: {w}"
+        );
+        println!("at {width} px the page is {page} px wide");
+    }
+}
+
 #[test]
-fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says_so() {
+fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says_so_and_doctors_probes_outlive_a_restart(
+) {
     let mut settings = base_settings(None);
     settings["terminal_templates"]
         .as_array_mut()
         .unwrap()
         .push(json!({"id": "bare", "command": "/bin/sh", "sandbox": false}));
-    let r = Relay::start(settings);
+    let mut r = Relay::start(settings);
     let t = r.shell_terminal("sleep 60");
     let tid = t["id"].as_str().unwrap();
     let (st, x, _) = r.api("GET", &format!("/api/terminals/{tid}/sandbox"), None);
@@ -490,4 +540,25 @@ fn a_sessions_sandbox_answers_only_for_its_kind_and_an_unsandboxed_terminal_says
         .terminals
         .len();
     assert_eq!(before, after, "GET /api/doctor launched something");
+
+    // `relay doctor`'s probes are kept: after a restart the page still reads them, with
+    // when they ran (issue 40, item 6), from a file of relay's alone.
+    let doctor: Value = r.cli_json(&["doctor"]);
+    let (_, d, _) = r.api("GET", "/api/doctor", None);
+    let ran = d["probes_ran_ms"].as_u64().expect("the probes' time");
+    let probes = |d: &Value| ["canary", "claude_auth"].map(|name| doctor_check(d, name).clone());
+    assert_eq!(probes(&d), probes(&doctor), "{d}");
+    r.stop();
+    r.launch_daemon();
+    let (st, again, _) = r.api("GET", "/api/doctor", None);
+    assert_eq!(st, 200, "{again}");
+    assert_eq!(again["probes_ran_ms"], ran, "{again}");
+    assert_eq!(
+        probes(&again),
+        probes(&doctor),
+        "not kept across the restart: {again}"
+    );
+    let kept = std::fs::metadata(r.config.join("doctor-probes.json")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(kept.permissions().mode() & 0o777, 0o600);
 }

@@ -114,14 +114,14 @@ fn settings_page_overview_shows_the_token_file_path_and_never_the_token() {
     let live = v["live"].as_array().unwrap();
     assert!(
         live.iter()
-            .any(|row| row[0] == s["id"] && row[4] == "running"),
+            .any(|row| row[0] == s["id"] && row[5] == "running"),
         "{live:?}"
     );
     // Which account it runs on, beside the token's fingerprint (issue 25).
     let fingerprint = &relay_e2e::sha256_hex(token.as_bytes())[..12];
     assert!(
         live.iter()
-            .any(|row| row[0] == s["id"] && row[7] == format!("{fingerprint} · personal")),
+            .any(|row| row[0] == s["id"] && row[8] == format!("{fingerprint} · personal")),
         "{live:?}"
     );
     assert_absent(v["dom"].as_str().unwrap().as_bytes(), &token, "the DOM");
@@ -239,7 +239,8 @@ fn decode_b64(s: &str) -> Vec<u8> {
 }
 
 /// Issue 23 item 6: a picked session's connections through its egress proxy, each with
-/// its verdict and rule, on the page.
+/// its verdict and rule, on the page, above its lists of places; the audit's egress
+/// row shows the host.
 #[test]
 fn settings_page_shows_a_picked_sessions_connections_through_its_proxy() {
     let Some((script, chromium)) = browser_tools() else {
@@ -271,5 +272,24 @@ fn settings_page_shows_a_picked_sessions_connections_through_its_proxy() {
             .unwrap()
             .contains("off-the-list.example"),
         "{rows:?}"
+    );
+    // Issue 40 item 6: near the top of the panel, above the lists of places; and the
+    // audit's row of that connection names its host.
+    assert_eq!(
+        v["egress_first"], true,
+        "the connections are below the places"
+    );
+    let audit = v["audit"].as_array().unwrap();
+    let row = audit
+        .iter()
+        .find(|a| a[1] == "egress" && a[3] == id.as_str())
+        .unwrap_or_else(|| panic!("no egress row of {id}: {audit:?}"));
+    assert_eq!(row[2], "denied", "{row:?}");
+    assert!(
+        row[7]
+            .as_str()
+            .unwrap()
+            .starts_with("off-the-list.example:443 — "),
+        "{row:?}"
     );
 }
