@@ -636,25 +636,24 @@ fn mask_credentials(
     (read, read_write): (&[String], &[String]),
     (deny, labels): (&mut Vec<String>, &mut Labels),
 ) {
-    // bwrap masks only what exists (a mount point); Seatbelt denies a path either way.
-    // A credential that is a link (a dotfile manager's) is left as it is: masking it
-    // through a link a session could retarget would refuse every launch.
-    let masked = |c: &PathBuf| match c.symlink_metadata() {
-        Ok(m) => !m.file_type().is_symlink(),
-        Err(_) => p.backend == Backend::Seatbelt,
-    };
-    for cred in credentials_in(&f.home, read, read_write)
-        .into_iter()
-        .filter(masked)
-    {
-        labels.add(&cred, "a credential file: masked wherever a grant holds it");
-        deny.push(cred.to_string_lossy().into_owned());
+    for (path, why) in credential_masks(&f.home, read, read_write, p.backend) {
+        labels.add(&path, why);
+        deny.push(path.to_string_lossy().into_owned());
     }
 }
 
-/// The credential files ([`toolchains::CREDENTIALS`]) that one of the grants holds,
-/// as the grant is written or where it really is.
-fn credentials_in(home: &Path, read: &[String], read_write: &[String]) -> Vec<PathBuf> {
+/// What [`mask_credentials`] masks, each with its reason: every credential file one of
+/// the grants holds, as the grant is written or where it really is. bwrap masks only
+/// what exists (a mount point); Seatbelt denies a path either way. A credential that
+/// is a link (a dotfile manager's, `~/.npmrc` → `~/dotfiles/npmrc`) is masked where it
+/// leads, when a grant holds that: the link itself is left as it is, since masking
+/// through a link a session could retarget would refuse every launch.
+fn credential_masks(
+    home: &Path,
+    read: &[String],
+    read_write: &[String],
+    backend: Backend,
+) -> Vec<(PathBuf, &'static str)> {
     let grants: Vec<PathBuf> = read
         .iter()
         .chain(read_write)
@@ -662,16 +661,31 @@ fn credentials_in(home: &Path, read: &[String], read_write: &[String]) -> Vec<Pa
         .flat_map(|g| [std::fs::canonicalize(&g).ok(), Some(g)])
         .flatten()
         .collect();
+    let held = |p: &Path| grants.iter().any(|g| p.starts_with(g));
     let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_path_buf());
-    toolchains::CREDENTIALS
-        .iter()
-        .filter(|c| {
-            [home.join(c), real_home.join(c)]
-                .iter()
-                .any(|p| grants.iter().any(|g| p.starts_with(g)))
-        })
-        .map(|c| home.join(c))
-        .collect()
+    let mut masks = Vec::new();
+    const FILE: &str = "a credential file: masked wherever a grant holds it";
+    const LED_TO: &str =
+        "a credential file behind a link: masked where it leads, wherever a grant holds that";
+    for c in toolchains::CREDENTIALS {
+        let cred = home.join(c);
+        let named = held(&cred) || held(&real_home.join(c));
+        match cred.symlink_metadata() {
+            // Where the link leads is what a grant must not hold, whatever holds the
+            // link's own name (a grant of `~/dotfiles` alone, say).
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(real) = std::fs::canonicalize(&cred) {
+                    if held(&real) && !masks.iter().any(|(p, _)| *p == real) {
+                        masks.push((real, LED_TO));
+                    }
+                }
+            }
+            Ok(_) if named => masks.push((cred, FILE)),
+            Err(_) if named && backend == Backend::Seatbelt => masks.push((cred, FILE)),
+            _ => {}
+        }
+    }
+    masks
 }
 
 /// The settings' denied loopback ports and relay's own API port, sorted.
@@ -898,6 +912,63 @@ mod tests {
             folders: vec![PathBuf::from(folder)],
             ..Default::default()
         }]
+    }
+
+    #[test]
+    fn a_credential_a_grant_holds_is_masked_and_one_behind_a_link_where_it_leads() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let home = root.join("home");
+        for dir in ["home/.ssh", "home/dotfiles", "home/.aws", "elsewhere"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_ed25519"), "key").unwrap();
+        std::fs::write(home.join("dotfiles/npmrc"), "//r/:_authToken=x").unwrap();
+        std::os::unix::fs::symlink(home.join("dotfiles/npmrc"), home.join(".npmrc")).unwrap();
+        std::fs::write(root.join("elsewhere/credentials"), "aws").unwrap();
+        std::os::unix::fs::symlink(
+            root.join("elsewhere/credentials"),
+            home.join(".aws/credentials"),
+        )
+        .unwrap();
+        let masks = |read: &[&str], backend| {
+            let read: Vec<String> = read.iter().map(|s| s.to_string()).collect();
+            let mut v: Vec<PathBuf> = credential_masks(&home, &read, &[], backend)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect();
+            v.sort();
+            v
+        };
+        // The home read whole: the key where it is, the npmrc where its link leads (the
+        // link left as it is), and not the AWS file, which no grant holds.
+        assert_eq!(
+            masks(&["~"], Backend::Bwrap),
+            [home.join(".ssh/id_ed25519"), home.join("dotfiles/npmrc")]
+        );
+        // A grant of the dotfiles alone: the npmrc where the link leads all the same.
+        assert_eq!(
+            masks(&["~/dotfiles"], Backend::Bwrap),
+            [home.join("dotfiles/npmrc")]
+        );
+        // One that holds neither the key nor a link's end masks nothing.
+        assert_eq!(masks(&["~/.aws"], Backend::Bwrap), Vec::<PathBuf>::new());
+        // A grant of `elsewhere` too: the AWS file where its link leads.
+        let both = masks(
+            &["~", &root.join("elsewhere").to_string_lossy()],
+            Backend::Bwrap,
+        );
+        assert!(
+            both.contains(&root.join("elsewhere/credentials")),
+            "{both:?}"
+        );
+        // Seatbelt denies what is not there as well.
+        let seatbelt = masks(&["~"], Backend::Seatbelt);
+        assert!(
+            seatbelt.contains(&home.join(".kube/config")),
+            "{seatbelt:?}"
+        );
+        assert!(!masks(&["~"], Backend::Bwrap).contains(&home.join(".kube/config")));
     }
 
     #[test]

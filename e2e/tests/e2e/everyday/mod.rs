@@ -3,6 +3,7 @@
 //! own tools (docs/settings.md#toolchains, docs/settings.md#caches).
 
 mod caches;
+mod credentials;
 mod git_by_claude;
 mod litter;
 mod tasks;

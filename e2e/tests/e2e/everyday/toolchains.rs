@@ -287,49 +287,6 @@ fn only_what_cargo_made(made: &Path) {
     );
 }
 
-/// One credential file in a home a template reads whole: unreadable in the sandbox,
-/// while a file beside it reads.
-fn a_credential_is_masked(name: &str) {
-    let mut settings = base_settings(None);
-    settings["terminal_templates"][1]["read"] = json!(["~"]);
-    let r = Relay::start(settings);
-    let secret = format!("secret-{}", relay_e2e::random_hex(8));
-    let path = r.home.join(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    if name.ends_with("keyrings") {
-        std::fs::create_dir_all(&path).unwrap();
-        std::fs::write(path.join("login.keyring"), &secret).unwrap();
-    } else {
-        std::fs::write(&path, &secret).unwrap();
-    }
-    std::fs::write(r.home.join("plain.txt"), "plain").unwrap();
-    let script = format!("cat ~/plain.txt; echo; cat ~/{name} ~/{name}/* 2>/dev/null; echo rc=$?");
-    let text = super::shell(&r, &r.project, &script).1;
-    assert!(text.starts_with("plain"), "the home is not read: {text}");
-    assert!(!text.contains(&secret), "{name} was read: {text}");
-}
-
-macro_rules! masked {
-    ($($test:ident: $name:literal,)*) => {$(
-        #[test]
-        fn $test() {
-            a_credential_is_masked($name);
-        }
-    )*};
-}
-
-masked! {
-    cargo_credentials_toml_is_masked: ".cargo/credentials.toml",
-    cargo_credentials_is_masked: ".cargo/credentials",
-    npmrc_is_masked: ".npmrc",
-    pypirc_is_masked: ".pypirc",
-    docker_config_json_is_masked: ".docker/config.json",
-    gh_hosts_yml_is_masked: ".config/gh/hosts.yml",
-    netrc_is_masked: ".netrc",
-    git_credentials_is_masked: ".git-credentials",
-    keyrings_are_masked: ".local/share/keyrings",
-}
-
 #[test]
 fn a_toolchain_a_session_can_write_is_never_granted_to_another_sandbox() {
     // A second project over the whole home: its sessions can write every toolchain
