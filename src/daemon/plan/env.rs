@@ -131,6 +131,12 @@ pub fn sandbox_env(
             quiet_claude(env);
         }
     }
+    // rustup and pyenv are told where the person's roots are: a token launch's `HOME`
+    // is relay's, and a root the person keeps elsewhere (`RUSTUP_HOME` set for relay)
+    // is not where `HOME` says in any sandbox.
+    for (name, root) in super::toolchains::env(tools) {
+        env.entry(name).or_insert(root);
+    }
     if !decision.token.pass {
         return None;
     }
@@ -138,10 +144,6 @@ pub fn sandbox_env(
     // write, or pinned ones.
     let path = guard::token_launch_path(&decision.launch_path_env, writable, pins);
     env.insert("PATH".into(), path.to_string_lossy().into_owned());
-    // Its `HOME` is relay's: rustup and pyenv are told where the person's roots are.
-    for (name, root) in super::toolchains::env(tools) {
-        env.entry(name).or_insert(root);
-    }
     // And what it runs for its tools runs where none can read its memory. The ports
     // its tools may never listen on: the forwarder's, the gateway's.
     let reserved = shield::reserved_ports(egress, &decision.template.env, &f.relay_routing());

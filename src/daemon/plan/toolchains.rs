@@ -199,8 +199,9 @@ fn tilde(path: &Path, home: &Path) -> String {
     }
 }
 
-/// The variables a tool finds its root by when the launch's `HOME` is not the
-/// person's (a token launch): `RUSTUP_HOME`, `PYENV_ROOT`, for the roots found.
+/// The variables a tool finds its root by, for every sandbox that gets the roots: a
+/// token launch's `HOME` is not the person's, and a root kept elsewhere is not under
+/// any `HOME`: `RUSTUP_HOME`, `PYENV_ROOT`, for the roots found.
 pub fn env(found: &[Toolchain]) -> Vec<(String, String)> {
     found
         .iter()

@@ -259,6 +259,12 @@ fn the_persons_toolchains_in_the_home_run_in_a_shell_and_in_claudes_bash_tool() 
         );
     }
     assert!(read.contains("rustup's toolchains"), "{read}");
+    // Every sandbox given the roots is told where they are, a shell too (a root kept
+    // outside `~/.rustup` is nowhere `HOME` says).
+    let env = x["environment"].to_string();
+    for var in ["RUSTUP_HOME", "PYENV_ROOT"] {
+        assert!(env.contains(&format!("\"{var}\"")), "{var} not in {env}");
+    }
 
     // Claude's Bash tool, in a launch that got the token (its HOME is relay's).
     let Some(api) = api else { return };
