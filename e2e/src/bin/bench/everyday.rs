@@ -131,23 +131,45 @@ pub fn everyday(runs: usize) -> Report {
 
     let mut with = Series::new("toolchains");
     let mut without = Series::new("none");
+    // Each pair's difference, with and without: what load moves between pairs cancels
+    // within one. Which goes first alternates.
+    let mut paired: Vec<f64> = Vec::new();
     for i in 0..(runs + 3) {
-        for (series, template) in [(&mut with, "true-tc"), (&mut without, "true-notc")] {
+        let mut pair = [None, None];
+        for k in [i % 2, 1 - i % 2] {
+            let (series, template) = match k {
+                0 => (&mut with, "true-tc"),
+                _ => (&mut without, "true-notc"),
+            };
             let mut c = sandbox_cmd(&r, &[template]);
             c.current_dir(&r.project);
             let (ms, ok) = timed(c);
             if i >= 3 {
                 match ok {
-                    true => series.samples.push(ms),
+                    true => {
+                        series.samples.push(ms);
+                        pair[k] = Some(ms);
+                    }
                     false => series.failures += 1,
                 }
             }
         }
+        if let [Some(a), Some(b)] = pair {
+            paired.push(a - b);
+        }
     }
+    paired.sort_by(f64::total_cmp);
+    let at = |q: f64| paired.get(((paired.len() as f64 - 1.0) * q).round() as usize);
     let mut text = format!("launch, {runs} runs each, alternated\n{HEADER}");
     text.push_str(&with.row());
     text.push_str(&without.row());
-    let mut out = json!({"case": "everyday", "launch": [with.json(), without.json()]});
+    if let (Some(p25), Some(p50), Some(p75)) = (at(0.25), at(0.5), at(0.75)) {
+        text.push_str(&format!(
+            "toolchains - none, pair by pair: median {p50:.2} ms (p25 {p25:.2}, p75 {p75:.2})\n"
+        ));
+    }
+    let mut out = json!({"case": "everyday", "launch": [with.json(), without.json()],
+        "launch_paired_ms": at(0.5)});
     let n = runs.clamp(3, 20);
     let cases: [(&str, Option<(Series, Series)>); 2] = [
         ("npm install, warm", npm(&r, n)),
