@@ -77,13 +77,23 @@ impl LineFile {
         }
     }
 
+    /// Opens the file for appending. One that ends mid-line (a row an earlier relay was
+    /// cut off in) gets its line ended first, so the next row is a line of its own.
     fn open(&self) -> io::Result<File> {
-        OpenOptions::new()
+        use std::os::unix::fs::FileExt;
+        let mut f = OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)
+            .open(&self.path)?;
+        let len = f.metadata()?.len();
+        let mut last = [0u8; 1];
+        if len > 0 && f.read_at(&mut last, len - 1).is_ok() && last[0] != b'\n' {
+            f.write_all(b"\n")?;
+        }
+        Ok(f)
     }
 
     /// Whether the open file is still the one at the path.
@@ -116,9 +126,14 @@ impl LineFile {
             Some(f) => f,
             None => slot.insert(self.open()?),
         };
-        // One write(2) per line under O_APPEND: lines never interleave.
+        // One write(2) per line under O_APPEND: lines never interleave. A line a full
+        // disk cut short is taken back, so the next one is whole on a line of its own.
+        let before = file.metadata().map(|m| m.len());
         let written = file.write_all(&line);
         if written.is_err() {
+            if let Ok(len) = before {
+                let _ = file.set_len(len);
+            }
             *slot = None;
         } else if file.metadata().is_ok_and(|m| m.len() > self.max_bytes) {
             self.rotate();
@@ -382,6 +397,59 @@ mod tests {
         std::fs::remove_dir(&path).unwrap();
         audit.record(&row("four")).unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("\"four\""));
+    }
+
+    #[test]
+    fn a_row_a_full_disk_cuts_short_is_taken_back_and_a_cut_line_left_before_is_ended() {
+        // A file size limit stands in for a full disk: the write that would pass it
+        // writes what fits, then fails. It is the whole process's: alone.
+        crate::alone::alone(
+            &format!(
+                "{}::a_row_a_full_disk_cuts_short_is_taken_back_and_a_cut_line_left_before_is_ended",
+                module_path!()
+            ),
+            || {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("audit.jsonl");
+                let log = LineFile::new(path.clone());
+                let row = |n: u32| serde_json::json!({ "n": n, "pad": "x".repeat(100) });
+                let limit = |bytes: u64| {
+                    let l = libc::rlimit {
+                        rlim_cur: bytes,
+                        rlim_max: libc::RLIM_INFINITY,
+                    };
+                    // Safety: sets this process's own limit from a valid struct.
+                    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &l) }, 0);
+                };
+                // Safety: SIGXFSZ ignored in this child alone, so a write past the
+                // limit fails with EFBIG instead of ending the process.
+                unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+                limit(1000);
+                let mut n = 0;
+                while log.append(&row(n)).is_ok() {
+                    n += 1;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert!(text.ends_with('\n'), "a row cut short stayed: {text:?}");
+                assert_eq!(text.lines().count(), n as usize);
+                limit(libc::RLIM_INFINITY);
+                log.append(&row(n)).unwrap();
+                // A line cut off by an earlier relay: ended before the next row.
+                let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+                f.write_all(b"{\"n\": 99, \"cut").unwrap();
+                drop(f);
+                LineFile::new(path.clone()).append(&row(100)).unwrap();
+                let text = std::fs::read_to_string(&path).unwrap();
+                let last = text.lines().last().unwrap();
+                let v: serde_json::Value = serde_json::from_str(last).unwrap();
+                assert_eq!(v["n"], 100, "{text}");
+                let parsed = text
+                    .lines()
+                    .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+                    .count();
+                assert_eq!(parsed, n as usize + 2, "{text}");
+            },
+        );
     }
 
     #[test]
