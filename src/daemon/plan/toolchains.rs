@@ -142,14 +142,25 @@ fn behind(
         let why = format!("pyenv's versions, which {shown} runs");
         roots.push((pyenv, why, Some("PYENV_ROOT")));
     }
-    // nvm's node and sdkman's candidates: the version's folder, where its libraries are.
-    // Known layouts only: a tool's folder beside its `bin` may hold its credentials.
+    // nvm's node: the version's folder, where its libraries are. Known layouts only: a
+    // tool's folder beside its `bin` may hold its credentials.
     let text = dir.to_string_lossy();
     if let Some(parent) = dir.parent().filter(|_| dir.ends_with("bin")) {
-        let known = [".nvm/versions/node/", ".sdkman/candidates/"];
-        if known.iter().any(|k| text.contains(k)) {
+        if text.contains(".nvm/versions/node/") {
             let why = format!("the tool {shown} belongs to");
             roots.push((parent.to_path_buf(), why, None));
+        }
+    }
+    // sdkman's candidate: its whole folder, the versions and the `current` link among
+    // them that `PATH` names (`candidates/java/current/bin`): a root through that link
+    // is not taken, the folder holding it is.
+    if let Ok(rest) = dir.strip_prefix(home.join(".sdkman/candidates")) {
+        if let Some(tool) = rest.components().next() {
+            let why = format!(
+                "sdkman's {}, whose version {shown} runs",
+                tool.as_os_str().to_string_lossy()
+            );
+            roots.push((home.join(".sdkman/candidates").join(tool), why, None));
         }
     }
     roots.extend(link_roots(dir, home).into_iter().map(|(r, w)| (r, w, None)));
@@ -225,9 +236,12 @@ mod tests {
             ".nvm/versions/node/v20.1.0/bin",
             ".local/bin",
             ".local/share/pipx/venvs/black/bin",
+            ".sdkman/candidates/java/21.0.2-tem/bin",
         ] {
             std::fs::create_dir_all(h.join(d)).unwrap();
         }
+        std::os::unix::fs::symlink("21.0.2-tem", h.join(".sdkman/candidates/java/current"))
+            .unwrap();
         std::os::unix::fs::symlink(
             h.join(".local/share/pipx/venvs/black/bin/black"),
             h.join(".local/bin/black"),
@@ -245,6 +259,7 @@ mod tests {
             ".pyenv/shims",
             ".nvm/versions/node/v20.1.0/bin",
             ".local/bin",
+            ".sdkman/candidates/java/current/bin",
         ]
         .iter()
         .map(|d| h.join(d).display().to_string())
@@ -260,11 +275,14 @@ mod tests {
             ".nvm/versions/node/v20.1.0",
             ".local/bin",
             ".local/share/pipx/venvs/black",
+            ".sdkman/candidates/java",
         ]
         .iter()
         .map(|d| h.join(d))
         .collect();
         assert_eq!(roots, want, "{found:?}");
+        // sdkman's `current` is a link: not a root, the candidate's folder holding it is.
+        assert!(found[6].why.contains("sdkman's java"), "{found:?}");
         assert!(found[1].why.contains("rustup") && found[1].why.contains("~/.cargo/bin"));
         // The shim folder is inside pyenv's root: one grant.
         assert!(!roots.contains(&h.join(".pyenv/shims")));

@@ -17,8 +17,8 @@ use relay_e2e::registry::Registry;
 use crate::clients::real_turns::fake_oauth_token;
 
 /// relay's `PATH`, as a developer with rustup and pyenv has it.
-const DEVELOPER_PATH: &str =
-    "~/.cargo/bin:~/.pyenv/shims:~/.local/bin:/usr/local/bin:/usr/bin:/bin";
+const DEVELOPER_PATH: &str = "~/.cargo/bin:~/.pyenv/shims:~/.local/bin:\
+    ~/.sdkman/candidates/java/current/bin:/usr/local/bin:/usr/bin:/bin";
 
 /// A rustup-style proxy and toolchain, and a pyenv-style shim and version, in `home`:
 /// each proxy finds its root as the real ones do (`RUSTUP_HOME`, `PYENV_ROOT`, else
@@ -48,6 +48,14 @@ fn developer_home(home: &Path) {
         &home.join(".pyenv/versions/3.99.0/bin/relaypy"),
         "#!/bin/sh\necho pyenv python 3.99 ran\n",
     );
+    // sdkman: `current` a link to the version, as `sdk default` leaves it.
+    let java = home.join(".sdkman/candidates/java");
+    std::fs::create_dir_all(java.join("21.0.2-tem/bin")).unwrap();
+    write_executable(
+        &java.join("21.0.2-tem/bin/relayjava"),
+        "#!/bin/sh\necho sdkman java ran\n",
+    );
+    std::os::unix::fs::symlink("21.0.2-tem", java.join("current")).unwrap();
 }
 
 /// The host's own rustup toolchain laid out in `home` as rustup installs it: the
@@ -195,7 +203,7 @@ fn tiny_crate(dir: &Path) -> PathBuf {
 /// what shows it ran.
 fn work(n: &str, index: &str) -> String {
     format!(
-        r#"relaytool; relaypy
+        r#"relaytool; relaypy; relayjava
 python3 -c 'import sys; print("python=" + sys.prefix)'
 mkdir {n} && cd {n}
 cargo new -q --vcs none solo && cd solo && cargo build -q --offline 2>&1 && ./target/debug/solo && cd ..
@@ -208,6 +216,7 @@ cargo new -q --vcs none withdep && cd withdep && mkdir .cargo && printf '[source
 fn ran_all(text: &str, home: &Path) -> bool {
     let python = format!("python={}", home.join(".pyenv/versions/3-dev").display());
     ran_both(text)
+        && text.contains("sdkman java ran")
         && text.lines().any(|l| l == python)
         && text.contains("Hello, world!")
         && text.contains("registry crate ran")
@@ -303,7 +312,10 @@ fn a_toolchain_a_session_can_write_is_never_granted_to_another_sandbox() {
         .unwrap()
         .push(json!({"id": "home", "name": "home", "path": "~", "allowed_templates": ["*"], "allow_home_directory": true}));
     let mut r = Relay::prepare(None, false);
-    r.path = Some(DEVELOPER_PATH.into());
+    // Without sdkman's: its `current` link lies in a folder the home session could
+    // write, and a shell looked up by name through it is refused
+    // (docs/settings.md#toolchains).
+    r.path = Some(DEVELOPER_PATH.replace("~/.sdkman/candidates/java/current/bin:", ""));
     developer_home(&r.home);
     r.write_token(&fake_oauth_token());
     r.write_settings(&settings);
