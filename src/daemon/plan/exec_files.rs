@@ -127,6 +127,13 @@ pub fn plan(input: &Input) -> Result<Pins, String> {
         .map(|g| g.path.canonical.as_path())
         .collect();
     inside_a_listed_folder(input, &granted)?;
+    if empty_start(input) && holders.iter().any(|h| input.directory.starts_with(h)) {
+        out.notes.push(format!(
+            "{} was empty at launch: what the session makes there is its own, as in a \
+             folder it makes (nothing is made there; git clone into it works)",
+            input.directory.display()
+        ));
+    }
     let mut seen: Vec<PathBuf> = Vec::new();
     for cand in candidates(input, &holders) {
         if seen.contains(&cand.path) {
@@ -357,11 +364,13 @@ fn repositories_in(holders: &[&Path]) -> Vec<PathBuf> {
 const REPOSITORY_DEPTH: usize = 3;
 
 /// The folders whose names a [`Base::Root`] entry is taken in: each read-write grant,
-/// and each folder from a grant down to the session's directory.
+/// and each folder from a grant down to the session's directory. Not the session's
+/// directory when it is empty at launch ([`empty_start`]).
 fn roots(input: &Input, holders: &[&Path]) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
+    let empty = empty_start(input);
     let mut add = |p: &Path| {
-        if !roots.iter().any(|r| r == p) {
+        if !roots.iter().any(|r| r == p) && !(empty && p == input.directory) {
             roots.push(p.to_path_buf());
         }
     };
@@ -379,6 +388,15 @@ fn roots(input: &Input, holders: &[&Path]) -> Vec<PathBuf> {
         }
     }
     roots
+}
+
+/// Whether the session's directory is empty at launch: a new folder, as one the
+/// session makes below it is, where nothing of the person's is to keep. Its project
+/// names (`.vscode`, `.idea`, `.claude`, …) are the session's own there, as in any folder
+/// it makes, so relay makes none of them: `git clone URL .` and a new project work
+/// there as one folder down (docs/THREAT-MODEL.md#what-the-persons-tools-run-later).
+fn empty_start(input: &Input) -> bool {
+    std::fs::read_dir(input.directory).is_ok_and(|mut rd| rd.next().is_none())
 }
 
 /// relay's `PATH` folders that the list does not name already: those below the home by
@@ -622,6 +640,8 @@ mod tests {
         let tmp = base.join("tmp");
         std::fs::create_dir_all(&project).unwrap();
         std::fs::create_dir_all(&tmp).unwrap();
+        // A project with something in it ([`empty_start`] is its own case).
+        std::fs::write(project.join("README"), "").unwrap();
         Case {
             _dir: dir,
             home,
@@ -675,6 +695,49 @@ mod tests {
 
     fn pinned(p: &Pins) -> Vec<PathBuf> {
         p.pins.iter().map(|r| r.canonical.clone()).collect()
+    }
+
+    #[test]
+    fn an_empty_start_folder_gets_nothing_made_or_pinned_and_the_folders_above_it_do() {
+        let c = case();
+        let new = c.project.join("new");
+        std::fs::create_dir(&new).unwrap();
+        let grants = [rw(&c.project), rw(&c.tmp)];
+        let input = |backend, dir: &Path| {
+            plan(&Input {
+                backend,
+                home: &c.home,
+                grants: &grants,
+                temp_dir: &c.tmp,
+                directory: dir,
+                session_writable: &[],
+                path_env: std::ffi::OsStr::new(""),
+                exceptions: &[],
+                make: Make::List,
+            })
+            .unwrap()
+        };
+        for backend in [Backend::Bwrap, Backend::Seatbelt] {
+            let p = input(backend, &new);
+            let pins = pinned(&p);
+            assert!(!pins.iter().any(|p| p.starts_with(&new)), "{pins:?}");
+            assert!(
+                !p.makes.iter().any(|m| m.path.starts_with(&new)),
+                "{:?}",
+                p.makes
+            );
+            // The project above it keeps its own.
+            assert!(pins.contains(&c.project.join(".vscode")), "{pins:?}");
+            assert!(
+                p.notes.iter().any(|n| n.contains("was empty at launch")),
+                "{:?}",
+                p.notes
+            );
+        }
+        // With one entry in it, it is the person's folder again.
+        std::fs::write(new.join("a.txt"), "").unwrap();
+        let pins = pinned(&input(Backend::Seatbelt, &new));
+        assert!(pins.contains(&new.join(".vscode")), "{pins:?}");
     }
 
     #[test]
