@@ -370,7 +370,8 @@ fn roots(input: &Input, holders: &[&Path]) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     let empty = empty_start(input);
     let mut add = |p: &Path| {
-        if !roots.iter().any(|r| r == p) && !(empty && p == input.directory) {
+        let left = empty && p == input.directory;
+        if !left && !roots.iter().any(|r| r == p) {
             roots.push(p.to_path_buf());
         }
     };
