@@ -157,6 +157,7 @@ pub(super) const SANDBOX_KEYS: &[&str] = &[
     "network_off",
     "egress",
     "limits",
+    "egress_over_budget",
 ];
 pub(super) const LIMITS_KEYS: &[&str] = &["pids_max", "memory_max_mib", "cpu_weight"];
 pub(super) const API_KEYS: &[&str] = &["listen"];
@@ -287,6 +288,7 @@ fn wanted(field: Option<&str>, serde_says: &str) -> String {
         Some("env") => "an object of names and string values",
         Some("claude_token_on_change") => "\"stop\" or \"keep\"",
         Some("backend") => "\"auto\", \"seatbelt\" or \"bwrap\"",
+        Some("egress_over_budget") => "\"tell\" or \"stop\"",
         _ => "",
     };
     if !by_key.is_empty() {
@@ -512,6 +514,10 @@ mod tests {
             (
                 r#"{"session_sandbox": {"denied_loopback_ports": [80, 70000]}}"#,
                 "/cfg/settings.json:1:52: session_sandbox.denied_loopback_ports[1]: expected a port number (0 to 65535), got 70000",
+            ),
+            (
+                r#"{"session_sandbox": {"egress_over_budget": "kill"}}"#,
+                r#"/cfg/settings.json:1:44: session_sandbox.egress_over_budget: expected "tell" or "stop", got "kill""#,
             ),
             (
                 r#"{"claude_token_on_change": "restart"}"#,

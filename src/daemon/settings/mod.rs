@@ -418,6 +418,31 @@ pub struct SessionSandbox {
     /// Every sandboxed session's limits on processes and memory (docs/settings.md#limits).
     #[serde(default, skip_serializing_if = "Limits::is_unset")]
     pub limits: Limits,
+    /// What relay does when a proxied session goes over its egress budget (more than
+    /// 120 connections in a minute): `tell` says so once, in an `egress_budget` row and
+    /// event; `stop` says so and stops the session (`egress_over_budget`). Read when the
+    /// budget is exceeded (docs/routes.md#logs-and-their-bounds).
+    #[serde(default, skip_serializing_if = "OverBudget::is_tell")]
+    #[schemars(extend("default" = "tell"))]
+    pub egress_over_budget: OverBudget,
+}
+
+/// `session_sandbox.egress_over_budget`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OverBudget {
+    /// Said once; the session goes on, the rest of each minute's connections folded
+    /// into counted rows.
+    #[default]
+    Tell,
+    /// Said once, and the session is stopped, its end saying `egress_over_budget`.
+    Stop,
+}
+
+impl OverBudget {
+    fn is_tell(&self) -> bool {
+        *self == OverBudget::Tell
+    }
 }
 
 /// Limits on one sandboxed session (docs/settings.md#limits): an absent key takes the
