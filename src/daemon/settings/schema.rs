@@ -114,6 +114,7 @@ mod tests {
             r#"{"terminal_templates": [{"id": "t", "command": "x", "listen_ports": [70000]}]}"#,
             r#"{"session_sandbox": {"limits": {"cpu_weight": 20000}}}"#,
             r#"{"session_sandbox": {"backend": "docker"}}"#,
+            r#"{"session_sandbox": {"egress_over_budget": "kill"}}"#,
             r#"{"claude_token_on_change": "restart"}"#,
             r#"{"retain_ended": -5}"#,
             r#"{"api": {"listen": 4850}}"#,
