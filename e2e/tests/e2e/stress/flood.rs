@@ -2,7 +2,8 @@
 //! refusal was an audit row and an event, with no budget and no rotation: relay's config
 //! dir grew by hundreds of MiB in seconds, and every reader of the audit log read the
 //! whole file into the daemon. Now a session's rows have a budget, the logs rotate, and
-//! the readers read from the end (docs/routes.md#logs-and-their-bounds).
+//! the readers read from the end (docs/routes.md#logs-and-their-bounds); with
+//! `session_sandbox.egress_over_budget: "stop"`, a session over its budget is stopped.
 
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::{json, Value};
@@ -164,6 +165,18 @@ fn a_session_refused_100000_times_leaves_relays_disk_and_memory_bounded() {
     );
     let end = rows.iter().find(|r| r["action"] == "session_end");
     assert_eq!(end.map(|e| &e["error"]), Some(&json!("egress_over_budget")));
+    let (status, v, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(status, 200, "{v}");
+    let entry = v["terminals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id.as_str());
+    assert_eq!(
+        entry.map(|t| &t["exit_reason"]),
+        Some(&json!("egress_over_budget")),
+        "{v}"
+    );
 }
 
 /// The audit rows of session `id`.
