@@ -105,7 +105,11 @@ pub(super) enum Verb {
     #[command(subcommand)]
     Token(TokenVerb),
     /// Print a one-time link into the Settings page (needs `api.listen`).
+    ///
+    /// `relay settings schema` prints settings.json's JSON Schema instead.
     Settings {
+        #[command(subcommand)]
+        verb: Option<SettingsVerb>,
         /// Open the link in the default browser.
         #[arg(long)]
         open: bool,
@@ -209,6 +213,16 @@ pub(super) enum AuditVerb {
         #[command(flatten)]
         json: Json,
     },
+}
+
+#[derive(Subcommand)]
+pub(super) enum SettingsVerb {
+    /// Print settings.json's JSON Schema, for an editor to check the file with.
+    ///
+    /// `relay settings schema > ~/.config/relay/settings.schema.json`, then
+    /// `"$schema": "./settings.schema.json"` in settings.json (docs/settings.md).
+    /// Needs no running relay.
+    Schema,
 }
 
 #[derive(Subcommand)]

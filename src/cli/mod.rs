@@ -180,6 +180,14 @@ pub fn run() -> ExitCode {
     if let Verb::Completions { shell } = cli.verb {
         return commands::completions::run(shell);
     }
+    // Nor does settings.json's schema.
+    if let Verb::Settings {
+        verb: Some(args::SettingsVerb::Schema),
+        ..
+    } = cli.verb
+    {
+        return commands::settings::schema();
+    }
     let config_flag = cli.config_dir.clone();
     let config = match config_dir(cli.config_dir) {
         Ok(c) => c,
@@ -244,6 +252,7 @@ fn dispatch(verb: Verb, config: PathBuf, config_flag: Option<&PathBuf>) -> ExitC
         Verb::Settings {
             open,
             json: Json { json },
+            ..
         } => print(json, settings::link(&c(), open)),
         Verb::Version {
             json: Json { json },

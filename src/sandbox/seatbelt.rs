@@ -352,7 +352,10 @@ const AUTOMATION_MACH: &[&str] = &["com.apple.coreservices.appleevents"];
 
 /// What a template opted into on macOS (`macos` in a terminal template, docs/settings.md):
 /// each reopens one escape, after the escape section.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
 pub struct MacOptIns {
     /// The keychain: `SecurityServer`, `securityd`, the security agent, `security`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -1,11 +1,20 @@
 //! `relay settings [--open]`: a one-time link into the Settings page, opened in the
 //! default browser with `--open` (needs `api.listen`; docs/cli.md#verbs).
+//! `relay settings schema`: settings.json's JSON Schema on stdout, needing no config dir
+//! (docs/settings.md#an-editor-checks-it).
 
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 
 use crate::cli::client::Client;
-use crate::cli::Out;
+use crate::cli::{emit, Out};
 use crate::wire;
+
+pub fn schema() -> ExitCode {
+    emit(
+        crate::daemon::settings::schema_text().as_bytes(),
+        ExitCode::SUCCESS,
+    )
+}
 
 pub fn link(c: &Client, open: bool) -> Result<Out, String> {
     let (link, v): (wire::LoginLink, _) = c.call_as("POST", "/api/login-code")?;

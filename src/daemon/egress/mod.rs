@@ -41,6 +41,10 @@ pub const FORWARD_VAR: &str = relay_shim::forward::FORWARD_VAR;
 /// `session.exited` event, `session_end` audit row and ledger entry say so).
 pub const FORWARDER_DIED: &str = "forwarder_died";
 
+/// Why a session ended when it went over its egress budget while
+/// `session_sandbox.egress_over_budget` said `stop` (docs/routes.md#logs-and-their-bounds).
+pub const OVER_BUDGET: &str = "egress_over_budget";
+
 /// One session's proxy, while it runs.
 struct Running {
     socket: PathBuf,
@@ -221,12 +225,19 @@ fn record(d: &crate::daemon::Daemon, session: &str, egress: crate::wire::Egress)
     });
 }
 
-/// The session went over its budget: said once, in an `egress_budget` row and event.
-fn over_budget(d: &crate::daemon::Daemon, session: &str) {
+/// The session went over its budget: said once, in an `egress_budget` row and event;
+/// then stopped ([`OVER_BUDGET`]) when `session_sandbox.egress_over_budget`, read now,
+/// says `stop`.
+fn over_budget(d: &Arc<crate::daemon::Daemon>, session: &str) {
     use crate::daemon::records::budget::{ROWS_PER_WINDOW, WINDOW};
+    let stop = stops_over_budget(d);
+    let then = if stop {
+        "the session is stopped (session_sandbox.egress_over_budget is \"stop\")"
+    } else {
+        "from now on the rest of each minute is folded into one counted row per target"
+    };
     let why = format!(
-        "more than {ROWS_PER_WINDOW} connections in {} s: from now on the rest of each \
-         minute is folded into one counted row per target",
+        "more than {ROWS_PER_WINDOW} connections in {} s: {then}",
         WINDOW.as_secs()
     );
     let row = d.audit.record(&crate::daemon::records::journal::AuditRow {
@@ -245,6 +256,18 @@ fn over_budget(d: &crate::daemon::Daemon, session: &str) {
         reason: Some(why),
         ..Default::default()
     });
+    if stop {
+        let (d, id) = (d.clone(), session.to_string());
+        tokio::spawn(async move { d.stop_for(&id, OVER_BUDGET).await });
+    }
+}
+
+/// `session_sandbox.egress_over_budget` is `stop`, in the settings as they are now; a
+/// file that does not read is the default, `tell`.
+fn stops_over_budget(d: &crate::daemon::Daemon) -> bool {
+    d.load_settings().is_ok_and(|s| {
+        s.session_sandbox.egress_over_budget == crate::daemon::settings::OverBudget::Stop
+    })
 }
 
 /// The folded rows whose window is over at `now` (the daemon's tick, every second).
@@ -508,6 +531,63 @@ mod tests {
         let last = rows();
         assert_eq!(last.len(), n + 1);
         assert_eq!(last.last().unwrap()["egress"]["folded"], 2);
+    }
+
+    /// Issue 39: `session_sandbox.egress_over_budget` `stop`, read when the budget is
+    /// exceeded, stops the session that went over, saying so in its `egress_budget` row;
+    /// without it (the default, `tell`) the session goes on.
+    #[tokio::test]
+    async fn over_its_budget_a_session_is_stopped_when_the_settings_say_stop() {
+        use crate::daemon::records::budget::ROWS_PER_WINDOW;
+        use crate::daemon::session::EntryState;
+        let t = tempfile::tempdir().unwrap();
+        let d = crate::daemon::serve::test_daemon(t.path());
+        let sink = sink(&d);
+        for id in ["s-tell", "s-stop"] {
+            let mut e = crate::daemon::session::every_field();
+            e.record.id = id.into();
+            e.record.state = EntryState::Running;
+            e.stop_reason = None;
+            d.ledger().insert(id.into(), e);
+        }
+        let refused = crate::wire::Egress {
+            host: "flood.example".into(),
+            port: 443,
+            rule: "the rule".into(),
+            ..Default::default()
+        };
+        let flood = |id: &str| {
+            let session = session(id, Rules::default());
+            for _ in 0..ROWS_PER_WINDOW + 1 {
+                sink(&session, refused.clone());
+            }
+        };
+        flood("s-tell");
+        std::fs::write(
+            d.paths.settings(),
+            r#"{"session_sandbox": {"egress_over_budget": "stop"}}"#,
+        )
+        .unwrap();
+        flood("s-stop");
+        let stopped = |id: &str| d.entry(id).and_then(|e| e.stop_reason);
+        for _ in 0..100 {
+            if stopped("s-stop").is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(stopped("s-stop"), Some(OVER_BUDGET));
+        assert_eq!(stopped("s-tell"), None, "the default only tells");
+        let told: Vec<(String, String)> = std::fs::read_to_string(d.audit.path())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["action"] == "egress_budget")
+            .map(|r| (r["session_id"].to_string(), r["error"].to_string()))
+            .collect();
+        assert_eq!(told.len(), 2, "{told:?}");
+        assert!(told[0].1.contains("folded"), "{told:?}");
+        assert!(told[1].1.contains("the session is stopped"), "{told:?}");
     }
 
     #[tokio::test]

@@ -102,7 +102,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-const TOP_KEYS: &[&str] = &[
+/// The keys of each object: what `unknown_keys` reports no other key against. The
+/// schema's (`schema.rs`) are the same, a unit test says.
+pub(super) const TOP_KEYS: &[&str] = &[
+    "$schema",
     "claude_token_file",
     "projects",
     "terminal_templates",
@@ -114,7 +117,7 @@ const TOP_KEYS: &[&str] = &[
     "detach_keys",
     "env_passthrough",
 ];
-const PROJECT_KEYS: &[&str] = &[
+pub(super) const PROJECT_KEYS: &[&str] = &[
     "id",
     "name",
     "path",
@@ -123,7 +126,7 @@ const PROJECT_KEYS: &[&str] = &[
     "claude_token_file",
     "account",
 ];
-const TEMPLATE_KEYS: &[&str] = &[
+pub(super) const TEMPLATE_KEYS: &[&str] = &[
     "id",
     "name",
     "command",
@@ -145,8 +148,8 @@ const TEMPLATE_KEYS: &[&str] = &[
     "macos",
     "limits",
 ];
-const MACOS_KEYS: &[&str] = &["keychain", "clipboard", "automation", "mach"];
-const SANDBOX_KEYS: &[&str] = &[
+pub(super) const MACOS_KEYS: &[&str] = &["keychain", "clipboard", "automation", "mach"];
+pub(super) const SANDBOX_KEYS: &[&str] = &[
     "denied_loopback_ports",
     "backend",
     "seatbelt_launcher",
@@ -154,9 +157,10 @@ const SANDBOX_KEYS: &[&str] = &[
     "network_off",
     "egress",
     "limits",
+    "egress_over_budget",
 ];
-const LIMITS_KEYS: &[&str] = &["pids_max", "memory_max_mib", "cpu_weight"];
-const API_KEYS: &[&str] = &["listen"];
+pub(super) const LIMITS_KEYS: &[&str] = &["pids_max", "memory_max_mib", "cpu_weight"];
+pub(super) const API_KEYS: &[&str] = &["listen"];
 
 type Found = (KeyPath, &'static [&'static str]);
 
@@ -284,6 +288,7 @@ fn wanted(field: Option<&str>, serde_says: &str) -> String {
         Some("env") => "an object of names and string values",
         Some("claude_token_on_change") => "\"stop\" or \"keep\"",
         Some("backend") => "\"auto\", \"seatbelt\" or \"bwrap\"",
+        Some("egress_over_budget") => "\"tell\" or \"stop\"",
         _ => "",
     };
     if !by_key.is_empty() {
@@ -509,6 +514,10 @@ mod tests {
             (
                 r#"{"session_sandbox": {"denied_loopback_ports": [80, 70000]}}"#,
                 "/cfg/settings.json:1:52: session_sandbox.denied_loopback_ports[1]: expected a port number (0 to 65535), got 70000",
+            ),
+            (
+                r#"{"session_sandbox": {"egress_over_budget": "kill"}}"#,
+                r#"/cfg/settings.json:1:44: session_sandbox.egress_over_budget: expected "tell" or "stop", got "kill""#,
             ),
             (
                 r#"{"claude_token_on_change": "restart"}"#,

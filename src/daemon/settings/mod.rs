@@ -8,18 +8,22 @@
 //!   problem at its key.
 //! - `values.rs`: `detach_keys` and `retain_ended`, each spelled its own way.
 //! - `tokens.rs`: the token file each project's launches run on.
+//! - `schema.rs`: the JSON Schema of the file, derived from these types
+//!   (docs/settings.schema.json).
 //!
 //! Nothing here imports a launch (`src/daemon/plan/`, `src/daemon/launch/`) or the egress
 //! proxy (`src/daemon/egress/`): the lists the checks read are in `src/sandbox/`.
 
 mod check;
 mod load;
+mod schema;
 mod tokens;
 mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::SessionLimits;
@@ -30,6 +34,7 @@ pub use load::{
     describe_unknown, load, parse, unknown_keys, Loaded, SettingsError, UnknownKey,
     SETTINGS_MAX_BYTES,
 };
+pub use schema::{schema, schema_text, SCHEMA_FILE};
 pub use tokens::{
     configured_tokens, every_token, project_token_path, project_token_value, token_file_path,
     ConfiguredToken,
@@ -50,34 +55,54 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// relay's `settings.json` (docs/settings.md). Unknown keys are reported, not fatal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "relay settings.json", deny_unknown_fields)]
 pub struct Settings {
-    /// Path of the file holding the long-lived Claude token. Empty: unset.
+    /// The JSON Schema an editor checks this file against (`relay settings schema`
+    /// prints it); relay keeps the key and reads nothing from it.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub schema: Option<String>,
+    /// Path of the file holding the long-lived Claude token, absolute or `~/…`. Empty:
+    /// unset (docs/settings.md#claude_token_file).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub claude_token_file: String,
+    /// The folders sessions may run in, each with the templates it allows
+    /// (docs/settings.md#projects).
     #[serde(default)]
     pub projects: Vec<Project>,
+    /// What a launch runs and its sandbox's grants (docs/settings.md#terminal_templates).
     #[serde(default)]
     pub terminal_templates: Vec<Template>,
+    /// Options of every sandboxed session (docs/settings.md#session_sandbox).
     #[serde(default)]
     pub session_sandbox: SessionSandbox,
+    /// relay's HTTP API (docs/settings.md#api).
     #[serde(default)]
     pub api: Api,
-    /// The `claude` binary for provider sessions (a name looked up in PATH, or a path).
+    /// The Claude program of every Claude launch: a name looked up in PATH, or a path
+    /// (docs/settings.md#which-claude-runs).
     #[serde(
         default = "default_claude_path",
         skip_serializing_if = "is_default_claude_path"
     )]
+    #[schemars(extend("default" = "claude"))]
     pub claude_path: String,
     /// What happens to sessions running on the token when `claude_token_file`'s content
-    /// changes (docs/settings.md).
+    /// changes (docs/settings.md#claude_token_on_change).
     #[serde(default, skip_serializing_if = "is_stop")]
+    #[schemars(extend("default" = "stop"))]
     pub claude_token_on_change: OnTokenChange,
-    /// How long an ended session's record, logs and temp folder are kept.
+    /// How long an ended session's record, logs and temp folder are kept: seconds, a
+    /// duration such as `"7d"`, `"12h"`, `"30m"` or `"90s"`, or `"never"`
+    /// (docs/settings.md#retain_ended).
     #[serde(default, skip_serializing_if = "Retention::is_default")]
     pub retain_ended: Retention,
     /// The keys that detach `relay terminal attach` and `relay sandbox` from a terminal,
-    /// leaving it running (docs/settings.md#detach_keys).
+    /// leaving it running: comma-separated, each `ctrl-<c>` (a letter or one of
+    /// `@ [ \ ] ^ _`) or one printable character, at most 8; `none` turns detaching off
+    /// (docs/settings.md#detach_keys).
     #[serde(default, skip_serializing_if = "DetachKeys::is_default")]
     pub detach_keys: DetachKeys,
     /// Names of relay's environment every sandboxed launch inherits besides the base
@@ -158,7 +183,7 @@ impl Settings {
 }
 
 /// `claude_token_on_change`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnTokenChange {
     /// Sessions on the old token are stopped: sessions go dormant (a resume runs on the
@@ -181,13 +206,18 @@ fn is_default_claude_path(s: &String) -> bool {
     s == "claude"
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A folder sessions may run in (docs/settings.md#projects).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Project {
+    /// Its id, unique among the projects (`relay session start --project ID`).
     pub id: String,
+    /// Its name as lists show it.
     #[serde(default)]
     pub name: String,
+    /// The folder, absolute or `~/…`; a launch runs in it or below it.
     pub path: String,
-    /// `[]` none, `["*"]` all.
+    /// The template ids its launches may run: `[]` none, `["*"]` all.
     #[serde(default)]
     pub allowed_templates: Vec<String>,
     /// A sandboxed launch may run in the home folder itself (or `/`, or a folder above
@@ -202,6 +232,7 @@ pub struct Project {
         deserialize_with = "present_string",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(with = "String")]
     pub claude_token_file: Option<String>,
     /// A label for the account this project's token belongs to (`"work"`), shown
     /// beside the token's fingerprint in every list; never checked against the token.
@@ -210,6 +241,7 @@ pub struct Project {
         deserialize_with = "present_string",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(with = "String")]
     pub account: Option<String>,
 }
 
@@ -227,14 +259,21 @@ impl Project {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What a launch runs, and its sandbox (docs/settings.md#terminal_templates).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Template {
+    /// Its id, unique among the templates (`shell`, `claude-code`, `relay sandbox ID`).
     pub id: String,
+    /// Its name as lists show it.
     #[serde(default)]
     pub name: String,
+    /// The program: a name looked up in PATH, or a path; its arguments go in `args`.
     pub command: String,
+    /// The program's arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Variables set for the program.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Names of relay's environment this template's sandboxed launches inherit too,
@@ -243,11 +282,15 @@ pub struct Template {
     pub env_passthrough: Vec<String>,
     /// Absent means sandboxed; only `false` opts out.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    #[schemars(extend("default" = true))]
     pub sandbox: bool,
+    /// Paths its sandboxes may read, absolute or `~/…`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read: Vec<String>,
+    /// Paths its sandboxes may read and write, absolute or `~/…`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_write: Vec<String>,
+    /// Paths its sandboxes may not reach at all, absolute or `~/…`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
     /// Claude launches only: `--model` for Claude Code (`""`: its default).
@@ -286,6 +329,7 @@ pub struct Template {
     /// The person's toolchains behind relay's `PATH`, read-only (docs/settings.md#toolchains);
     /// `false` leaves them out.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    #[schemars(extend("default" = true))]
     pub toolchains: bool,
     /// What this template's Seatbelt sandboxes may reach that every other one is
     /// refused: the keychain, the clipboard, Apple Events to named apps, named Mach
@@ -295,7 +339,7 @@ pub struct Template {
 }
 
 /// A template's network (docs/settings.md#network).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkMode {
     /// A network namespace of its own; out through relay's egress proxy alone.
@@ -335,21 +379,29 @@ impl Template {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The sandbox backend (docs/settings.md#session_sandbox).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendChoice {
+    /// Seatbelt on macOS, bubblewrap elsewhere.
     #[default]
     Auto,
+    /// macOS's `sandbox-exec`.
     Seatbelt,
+    /// bubblewrap.
     Bwrap,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Options of every sandboxed session (docs/settings.md#session_sandbox).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct SessionSandbox {
     /// Loopback ports no sandboxed session may connect to (relay's API port is added).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_loopback_ports: Vec<u16>,
+    /// The sandbox backend: `auto` is Seatbelt on macOS and bubblewrap elsewhere.
     #[serde(default, skip_serializing_if = "is_auto")]
+    #[schemars(extend("default" = "auto"))]
     pub backend: BackendChoice,
     /// The Seatbelt launcher (`/usr/bin/sandbox-exec` when empty); a test seam.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -366,12 +418,38 @@ pub struct SessionSandbox {
     /// Every sandboxed session's limits on processes and memory (docs/settings.md#limits).
     #[serde(default, skip_serializing_if = "Limits::is_unset")]
     pub limits: Limits,
+    /// What relay does when a proxied session goes over its egress budget (more than
+    /// 120 connections in a minute): `tell` says so once, in an `egress_budget` row and
+    /// event; `stop` says so and stops the session (`egress_over_budget`). Read when the
+    /// budget is exceeded (docs/routes.md#logs-and-their-bounds).
+    #[serde(default, skip_serializing_if = "OverBudget::is_tell")]
+    #[schemars(extend("default" = "tell"))]
+    pub egress_over_budget: OverBudget,
+}
+
+/// `session_sandbox.egress_over_budget`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OverBudget {
+    /// Said once; the session goes on, the rest of each minute's connections folded
+    /// into counted rows.
+    #[default]
+    Tell,
+    /// Said once, and the session is stopped, its end saying `egress_over_budget`.
+    Stop,
+}
+
+impl OverBudget {
+    fn is_tell(&self) -> bool {
+        *self == OverBudget::Tell
+    }
 }
 
 /// Limits on one sandboxed session (docs/settings.md#limits): an absent key takes the
 /// next one out (the template's, then `session_sandbox.limits`, then the default); `0`
 /// is no limit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Limits {
     /// The most processes and threads at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -381,6 +459,7 @@ pub struct Limits {
     pub memory_max_mib: Option<u64>,
     /// Its share of the CPU beside the other sessions, 1 to 10000 (`cpu.weight`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 10000))]
     pub cpu_weight: Option<u32>,
 }
 
@@ -431,7 +510,9 @@ fn is_auto(b: &BackendChoice) -> bool {
     *b == BackendChoice::Auto
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// relay's HTTP API (docs/settings.md#api).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Api {
     /// Loopback TCP address for HTTP clients (`127.0.0.1:PORT`); empty: unix socket only.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -442,6 +523,7 @@ pub struct Api {
 /// the home folder that allows both.
 pub fn seed() -> Settings {
     Settings {
+        schema: None,
         claude_token_file: String::new(),
         projects: vec![Project {
             id: "home".into(),

@@ -115,6 +115,48 @@ impl<'de> Deserialize<'de> for DetachKeys {
     }
 }
 
+impl schemars::JsonSchema for DetachKeys {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DetachKeys".into()
+    }
+
+    /// A string of at most [`DetachKeys::MAX_KEYS`] keys, as [`DetachKeys::parse`] reads it.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let key = r"([cC][tT][rR][lL]-[a-zA-Z@\[\\\]^_]|[!-+\--~])";
+        let max = Self::MAX_KEYS - 1;
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": format!("^(none|{key}(,{key}){{0,{max}}})$"),
+            "default": Self::default_keys().spelled(),
+        })
+    }
+}
+
+impl schemars::JsonSchema for Retention {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Retention".into()
+    }
+
+    /// Seconds, a duration string or `never`, as [`Retention::parse`] reads it.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^(never|[0-9]+[smhd]?)$"},
+            ],
+            "default": Self::DEFAULT,
+        })
+    }
+}
+
 /// `retain_ended`: seconds as a number, a string `<n>s|m|h|d` (`"7d"`, `"12h"`), or
 /// `"never"`. The default is 7 days.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

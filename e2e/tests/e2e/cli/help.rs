@@ -1,5 +1,5 @@
 //! The command line explains itself: `relay --help` groups the verbs, completions come
-//! from the same tree, and a program missing from relay's `PATH` is a refusal that
+//! from the same tree, `relay settings schema` prints settings.json's schema, and a program missing from relay's `PATH` is a refusal that
 //! names the `PATH` searched and the setting to change (docs/cli.md).
 
 use relay::wire::Code;
@@ -36,6 +36,11 @@ fn help_groups_the_verbs_and_completions_print_for_each_shell() {
         "{}",
         out.stderr
     );
+    // settings.json's schema needs no running relay either: the repository's copy.
+    let out = r.cli(&["settings", "schema"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let kept = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/settings.schema.json");
+    assert_eq!(out.stdout, std::fs::read_to_string(kept).unwrap());
 }
 
 #[test]

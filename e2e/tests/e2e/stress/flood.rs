@@ -2,7 +2,8 @@
 //! refusal was an audit row and an event, with no budget and no rotation: relay's config
 //! dir grew by hundreds of MiB in seconds, and every reader of the audit log read the
 //! whole file into the daemon. Now a session's rows have a budget, the logs rotate, and
-//! the readers read from the end (docs/routes.md#logs-and-their-bounds).
+//! the readers read from the end (docs/routes.md#logs-and-their-bounds); with
+//! `session_sandbox.egress_over_budget: "stop"`, a session over its budget is stopped.
 
 use relay_e2e::daemon::{base_settings, Relay};
 use serde_json::{json, Value};
@@ -76,7 +77,7 @@ fn a_session_refused_100000_times_leaves_relays_disk_and_memory_bounded() {
             t["egress"] = json!(["api.example.invalid:443"]);
         }
     }
-    let r = Relay::start(s);
+    let r = Relay::start(s.clone());
     std::fs::write(r.project.join("flood.py"), FLOOD).unwrap();
     let pid = r.daemon_pid().unwrap();
     let (disk, rss) = (size_of(&r.config), rss_kib(pid));
@@ -139,4 +140,49 @@ fn a_session_refused_100000_times_leaves_relays_disk_and_memory_bounded() {
     assert_eq!(tail.status, 0, "{}", tail.stderr);
     let v: Value = serde_json::from_str(&tail.stdout).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 50, "{v}");
+
+    // With `egress_over_budget: "stop"`, read when the budget is exceeded, a small flood
+    // stops its session: its end, audit row and event say `egress_over_budget`.
+    s["session_sandbox"]["egress_over_budget"] = json!("stop");
+    r.write_settings(&s);
+    let started = r.shell_terminal("cd \"$HOME/project\" && FLOOD_N=4000 python3 flood.py");
+    let id = started["id"].as_str().expect("a terminal id").to_string();
+    let ended = r.wait_exited(&id);
+    assert_eq!(ended["reason"], "egress_over_budget", "{ended}");
+    let ended_row = |rows: &[Value]| rows.iter().any(|r| r["action"] == "session_end");
+    assert!(
+        relay_e2e::wait::until(relay_e2e::WAIT, || ended_row(&session_rows_of(&r, &id))),
+        "no session_end row"
+    );
+    let rows = session_rows_of(&r, &id);
+    let told = rows.iter().find(|r| r["action"] == "egress_budget");
+    assert!(
+        told.is_some_and(|t| t["error"]
+            .as_str()
+            .unwrap()
+            .contains("the session is stopped")),
+        "{rows:?}"
+    );
+    let end = rows.iter().find(|r| r["action"] == "session_end");
+    assert_eq!(end.map(|e| &e["error"]), Some(&json!("egress_over_budget")));
+    let (status, v, _) = r.api("GET", "/api/terminals", None);
+    assert_eq!(status, 200, "{v}");
+    let entry = v["terminals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id.as_str());
+    assert_eq!(
+        entry.map(|t| &t["exit_reason"]),
+        Some(&json!("egress_over_budget")),
+        "{v}"
+    );
+}
+
+/// The audit rows of session `id`.
+fn session_rows_of(r: &Relay, id: &str) -> Vec<Value> {
+    r.audit_rows()
+        .into_iter()
+        .filter(|row| row["session_id"] == id)
+        .collect()
 }
