@@ -1375,6 +1375,8 @@ mod tests {
         // it is left out, and the folder is not counted as pinned either.
         let inside = proj.join("bin/work");
         std::fs::create_dir_all(&inside).unwrap();
+        // Not empty: an empty start folder's names are the session's own.
+        std::fs::write(inside.join("notes"), "").unwrap();
         let planned =
             plan_sandbox(&w.f, &s, &w.plan(SessionKind::Pty, Backend::Bwrap, &inside)).unwrap();
         assert!(!planned.spec.read_only.is_empty());
