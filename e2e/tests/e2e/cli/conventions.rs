@@ -1,0 +1,54 @@
+//! What people expect of a command line from docker, gh, pueue, systemctl and tmux
+//! (issue 40): ids given positionally or by a unique prefix, as the real CLI takes them
+//! (docs/cli.md#naming-a-terminal-or-session).
+
+use relay_e2e::daemon::{base_settings, Relay};
+
+#[test]
+fn a_person_names_terminals_by_a_unique_prefix_of_their_ids() {
+    let r = Relay::start(base_settings(None));
+    let a = r.shell_terminal("exec sleep 600")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = r.shell_terminal("echo done-$((6*7))")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    r.wait_exited(&b);
+
+    // A prefix, positional, as docker takes it; the hex alone too; `--id` still works.
+    let log = r.cli(&["terminal", "log", &b[..8]]);
+    assert_eq!(log.status, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("done-42"), "{}", log.stdout);
+    let hex = r.cli_json(&["terminal", "log", &b[2..8]]);
+    assert_eq!(hex["id"], b.as_str());
+    let flag = r.cli_json(&["terminal", "log", "--id", &b]);
+    assert_eq!(flag["id"], b.as_str());
+
+    // A prefix of both ids names them and acts on neither.
+    let both = r.cli(&["terminal", "stop", "t-"]);
+    assert_eq!(both.status, 1, "{}", both.stderr);
+    assert_eq!(both.stdout, "");
+    for part in [
+        "error: t- starts the ids of 2 terminals: ",
+        &a,
+        &b,
+        "(ambiguous_id)",
+    ] {
+        assert!(both.stderr.contains(part), "no {part}: {}", both.stderr);
+    }
+    // A prefix of none says so.
+    let none = r.cli(&["terminal", "stop", "zz"]);
+    assert_eq!(
+        none.stderr,
+        "error: no terminal has an id starting with zz (relay terminal list shows them) \
+         (not_found)\n"
+    );
+    let listed = r.cli_json(&["terminal", "list"]);
+    assert_eq!(listed["terminals"].as_array().unwrap().len(), 2, "{listed}");
+
+    // The unique prefix stops the running one.
+    let stopped = r.cli_json(&["terminal", "stop", &a[..8]]);
+    assert_eq!(stopped["id"], a.as_str());
+}
