@@ -246,7 +246,9 @@ fn hung(socket: &Path, limit: std::time::Duration) -> String {
         None => ("`kill -CONT <pid>`".into(), "stop it".into()),
     };
     format!(
-        "{who} took the connection on {} but did not answer in {} s: it may be stopped          (a Ctrl-Z or SIGSTOP; {resume} resumes it) or stuck. See {}; if it stays so,          {stop} and start it again with `{}`",
+        "{who} took the connection on {} but did not answer in {} s: it may be stopped \
+         (a Ctrl-Z or SIGSTOP; {resume} resumes it) or stuck. See {}; if it stays so, \
+         {stop} and start it again with `{}`",
         socket.display(),
         limit.as_secs(),
         paths.log().display(),
@@ -321,6 +323,24 @@ mod tests {
             ok.typed::<wire::Sessions>("GET /api/sessions").unwrap(),
             wire::Sessions::default()
         );
+    }
+
+    /// The sentence for a relay that took the connection and never answered reads as
+    /// one: no run of spaces where its source lines meet.
+    #[test]
+    fn a_hung_relay_reads_as_one_sentence() {
+        let m = hung(
+            Path::new("/nonexistent/relay.sock"),
+            std::time::Duration::from_secs(20),
+        );
+        assert!(
+            m.starts_with(
+                "relay took the connection on /nonexistent/relay.sock but did not answer in \
+                 20 s: it may be stopped (a Ctrl-Z or SIGSTOP; `kill -CONT <pid>` resumes it)"
+            ),
+            "{m}"
+        );
+        assert!(!m.contains("  "), "{m}");
     }
 
     #[test]
