@@ -491,10 +491,25 @@ pub(super) fn command() -> clap::Command {
     cmd
 }
 
-/// Parses the process's arguments with [`command`]'s tree.
-pub(super) fn parse() -> Result<Cli, clap::Error> {
+/// Parses the process's arguments with [`command`]'s tree: the command line, and
+/// whether its verb was given `--json`.
+pub(super) fn parse() -> Result<(Cli, bool), clap::Error> {
     let matches = command().try_get_matches()?;
-    Cli::from_arg_matches(&matches)
+    let mut verb = &matches;
+    while let Some((_, sub)) = verb.subcommand() {
+        verb = sub;
+    }
+    let json = matches!(verb.try_get_one::<bool>("json"), Ok(Some(true)));
+    Ok((Cli::from_arg_matches(&matches)?, json))
+}
+
+/// Whether a command line clap refused holds `--json` before any `--`: its usage error
+/// is then an error object on stdout.
+pub(super) fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 #[cfg(test)]
