@@ -12,7 +12,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::{client, termout};
-use crate::wire::Code;
+use crate::wire::{Code, Outcome};
 
 /// The codes the CLI gives a failure of its own.
 pub(super) const CLI_CODES: &[&str] = &[
@@ -53,7 +53,7 @@ pub(super) fn classify(msg: &str) -> Failure {
     }
 }
 
-/// `("no session s-1", "not_found")` from `no session s-1 (not_found)`, when the
+/// `("no session s-1", not_found)` from `no session s-1 (not_found)`, when the
 /// bracket holds the daemon's code or one of the CLI's.
 fn trailing_code(msg: &str) -> Option<(&str, &'static str)> {
     let (message, last) = msg.strip_suffix(')')?.rsplit_once(" (")?;
@@ -63,6 +63,31 @@ fn trailing_code(msg: &str) -> Option<(&str, &'static str)> {
         .chain(CLI_CODES.iter().copied())
         .find(|c| *c == last)?;
     Some((message, code))
+}
+
+/// The exit status of a verb that failed (docs/cli.md#exit-codes): what was named is
+/// not there, relay refused it, relay is not there to ask; else 1.
+const NOT_FOUND: u8 = 3;
+const REFUSED: u8 = 4;
+/// sysexits' `EX_UNAVAILABLE`, as `systemctl` and the BSD tools use it.
+const UNAVAILABLE: u8 = 69;
+
+/// The exit status for a failure's code: a daemon code by its class in
+/// `crate::wire::Code` (a 404 is not found, another `Denied` one refused), relay not
+/// running or not answering 69, usage 2, everything else 1.
+pub(super) fn exit_status(code: &str) -> u8 {
+    if let Some(c) = Code::ALL.iter().find(|c| c.as_str() == code) {
+        return match (c.status(), c.outcome()) {
+            (404, _) => NOT_FOUND,
+            (_, Outcome::Denied) => REFUSED,
+            _ => 1,
+        };
+    }
+    match code {
+        "daemon_unreachable" | "daemon_not_answering" => UNAVAILABLE,
+        "usage" => 2,
+        _ => 1,
+    }
 }
 
 /// The one line `--json` prints for a failure.
@@ -85,7 +110,7 @@ pub(super) fn report(msg: &str, json: bool) -> u8 {
         let line = format!("error: {}\n", termout::visible(msg.as_bytes()));
         let _ = std::io::stderr().write_all(line.as_bytes());
     }
-    1
+    exit_status(f.code)
 }
 
 #[cfg(test)]
@@ -93,11 +118,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn not_found_refused_and_not_running_have_exit_statuses_of_their_own() {
+        let status = |c: Code| exit_status(c.as_str());
+        assert_eq!(status(Code::NotFound), 3);
+        assert_eq!(status(Code::UnknownProject), 3);
+        assert_eq!(status(Code::SessionRunning), 4);
+        assert_eq!(status(Code::TemplateNotAllowed), 4);
+        assert_eq!(status(Code::SessionNotRunning), 1);
+        assert_eq!(status(Code::SpawnFailed), 1);
+        assert_eq!(exit_status("daemon_unreachable"), 69);
+        assert_eq!(exit_status("daemon_not_answering"), 69);
+        assert_eq!(exit_status("connection_lost"), 1);
+        assert_eq!(exit_status("ambiguous_id"), 1);
+        assert_eq!(exit_status("usage"), 2);
+        assert_eq!(exit_status("failed"), 1);
+    }
+
+    #[test]
     fn a_failure_is_the_daemons_code_the_clis_or_failed() {
         assert_eq!(
             classify("no session s-1 (not_found)"),
             Failure {
-                code: "not_found",
+                code: Code::NotFound.as_str(),
                 message: "no session s-1".into()
             }
         );

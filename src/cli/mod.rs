@@ -1,7 +1,7 @@
 //! The `relay` command line. Every verb takes `--json` (one line on stdout). On
 //! failure: nothing on stdout, `error: …` on stderr, or with `--json` an error object on
-//! stdout ([`failure`]), exit 1; a command line clap refuses is clap's whole message,
-//! exit 2 ([`not_run`]). Everything printed goes
+//! stdout ([`failure`]), exit 1 (3 not found, 4 refused, 69 relay not running); a
+//! command line clap refuses is clap's whole message, exit 2 ([`not_run`]). Everything printed goes
 //! through [`termout`] (no control sequence a session chose reaches the terminal) and
 //! [`emit`] (a reader that went away, as `| head` does, is not an error).
 //!
@@ -123,7 +123,8 @@ impl Out {
 static JSON_FAILURES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// `error: <msg>` on stderr (control bytes visible), or with `--json` its error object
-/// on stdout ([`failure`]); exit 1. A closed stderr is ignored.
+/// on stdout ([`failure`]); exit 1, or its code's status ([`failure::exit_status`]).
+/// A closed stderr is ignored.
 pub(crate) fn fail(msg: impl std::fmt::Display) -> ExitCode {
     let json = JSON_FAILURES.load(std::sync::atomic::Ordering::Relaxed);
     ExitCode::from(failure::report(&msg.to_string(), json))

@@ -40,6 +40,7 @@ fn a_person_names_terminals_by_a_unique_prefix_of_their_ids() {
     }
     // A prefix of none says so.
     let none = r.cli(&["terminal", "stop", "zz"]);
+    assert_eq!(none.status, 3, "not found: {}", none.stderr);
     assert_eq!(
         none.stderr,
         "error: no terminal has an id starting with zz (relay terminal list shows them) \
@@ -48,7 +49,36 @@ fn a_person_names_terminals_by_a_unique_prefix_of_their_ids() {
     let listed = r.cli_json(&["terminal", "list"]);
     assert_eq!(listed["terminals"].as_array().unwrap().len(), 2, "{listed}");
 
+    // Purging the running one is refused by relay: exit 4, not 1 or 3.
+    let running = r.cli(&["terminal", "purge", &a[..8]]);
+    assert_eq!(running.status, 4, "{}", running.stderr);
+    assert!(
+        running.stderr.ends_with("(session_running)\n"),
+        "{}",
+        running.stderr
+    );
+
     // The unique prefix stops the running one.
     let stopped = r.cli_json(&["terminal", "stop", &a[..8]]);
     assert_eq!(stopped["id"], a.as_str());
+}
+
+/// With no relay running, a verb says so with exit 69 (sysexits' "service
+/// unavailable"), which a script tells apart from a refusal (4) and a name that is not
+/// there (3); with `--json` its code is `daemon_unreachable`.
+#[test]
+fn a_person_runs_a_verb_while_relay_is_not_running() {
+    let r = Relay::prepare(None, false);
+    let out = r.cli(&["terminal", "list"]);
+    assert_eq!(out.status, 69, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("error: relay is not running (cannot connect to "),
+        "{}",
+        out.stderr
+    );
+    let json = r.cli(&["terminal", "stop", "t-3f", "--json"]);
+    assert_eq!(json.status, 69, "{}", json.stderr);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "daemon_unreachable", "{v}");
 }

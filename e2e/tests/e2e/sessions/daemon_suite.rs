@@ -464,7 +464,8 @@ fn a_failing_verb_is_one_error_line_or_with_json_one_error_object() {
         vec!["session", "message", "--id", "s-nope", "hi"],
     ] {
         let out = r.cli(&args);
-        assert_eq!(out.status, 1, "{args:?}");
+        // Not found: exit 3 (docs/cli.md#exit-codes).
+        assert_eq!(out.status, 3, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}: {:?}", out.stdout);
         assert!(
             out.stderr.starts_with("error: ")
@@ -479,7 +480,7 @@ fn a_failing_verb_is_one_error_line_or_with_json_one_error_object() {
         assert_eq!(json.stderr, "", "{args:?}");
         let v: Value = serde_json::from_str(&json.stdout).unwrap();
         assert_eq!(json.stdout.lines().count(), 1, "{args:?}");
-        assert_eq!(v["error"]["code"], "not_found", "{v}");
+        assert_eq!(v["error"]["code"], Code::NotFound.as_str(), "{v}");
         let message = v["error"]["message"].as_str().unwrap();
         assert_eq!(
             format!("error: {message} (not_found)\n"),
