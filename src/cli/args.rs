@@ -30,6 +30,17 @@ pub(super) struct Json {
     pub json: bool,
 }
 
+/// Which entries `list` shows: all by default.
+#[derive(Args, Clone)]
+pub(super) struct ListFilter {
+    /// Only the running ones.
+    #[arg(long)]
+    pub running: bool,
+    /// Only those of this project (its id, as the list shows it).
+    #[arg(long, value_name = "ID")]
+    pub project: Option<String>,
+}
+
 /// The terminal or session a verb acts on, positional or as `--id` (for scripts), not
 /// both: its id, or a unique prefix of it ([`crate::cli::commands::entry::resolve`]).
 #[derive(Args, Clone)]
@@ -267,6 +278,16 @@ pub(super) enum TerminalVerb {
     /// List the terminals, running and ended.
     List {
         #[command(flatten)]
+        filter: ListFilter,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Purge every ended terminal (of --project only, when given).
+    Prune {
+        /// Only those of this project (its id, as the list shows it).
+        #[arg(long, value_name = "ID")]
+        project: Option<String>,
+        #[command(flatten)]
         json: Json,
     },
     /// Print a terminal's output log (control bytes as visible text).
@@ -388,6 +409,16 @@ pub(super) enum SessionVerb {
     },
     /// List the sessions, running and dormant.
     List {
+        #[command(flatten)]
+        filter: ListFilter,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Purge every ended (dormant) session (of --project only, when given).
+    Prune {
+        /// Only those of this project (its id, as the list shows it).
+        #[arg(long, value_name = "ID")]
+        project: Option<String>,
         #[command(flatten)]
         json: Json,
     },

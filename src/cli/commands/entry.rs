@@ -2,7 +2,6 @@
 //! docs/routes.md#entry): the line for one entry, a list, `stop`, `purge` and `egress`,
 //! and the caller's folder a `start` sends.
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::cli::client::Client;
@@ -49,15 +48,80 @@ fn list_text(items: &[wire::Session]) -> String {
     items.iter().map(describe).collect::<Vec<_>>().join("\n")
 }
 
-/// `relay session|terminal list`: `what` is `sessions` or `terminals`, `items` the
-/// answer's entries.
-pub fn list<L: DeserializeOwned>(
+/// The entries of `GET /api/<what>` (`sessions`, `terminals`) that `keep` keeps, each as
+/// its wire type and as it came.
+fn entries(
     c: &Client,
     what: &str,
-    items: fn(&L) -> &[wire::Session],
-) -> Result<Out, String> {
-    c.call_as("GET", &format!("/api/{what}"))
-        .map(|(l, v): (L, _)| Out::new(v, list_text(items(&l))))
+    keep: impl Fn(&wire::Session) -> bool,
+) -> Result<Vec<(wire::Session, Value)>, String> {
+    let route = format!("GET /api/{what}");
+    let (v, _): (Value, _) = c.call_as("GET", &format!("/api/{what}"))?;
+    let raw = v[what].as_array().cloned().unwrap_or_default();
+    let mut kept = Vec::new();
+    for e in raw {
+        let typed: wire::Session = serde_json::from_value(e.clone())
+            .map_err(|x| format!("relay's answer to {route}: {x}"))?;
+        if keep(&typed) {
+            kept.push((typed, e));
+        }
+    }
+    Ok(kept)
+}
+
+/// `relay session|terminal list [--running] [--project ID]`: `what` is `sessions` or
+/// `terminals`; `--json` is the answer with only the entries kept.
+pub fn list(c: &Client, what: &str, running: bool, project: Option<&str>) -> Result<Out, String> {
+    let kept = entries(c, what, |e| {
+        (!running || e.state == wire::EntryState::Running)
+            && project.is_none_or(|p| e.project_id == p)
+    })?;
+    let (typed, raw): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
+    Ok(Out::new(
+        serde_json::json!({ what: raw }),
+        list_text(&typed),
+    ))
+}
+
+/// `relay session|terminal prune [--project ID]`: every ended entry purged through its
+/// purge route, one `purged <entry>` line each. One that cannot be purged is named in
+/// the failure, with the code of the last refusal, after the others went.
+pub fn prune(c: &Client, what: &str, project: Option<&str>) -> Result<Out, String> {
+    let ended = entries(c, what, |e| {
+        matches!(
+            e.state,
+            wire::EntryState::Exited | wire::EntryState::Dormant
+        ) && project.is_none_or(|p| e.project_id == p)
+    })?;
+    let (mut json, mut text, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for (e, _) in ended {
+        match purge(c, what, &e.id) {
+            Ok(out) => {
+                json.push(out.json);
+                text.push(out.text);
+            }
+            Err(why) => failed.push(format!("{}: {why}", e.id)),
+        }
+    }
+    if !failed.is_empty() {
+        let went = json
+            .iter()
+            .filter_map(|v| v["id"].as_str())
+            .collect::<Vec<_>>();
+        return Err(format!(
+            "purged {} ({}); could not purge {}",
+            went.len(),
+            went.join(", "),
+            failed.join("; ")
+        ));
+    }
+    if text.is_empty() {
+        text.push(format!("no ended {what} to purge"));
+    }
+    Ok(Out::new(
+        serde_json::json!({ "purged": json }),
+        text.join("\n"),
+    ))
 }
 
 /// The id a command line named (`relay terminal stop t-3f9a`): a whole id (`t-` or `s-`

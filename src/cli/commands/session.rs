@@ -42,11 +42,16 @@ pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
             Err(e) => fail(e),
         },
         SessionVerb::List {
+            filter,
             json: Json { json },
         } => print(
             json,
-            entry::list(c, "sessions", |l: &wire::Sessions| &l.sessions),
+            entry::list(c, "sessions", filter.running, filter.project.as_deref()),
         ),
+        SessionVerb::Prune {
+            project,
+            json: Json { json },
+        } => print(json, entry::prune(c, "sessions", project.as_deref())),
         SessionVerb::Log {
             id,
             json: Json { json },

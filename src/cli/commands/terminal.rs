@@ -40,11 +40,16 @@ pub fn run(config: &Path, v: TerminalVerb, config_flag: Option<&PathBuf>) -> Exi
             print(json, start(&c, body))
         }
         TerminalVerb::List {
+            filter,
             json: Json { json },
         } => print(
             json,
-            entry::list(&c, "terminals", |t: &wire::Terminals| &t.terminals),
+            entry::list(&c, "terminals", filter.running, filter.project.as_deref()),
         ),
+        TerminalVerb::Prune {
+            project,
+            json: Json { json },
+        } => print(json, entry::prune(&c, "terminals", project.as_deref())),
         TerminalVerb::Log {
             id,
             raw,

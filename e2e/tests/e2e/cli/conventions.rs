@@ -5,7 +5,7 @@
 use relay_e2e::daemon::{base_settings, Relay};
 
 #[test]
-fn a_person_names_terminals_by_a_unique_prefix_of_their_ids() {
+fn a_person_names_terminals_by_id_prefixes_filters_the_list_and_prunes_the_ended() {
     let r = Relay::start(base_settings(None));
     let a = r.shell_terminal("exec sleep 600")["id"]
         .as_str()
@@ -49,6 +49,21 @@ fn a_person_names_terminals_by_a_unique_prefix_of_their_ids() {
     let listed = r.cli_json(&["terminal", "list"]);
     assert_eq!(listed["terminals"].as_array().unwrap().len(), 2, "{listed}");
 
+    // Lists filtered as `docker ps` and pueue filter theirs.
+    let ids = |args: &[&str]| -> Vec<String> {
+        r.cli_json(args)["terminals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&["terminal", "list", "--running"]), vec![a.as_str()]);
+    assert_eq!(ids(&["terminal", "list", "--project", "p1"]).len(), 2);
+    assert!(ids(&["terminal", "list", "--project", "p2"]).is_empty());
+    let text = r.cli(&["terminal", "list", "--running"]).stdout;
+    assert!(text.starts_with(&format!("{a}  running")) && text.lines().count() == 1);
+
     // Purging the running one is refused by relay: exit 4, not 1 or 3.
     let running = r.cli(&["terminal", "purge", &a[..8]]);
     assert_eq!(running.status, 4, "{}", running.stderr);
@@ -61,6 +76,26 @@ fn a_person_names_terminals_by_a_unique_prefix_of_their_ids() {
     // The unique prefix stops the running one.
     let stopped = r.cli_json(&["terminal", "stop", &a[..8]]);
     assert_eq!(stopped["id"], a.as_str());
+
+    // Prune purges every ended one through the purge route, saying which went.
+    r.wait_exited(&a);
+    let pruned = r.cli_json(&["terminal", "prune"]);
+    let mut went: Vec<&str> = pruned["purged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    went.sort();
+    let mut both = [a.as_str(), b.as_str()];
+    both.sort();
+    assert_eq!(went, both, "{pruned}");
+    assert!(ids(&["terminal", "list"]).is_empty());
+    let again = r.cli(&["terminal", "prune"]);
+    assert_eq!(
+        (again.status, again.stdout.as_str()),
+        (0, "no ended terminals to purge\n")
+    );
 }
 
 /// With no relay running, a verb says so with exit 69 (sysexits' "service
