@@ -30,6 +30,41 @@ pub(super) struct Json {
     pub json: bool,
 }
 
+/// Which entries `list` shows: all by default.
+#[derive(Args, Clone)]
+pub(super) struct ListFilter {
+    /// Only the running ones.
+    #[arg(long)]
+    pub running: bool,
+    /// Only those of this project (its id, as the list shows it).
+    #[arg(long, value_name = "ID")]
+    pub project: Option<String>,
+}
+
+/// The terminal or session a verb acts on, positional or as `--id` (for scripts), not
+/// both: its id, or a unique prefix of it ([`crate::cli::commands::entry::resolve`]).
+#[derive(Args, Clone)]
+pub(super) struct Target {
+    /// The id, or a unique prefix of it (as the list shows it; `t-` or `s-` may be left off).
+    #[arg(
+        value_name = "ID",
+        required_unless_present = "id",
+        conflicts_with = "id",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
+    pub target: Option<String>,
+    /// The same, as a flag.
+    #[arg(long, value_name = "ID", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub id: Option<String>,
+}
+
+impl Target {
+    /// What was typed, in either place.
+    pub fn given(self) -> String {
+        self.target.or(self.id).unwrap_or_default()
+    }
+}
+
 #[derive(Subcommand)]
 pub(super) enum Verb {
     /// Run TEMPLATE sandboxed here, attached to this terminal.
@@ -257,13 +292,22 @@ pub(super) enum TerminalVerb {
     /// List the terminals, running and ended.
     List {
         #[command(flatten)]
+        filter: ListFilter,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Purge every ended terminal (of --project only, when given).
+    Prune {
+        /// Only those of this project (its id, as the list shows it).
+        #[arg(long, value_name = "ID")]
+        project: Option<String>,
+        #[command(flatten)]
         json: Json,
     },
     /// Print a terminal's output log (control bytes as visible text).
     Log {
-        /// The terminal's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         /// Write the log's bytes as the session wrote them, escape sequences included
         /// (by default they are written as visible text).
         #[arg(long, conflicts_with = "json")]
@@ -273,9 +317,8 @@ pub(super) enum TerminalVerb {
     },
     /// Stop a running terminal.
     Stop {
-        /// The terminal's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
@@ -285,9 +328,8 @@ pub(super) enum TerminalVerb {
     /// detach keys (default Ctrl-\ Ctrl-\) leave it running; so does closing this
     /// terminal. Exits with the tool's status when it ends.
     Attach {
-        /// The terminal's id (`relay terminal list`).
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         /// Keys that detach, such as `ctrl-\,ctrl-\` (the default, or settings.json's
         /// `detach_keys`), `ctrl-a,d`, or `none`.
         #[arg(long = "detach-keys", value_name = "KEYS")]
@@ -299,9 +341,8 @@ pub(super) enum TerminalVerb {
     /// (ended by a token change, or after Claude Code's own resume hint), in its
     /// sandbox, on the token as it is now, attached here as `relay sandbox` is.
     Resume {
-        /// The terminal's id (`relay terminal list`).
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         /// Keys that detach, such as `ctrl-\,ctrl-\` (the default, or settings.json's
         /// `detach_keys`), `ctrl-a,d`, or `none`.
         #[arg(long = "detach-keys", value_name = "KEYS")]
@@ -311,18 +352,16 @@ pub(super) enum TerminalVerb {
     },
     /// Remove an ended terminal: its record, logs and temp folder.
     Purge {
-        /// The terminal's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
     /// Every connection the terminal asked its egress proxy for: allowed or refused, by
     /// which rule, bytes each way.
     Egress {
-        /// The terminal's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
@@ -385,30 +424,37 @@ pub(super) enum SessionVerb {
     /// List the sessions, running and dormant.
     List {
         #[command(flatten)]
+        filter: ListFilter,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Purge every ended (dormant) session (of --project only, when given).
+    Prune {
+        /// Only those of this project (its id, as the list shows it).
+        #[arg(long, value_name = "ID")]
+        project: Option<String>,
+        #[command(flatten)]
         json: Json,
     },
     /// Stop a running session (it becomes dormant and can be resumed).
     Stop {
-        /// The session's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
     /// Print what Claude Code wrote on its stderr (its log), kept after it exits: why
     /// a session that ended at once ended.
     Log {
-        /// The session's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
     /// Start a dormant session again, in its own conversation.
     Resume {
-        /// The session's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
@@ -416,18 +462,16 @@ pub(super) enum SessionVerb {
     ///
     /// The temp folder holds Claude's config and transcripts.
     Purge {
-        /// The session's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
     /// Every connection the session asked its egress proxy for: allowed or refused, by
     /// which rule, bytes each way.
     Egress {
-        /// The session's id.
-        #[arg(long)]
-        id: String,
+        #[command(flatten)]
+        id: Target,
         #[command(flatten)]
         json: Json,
     },
@@ -492,10 +536,25 @@ pub(super) fn command() -> clap::Command {
     cmd
 }
 
-/// Parses the process's arguments with [`command`]'s tree.
-pub(super) fn parse() -> Result<Cli, clap::Error> {
+/// Parses the process's arguments with [`command`]'s tree: the command line, and
+/// whether its verb was given `--json`.
+pub(super) fn parse() -> Result<(Cli, bool), clap::Error> {
     let matches = command().try_get_matches()?;
-    Cli::from_arg_matches(&matches)
+    let mut verb = &matches;
+    while let Some((_, sub)) = verb.subcommand() {
+        verb = sub;
+    }
+    let json = matches!(verb.try_get_one::<bool>("json"), Ok(Some(true)));
+    Ok((Cli::from_arg_matches(&matches)?, json))
+}
+
+/// Whether a command line clap refused holds `--json` before any `--`: its usage error
+/// is then an error object on stdout.
+pub(super) fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 #[cfg(test)]

@@ -199,6 +199,27 @@ impl Client {
     }
 }
 
+/// How the sentences below begin, so a failure's code is read back from them
+/// ([`unavailable`]).
+const NOT_RUNNING: &str = "relay is not running (cannot connect to ";
+const NOT_ANSWERING: &str = " took the connection on ";
+const STOPPED: &str = "relay stopped while answering ";
+const CLOSED: &str = "relay closed the connection while answering ";
+
+/// The CLI's code for a sentence of this file (`crate::cli::failure`): relay not
+/// running, not answering, or the connection cut off; `None` for any other.
+pub(super) fn unavailable(msg: &str) -> Option<&'static str> {
+    if msg.starts_with(NOT_RUNNING) {
+        Some("daemon_unreachable")
+    } else if msg.starts_with("relay") && msg.contains(NOT_ANSWERING) {
+        Some("daemon_not_answering")
+    } else if msg.starts_with(STOPPED) || msg.starts_with(CLOSED) {
+        Some("connection_lost")
+    } else {
+        None
+    }
+}
+
 /// What a verb says when the connection to relay broke off during `what`: relay stopped
 /// (nothing listens on `socket` any more), or it closed this one connection; either
 /// way where its log is. `why` is the transport's word, kept last for a bug report.
@@ -220,12 +241,11 @@ fn cut_off(socket: &Path, what: &str, why: &str) -> String {
     });
     if gone {
         format!(
-            "relay stopped while answering {what}; see {log} for why, and start it again \
-             with `{}` ({why})",
+            "{STOPPED}{what}; see {log} for why, and start it again with `{}` ({why})",
             serve_command(socket.parent())
         )
     } else {
-        format!("relay closed the connection while answering {what}; see {log} ({why})")
+        format!("{CLOSED}{what}; see {log} ({why})")
     }
 }
 
@@ -246,7 +266,9 @@ fn hung(socket: &Path, limit: std::time::Duration) -> String {
         None => ("`kill -CONT <pid>`".into(), "stop it".into()),
     };
     format!(
-        "{who} took the connection on {} but did not answer in {} s: it may be stopped          (a Ctrl-Z or SIGSTOP; {resume} resumes it) or stuck. See {}; if it stays so,          {stop} and start it again with `{}`",
+        "{who}{NOT_ANSWERING}{} but did not answer in {} s: it may be stopped \
+         (a Ctrl-Z or SIGSTOP; {resume} resumes it) or stuck. See {}; if it stays so, \
+         {stop} and start it again with `{}`",
         socket.display(),
         limit.as_secs(),
         paths.log().display(),
@@ -258,10 +280,7 @@ fn hung(socket: &Path, limit: std::time::Duration) -> String {
 /// how to start it, and, when a login service for this config dir is installed, where
 /// to look.
 fn not_running(socket: &Path, why: &std::io::Error) -> String {
-    let mut msg = format!(
-        "relay is not running (cannot connect to {}: {why}); ",
-        socket.display()
-    );
+    let mut msg = format!("{NOT_RUNNING}{}: {why}); ", socket.display());
     let serve = serve_command(socket.parent());
     let installed = socket
         .parent()
@@ -321,6 +340,38 @@ mod tests {
             ok.typed::<wire::Sessions>("GET /api/sessions").unwrap(),
             wire::Sessions::default()
         );
+    }
+
+    /// The sentence for a relay that took the connection and never answered reads as
+    /// one: no run of spaces where its source lines meet.
+    #[test]
+    fn a_hung_relay_reads_as_one_sentence() {
+        let m = hung(
+            Path::new("/nonexistent/relay.sock"),
+            std::time::Duration::from_secs(20),
+        );
+        assert!(
+            m.starts_with(
+                "relay took the connection on /nonexistent/relay.sock but did not answer in \
+                 20 s: it may be stopped (a Ctrl-Z or SIGSTOP; `kill -CONT <pid>` resumes it)"
+            ),
+            "{m}"
+        );
+        assert!(!m.contains("  "), "{m}");
+        assert_eq!(unavailable(&m), Some("daemon_not_answering"));
+    }
+
+    /// Each sentence for a relay that is not there has its code.
+    #[test]
+    fn relay_not_running_or_cut_off_reads_back_as_its_code() {
+        let sock = Path::new("/nonexistent/relay.sock");
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let m = not_running(sock, &refused);
+        assert!(m.starts_with("relay is not running (cannot connect to /nonexistent/relay.sock: "));
+        assert_eq!(unavailable(&m), Some("daemon_unreachable"));
+        let cut = cut_off(sock, "GET /api/status", "connection closed");
+        assert_eq!(unavailable(&cut), Some("connection_lost"));
+        assert_eq!(unavailable("no session s-1 (not_found)"), None);
     }
 
     #[test]

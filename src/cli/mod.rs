@@ -1,6 +1,7 @@
 //! The `relay` command line. Every verb takes `--json` (one line on stdout). On
-//! failure: nothing on stdout, `error: …` on stderr, exit 1; a command line clap refuses
-//! is clap's whole message, exit 2 ([`not_run`]). Everything printed goes
+//! failure: nothing on stdout, `error: …` on stderr, or with `--json` an error object on
+//! stdout ([`failure`]), exit 1 (3 not found, 4 refused, 69 relay not running); a
+//! command line clap refuses is clap's whole message, exit 2 ([`not_run`]). Everything printed goes
 //! through [`termout`] (no control sequence a session chose reaches the terminal) and
 //! [`emit`] (a reader that went away, as `| head` does, is not an error).
 //!
@@ -14,6 +15,7 @@ mod args;
 mod attach;
 mod client;
 mod commands;
+mod failure;
 mod resume_hint;
 pub mod termout;
 mod turn;
@@ -117,11 +119,15 @@ impl Out {
     }
 }
 
-/// `error: <msg>` on stderr (control bytes visible), exit 1. A closed stderr is ignored.
+/// Whether the verb was given `--json`: its failure is then its error object on stdout.
+static JSON_FAILURES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `error: <msg>` on stderr (control bytes visible), or with `--json` its error object
+/// on stdout ([`failure`]); exit 1, or its code's status ([`failure::exit_status`]).
+/// A closed stderr is ignored.
 pub(crate) fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    let line = format!("error: {}\n", termout::visible(msg.to_string().as_bytes()));
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    ExitCode::from(1)
+    let json = JSON_FAILURES.load(std::sync::atomic::Ordering::Relaxed);
+    ExitCode::from(failure::report(&msg.to_string(), json))
 }
 
 /// Writes `bytes` to stdout and answers `code`. A closed pipe (`EPIPE`: the reader
@@ -172,10 +178,11 @@ fn print(json: bool, result: Result<Out, String>) -> ExitCode {
 }
 
 pub fn run() -> ExitCode {
-    let cli = match args::parse() {
+    let (cli, json) = match args::parse() {
         Ok(c) => c,
         Err(e) => return not_run(&e),
     };
+    JSON_FAILURES.store(json, std::sync::atomic::Ordering::Relaxed);
     // Without a config dir: a shell's completions need no home.
     if let Verb::Completions { shell } = cli.verb {
         return commands::completions::run(shell);
@@ -269,6 +276,14 @@ fn not_run(e: &clap::Error) -> ExitCode {
     let text = e.render().to_string();
     if e.exit_code() == 0 {
         return emit(text.as_bytes(), ExitCode::SUCCESS);
+    }
+    if args::json_asked() {
+        let message = text.trim_end().trim_start_matches("error: ").to_string();
+        let line = failure::json_line(&failure::Failure {
+            code: "usage",
+            message,
+        });
+        return emit(line.as_bytes(), ExitCode::from(USAGE));
     }
     let _ = std::io::stderr().write_all(termout::visible(text.as_bytes()).as_bytes());
     ExitCode::from(USAGE)

@@ -2,7 +2,6 @@
 //! docs/routes.md#entry): the line for one entry, a list, `stop`, `purge` and `egress`,
 //! and the caller's folder a `start` sends.
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::cli::client::Client;
@@ -49,15 +48,129 @@ fn list_text(items: &[wire::Session]) -> String {
     items.iter().map(describe).collect::<Vec<_>>().join("\n")
 }
 
-/// `relay session|terminal list`: `what` is `sessions` or `terminals`, `items` the
-/// answer's entries.
-pub fn list<L: DeserializeOwned>(
+/// The entries of `GET /api/<what>` (`sessions`, `terminals`) that `keep` keeps, each as
+/// its wire type and as it came.
+fn entries(
     c: &Client,
     what: &str,
-    items: fn(&L) -> &[wire::Session],
-) -> Result<Out, String> {
-    c.call_as("GET", &format!("/api/{what}"))
-        .map(|(l, v): (L, _)| Out::new(v, list_text(items(&l))))
+    keep: impl Fn(&wire::Session) -> bool,
+) -> Result<Vec<(wire::Session, Value)>, String> {
+    let route = format!("GET /api/{what}");
+    let (v, _): (Value, _) = c.call_as("GET", &format!("/api/{what}"))?;
+    let raw = v[what].as_array().cloned().unwrap_or_default();
+    let mut kept = Vec::new();
+    for e in raw {
+        let typed: wire::Session = serde_json::from_value(e.clone())
+            .map_err(|x| format!("relay's answer to {route}: {x}"))?;
+        if keep(&typed) {
+            kept.push((typed, e));
+        }
+    }
+    Ok(kept)
+}
+
+/// `relay session|terminal list [--running] [--project ID]`: `what` is `sessions` or
+/// `terminals`; `--json` is the answer with only the entries kept.
+pub fn list(c: &Client, what: &str, running: bool, project: Option<&str>) -> Result<Out, String> {
+    let kept = entries(c, what, |e| {
+        (!running || e.state == wire::EntryState::Running)
+            && project.is_none_or(|p| e.project_id == p)
+    })?;
+    let (typed, raw): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
+    Ok(Out::new(
+        serde_json::json!({ what: raw }),
+        list_text(&typed),
+    ))
+}
+
+/// `relay session|terminal prune [--project ID]`: every ended entry purged through its
+/// purge route, one `purged <entry>` line each. One that cannot be purged is named in
+/// the failure, with the code of the last refusal, after the others went.
+pub fn prune(c: &Client, what: &str, project: Option<&str>) -> Result<Out, String> {
+    let ended = entries(c, what, |e| {
+        matches!(
+            e.state,
+            wire::EntryState::Exited | wire::EntryState::Dormant
+        ) && project.is_none_or(|p| e.project_id == p)
+    })?;
+    let (mut json, mut text, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for (e, _) in ended {
+        match purge(c, what, &e.id) {
+            Ok(out) => {
+                json.push(out.json);
+                text.push(out.text);
+            }
+            Err(why) => failed.push(format!("{}: {why}", e.id)),
+        }
+    }
+    if !failed.is_empty() {
+        let went = json
+            .iter()
+            .filter_map(|v| v["id"].as_str())
+            .collect::<Vec<_>>();
+        return Err(format!(
+            "purged {} ({}); could not purge {}",
+            went.len(),
+            went.join(", "),
+            failed.join("; ")
+        ));
+    }
+    if text.is_empty() {
+        text.push(format!("no ended {what} to purge"));
+    }
+    Ok(Out::new(
+        serde_json::json!({ "purged": json }),
+        text.join("\n"),
+    ))
+}
+
+/// The id a command line named (`relay terminal stop t-3f9a`): a whole id (`t-` or `s-`
+/// and 12 hex digits) as it is, the daemon answering for it; anything shorter a prefix
+/// of one id `GET /api/<what>` lists, so the daemon's API stays exact.
+pub fn resolve(c: &Client, what: &str, given: &str) -> Result<String, String> {
+    if whole_id(given) {
+        return Ok(given.to_string());
+    }
+    let (v, _): (Value, _) = c.call_as("GET", &format!("/api/{what}"))?;
+    let ids: Vec<String> = v[what]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["id"].as_str().map(String::from))
+        .collect();
+    pick(what.trim_end_matches('s'), given, &ids)
+}
+
+/// Whether `s` has the form of a whole id: `t-` or `s-`, then 12 hex digits.
+fn whole_id(s: &str) -> bool {
+    let hex = s.strip_prefix("t-").or_else(|| s.strip_prefix("s-"));
+    hex.is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The one id of `ids` that `given` starts (with or without its `t-`/`s-`), or why
+/// none is: no match is `not_found`, several are `ambiguous_id`, each naming the ids.
+fn pick(kind: &str, given: &str, ids: &[String]) -> Result<String, String> {
+    if let Some(exact) = ids.iter().find(|id| *id == given) {
+        return Ok(exact.clone());
+    }
+    let hits: Vec<&String> = ids
+        .iter()
+        .filter(|id| id.starts_with(given) || id.get(2..).is_some_and(|h| h.starts_with(given)))
+        .collect();
+    match hits.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(format!(
+            "no {kind} has an id starting with {given} (relay {kind} list shows them) (not_found)"
+        )),
+        many => Err(format!(
+            "{given} starts the ids of {} {kind}s: {}; type more of the id (ambiguous_id)",
+            many.len(),
+            many.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }
 
 /// An answer that is one entry, printed as `<verb> <entry>`.
@@ -189,6 +302,29 @@ pub(crate) mod tests {
         );
         assert_eq!(out.json, json!({"id": "s-2"}));
         assert_eq!(one("stopped", Err("no".into())).err().unwrap(), "no");
+    }
+
+    #[test]
+    fn an_id_is_a_whole_one_or_a_unique_prefix_with_or_without_its_kind() {
+        assert!(whole_id("t-0123456789ab") && whole_id("s-abcdefABCDEF"));
+        assert!(!whole_id("t-0123") && !whole_id("x-0123456789ab") && !whole_id("t-0123456789ag"));
+        let ids = ["t-3f9a00000001", "t-3f9b00000002", "t-1200000000ff"].map(String::from);
+        assert_eq!(pick("terminal", "t-3f9a", &ids).unwrap(), "t-3f9a00000001");
+        assert_eq!(pick("terminal", "12", &ids).unwrap(), "t-1200000000ff");
+        assert_eq!(
+            pick("terminal", "t-3f", &ids).unwrap_err(),
+            "t-3f starts the ids of 2 terminals: t-3f9a00000001, t-3f9b00000002; type more \
+             of the id (ambiguous_id)"
+        );
+        assert_eq!(
+            pick("session", "s-9", &[]).unwrap_err(),
+            "no session has an id starting with s-9 (relay session list shows them) (not_found)"
+        );
+        // An id that is whole and listed is itself, though it starts no other.
+        assert_eq!(
+            pick("terminal", "t-1200000000ff", &ids).unwrap(),
+            "t-1200000000ff"
+        );
     }
 
     /// An audit row of a connection, as `GET /api/…/egress` answers it.

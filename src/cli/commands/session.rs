@@ -5,12 +5,13 @@
 use std::process::ExitCode;
 
 use super::entry::{self, describe, here, one};
-use crate::cli::args::{Json, SessionVerb};
+use crate::cli::args::{Json, SessionVerb, Target};
 use crate::cli::client::Client;
 use crate::cli::{fail, print, turn, Out};
 use crate::wire;
 
 pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
+    let id_of = |t: Target| entry::resolve(c, "sessions", &t.given());
     match v {
         SessionVerb::Start {
             project,
@@ -41,31 +42,48 @@ pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
             Err(e) => fail(e),
         },
         SessionVerb::List {
+            filter,
             json: Json { json },
         } => print(
             json,
-            entry::list(c, "sessions", |l: &wire::Sessions| &l.sessions),
+            entry::list(c, "sessions", filter.running, filter.project.as_deref()),
         ),
+        SessionVerb::Prune {
+            project,
+            json: Json { json },
+        } => print(json, entry::prune(c, "sessions", project.as_deref())),
         SessionVerb::Log {
             id,
             json: Json { json },
-        } => print(json, super::terminal::log_of(c, "sessions", &id, false)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| super::terminal::log_of(c, "sessions", &id, false)),
+        ),
         SessionVerb::Stop {
             id,
             json: Json { json },
-        } => print(json, entry::stop(c, "sessions", &id)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| entry::stop(c, "sessions", &id)),
+        ),
         SessionVerb::Resume {
             id,
             json: Json { json },
-        } => print(json, resume(c, &id)),
+        } => print(json, id_of(id).and_then(|id| resume(c, &id))),
         SessionVerb::Purge {
             id,
             json: Json { json },
-        } => print(json, entry::purge(c, "sessions", &id)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| entry::purge(c, "sessions", &id)),
+        ),
         SessionVerb::Egress {
             id,
             json: Json { json },
-        } => print(json, entry::egress(c, "sessions", &id)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| entry::egress(c, "sessions", &id)),
+        ),
     }
 }
 

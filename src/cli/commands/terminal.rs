@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::entry::{self, here, one};
-use crate::cli::args::{Json, TerminalVerb};
+use crate::cli::args::{Json, Target, TerminalVerb};
 use crate::cli::attach::{self, exit_code, exit_line, Attach, End};
 use crate::cli::client::Client;
 use crate::cli::{emit, fail, print, termout, Out};
@@ -15,6 +15,7 @@ use crate::wire;
 
 pub fn run(config: &Path, v: TerminalVerb, config_flag: Option<&PathBuf>) -> ExitCode {
     let c = Client::new(config);
+    let id_of = |t: Target| entry::resolve(&c, "terminals", &t.given());
     match v {
         TerminalVerb::Start {
             project,
@@ -39,48 +40,68 @@ pub fn run(config: &Path, v: TerminalVerb, config_flag: Option<&PathBuf>) -> Exi
             print(json, start(&c, body))
         }
         TerminalVerb::List {
+            filter,
             json: Json { json },
         } => print(
             json,
-            entry::list(&c, "terminals", |t: &wire::Terminals| &t.terminals),
+            entry::list(&c, "terminals", filter.running, filter.project.as_deref()),
         ),
+        TerminalVerb::Prune {
+            project,
+            json: Json { json },
+        } => print(json, entry::prune(&c, "terminals", project.as_deref())),
         TerminalVerb::Log {
             id,
             raw,
             json: Json { json },
-        } => print(json, log(&c, &id, raw)),
+        } => print(json, id_of(id).and_then(|id| log(&c, &id, raw))),
         TerminalVerb::Stop {
             id,
             json: Json { json },
-        } => print(json, entry::stop(&c, "terminals", &id)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| entry::stop(&c, "terminals", &id)),
+        ),
         TerminalVerb::Attach {
             id,
             detach_keys,
             json: Json { json },
-        } => attach(&c, config, &id, detach_keys.as_deref(), json, config_flag),
+        } => match id_of(id) {
+            Ok(id) => attach(&c, config, &id, detach_keys.as_deref(), json, config_flag),
+            Err(e) => fail(e),
+        },
         TerminalVerb::Resume {
             id,
             detach_keys,
             json: Json { json },
-        } => super::sandbox::resume(
-            config,
-            &id,
-            super::sandbox::Options {
-                template: crate::protocol::CLAUDE_CODE_TEMPLATE,
-                args: &[],
-                detach_keys: detach_keys.as_deref(),
-                json_out: json,
-                config_flag,
-            },
-        ),
+        } => match id_of(id) {
+            Ok(id) => super::sandbox::resume(
+                config,
+                &id,
+                super::sandbox::Options {
+                    template: crate::protocol::CLAUDE_CODE_TEMPLATE,
+                    args: &[],
+                    detach_keys: detach_keys.as_deref(),
+                    json_out: json,
+                    config_flag,
+                },
+            ),
+            Err(e) => fail(e),
+        },
         TerminalVerb::Purge {
             id,
             json: Json { json },
-        } => print(json, entry::purge(&c, "terminals", &id)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| entry::purge(&c, "terminals", &id)),
+        ),
         TerminalVerb::Egress {
             id,
             json: Json { json },
-        } => print(json, entry::egress(&c, "terminals", &id)),
+        } => print(
+            json,
+            id_of(id).and_then(|id| entry::egress(&c, "terminals", &id)),
+        ),
     }
 }
 

@@ -36,7 +36,7 @@ fn first_run() -> (Relay, String) {
 
 fn assert_home_refusal(out: &Output, key: &str, needle: &str) {
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(4), "refused: {stderr}");
     for want in [Code::HomeDirectory.as_str(), needle, "allow_home_directory"] {
         assert!(stderr.contains(want), "{want:?} not in: {stderr}");
     }

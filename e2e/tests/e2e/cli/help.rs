@@ -134,7 +134,7 @@ fn start_without_a_directory_runs_here_inside_the_project_else_in_the_projects_f
         "--directory",
         "/",
     ]);
-    assert_eq!(out.status, 1, "{}", out.stdout);
+    assert_eq!(out.status, 4, "refused: {}", out.stdout);
     assert!(
         out.stderr.contains(Code::DirectoryOutsideProject.as_str()),
         "{}",

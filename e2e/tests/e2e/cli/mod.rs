@@ -3,6 +3,7 @@
 
 mod audit_follow;
 mod config_dir;
+mod conventions;
 mod doctor_advice;
 mod explain;
 mod first_run;

@@ -308,7 +308,7 @@ fn service_install_and_uninstall_round_trip_without_a_user_manager() {
     // relay stopped: the CLI says so, and where the installed service logs.
     r.stop();
     let down = r.cli(&["status"]);
-    assert_eq!(down.status, 1);
+    assert_eq!(down.status, 69, "not running: {}", down.stderr);
     assert!(
         down.stderr
             .starts_with("error: relay is not running (cannot connect to ")

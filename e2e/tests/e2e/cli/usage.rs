@@ -38,12 +38,19 @@ fn usage_errors_print_claps_whole_message_and_exit_2() {
     has(
         &e,
         &[
-            "error: the following required arguments were not provided:\n  --id <ID>\n",
-            "\nUsage: relay session stop --id <ID>\n",
+            "error: the following required arguments were not provided:\n  <ID>\n",
+            "\nUsage: relay session stop <ID>\n",
         ],
     );
     let e = refused(&r, &["session", "message", "--id", "s-1"]);
     has(&e, &["  <TEXT>...\n", "Usage: relay session message"]);
+
+    // The id positional and as `--id` at once.
+    let e = refused(&r, &["terminal", "stop", "t-1", "--id", "t-2"]);
+    has(
+        &e,
+        &["error: the argument '[ID]' cannot be used with '--id <ID>'"],
+    );
 
     // Did you mean: a verb and a flag misspelt.
     let e = refused(&r, &["sesion", "list"]);
@@ -62,7 +69,7 @@ fn usage_errors_print_claps_whole_message_and_exit_2() {
         &[
             "error: unexpected argument '--idd' found",
             "tip: a similar argument exists: '--id'",
-            "Usage: relay terminal stop --id <ID>",
+            "Usage: relay terminal stop --id <ID> [ID]",
         ],
     );
 
@@ -168,5 +175,5 @@ fn bare_relay_prints_the_help_and_help_asked_for_goes_to_stdout_with_exit_0() {
     assert!(r
         .cli(&["session", "stop", "--help"])
         .stdout
-        .contains("Usage: relay session stop [OPTIONS] --id <ID>"));
+        .contains("Usage: relay session stop [OPTIONS] [ID]"));
 }

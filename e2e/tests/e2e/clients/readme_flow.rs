@@ -50,7 +50,7 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     // it would grant the whole home. The refusal says what to do.
     let out = in_home(&r, &["sandbox", "shell", "--", "-c", "true"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(4), "refused: {stderr}");
     assert!(
         stderr.contains(Code::HomeDirectory.as_str())
             && stderr.contains("cd into a folder below it")
@@ -92,7 +92,7 @@ fn the_readme_flow_logs_a_native_claude_in_and_keeps_its_folders_read_only() {
     let out = in_home(&r, &["sandbox", "claude-code", "--", "auth", "status"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.code() == Some(1) && stderr.contains("gets the token never runs there"),
+        out.status.code() == Some(4) && stderr.contains("gets the token never runs there"),
         "{stderr}"
     );
     let mut cmd = r.cli_command(&["sandbox", "claude-code", "--", "auth", "status"]);

@@ -663,7 +663,7 @@ fn a_claude_that_dies_at_start_says_why_and_relay_session_log_shows_it() {
     assert_eq!(log.status, 0, "{}", log.stderr);
     assert!(log.stdout.contains(said), "{}", log.stdout);
     let none = r.cli(&["session", "log", "--id", "s-000000000000"]);
-    assert_eq!(none.status, 1);
+    assert_eq!(none.status, 3, "not found: {}", none.stderr);
     assert!(
         none.stderr.contains("no session s-000000000000"),
         "{}",

@@ -479,7 +479,6 @@ fn an_audit_row_that_cannot_be_written_refuses_the_launch() {
         "-c",
         "--extra-arg",
         &format!("exec sleep {marker}"),
-        "--json",
     ]);
     assert_eq!(out.status, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.is_empty(), "{}", out.stdout);

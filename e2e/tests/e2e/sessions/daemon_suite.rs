@@ -149,7 +149,6 @@ fn malformed_settings_refuse_launches_keep_relay_up_and_a_fixed_file_recovers() 
         "p1",
         "--template",
         "shell",
-        "--json",
     ]);
     assert_eq!(out.status, 1);
     assert!(out.stdout.is_empty(), "stdout on failure: {:?}", out.stdout);
@@ -458,35 +457,58 @@ fn sigterm_ends_every_session_and_exits_0() {
 }
 
 #[test]
-fn cli_failures_print_nothing_on_stdout_and_one_error_line() {
+fn a_failing_verb_is_one_error_line_or_with_json_one_error_object() {
     let r = Relay::start(base_settings(None));
     for args in [
-        vec!["terminal", "log", "--id", "t-nope", "--json"],
-        vec!["session", "message", "--id", "s-nope", "hi", "--json"],
+        vec!["terminal", "log", "--id", "t-nope"],
+        vec!["session", "message", "--id", "s-nope", "hi"],
     ] {
         let out = r.cli(&args);
-        assert_eq!(out.status, 1, "{args:?}");
+        // Not found: exit 3 (docs/cli.md#exit-codes).
+        assert_eq!(out.status, 3, "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}: {:?}", out.stdout);
         assert!(
-            out.stderr.starts_with("error: ") && out.stderr.trim_end().lines().count() == 1,
+            out.stderr.starts_with("error: ")
+                && out.stderr.ends_with(" (not_found)\n")
+                && out.stderr.trim_end().lines().count() == 1,
             "{args:?}: {:?}",
             out.stderr
         );
-    }
-    // A command line relay cannot run is clap's whole message, exit 2 (cli/usage.rs).
-    for args in [
-        vec!["terminal", "start", "--template", "shell", "--json"],
-        vec!["bogus-verb"],
-    ] {
-        let out = r.cli(&args);
-        assert_eq!(out.status, 2, "{args:?}");
-        assert!(out.stdout.is_empty(), "{args:?}: {:?}", out.stdout);
-        assert!(
-            out.stderr.starts_with("error: ") && out.stderr.contains("\nUsage: relay "),
-            "{args:?}: {:?}",
-            out.stderr
+        // With `--json`: one error object on stdout, the API's code apart.
+        let json = r.cli(&[&args[..], &["--json"]].concat());
+        assert_eq!(json.status, out.status, "{args:?}");
+        assert_eq!(json.stderr, "", "{args:?}");
+        let v: Value = serde_json::from_str(&json.stdout).unwrap();
+        assert_eq!(json.stdout.lines().count(), 1, "{args:?}");
+        assert_eq!(v["error"]["code"], Code::NotFound.as_str(), "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            format!("error: {message} (not_found)\n"),
+            out.stderr,
+            "{args:?}"
         );
     }
+    // A command line relay cannot run is clap's whole message, exit 2 (cli/usage.rs);
+    // with `--json`, that message in an object of code `usage`.
+    let out = r.cli(&["bogus-verb"]);
+    assert_eq!(out.status, 2);
+    assert!(out.stdout.is_empty(), "{:?}", out.stdout);
+    assert!(
+        out.stderr.starts_with("error: ") && out.stderr.contains("\nUsage: relay "),
+        "{:?}",
+        out.stderr
+    );
+    let out = r.cli(&["terminal", "start", "--template", "shell", "--json"]);
+    assert_eq!(out.status, 2);
+    assert_eq!(out.stderr, "");
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "usage", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the following required arguments were not provided:")
+            && message.contains("\nUsage: relay terminal start"),
+        "{message}"
+    );
 }
 
 /// A template's program reached through a link to a link, as a native installer lays

@@ -138,8 +138,10 @@ fn a_sigkill_of_relay_at_each_launch_step_leaves_nothing_after_the_next_start() 
         // SIGKILL there. The launch was never answered.
         r.kill();
         let out = start.wait_with_output().unwrap();
+        // Never answered: a failure, its error object (`--json`) the one line out.
+        let failed: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         assert!(
-            !out.status.success() && out.stdout.is_empty(),
+            !out.status.success() && failed["error"]["code"].is_string(),
             "{step}: {out:?}"
         );
         assert!(wait::until(WAIT, || !alive(host)), "{step}: the host lives");

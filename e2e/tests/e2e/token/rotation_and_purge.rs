@@ -302,7 +302,7 @@ fn purge_removes_an_ended_sessions_record_logs_and_temp_folder() {
 
     // Running: refused; the wrong kind: not found.
     let out = r.cli(&["session", "purge", "--id", &s]);
-    assert_eq!(out.status, 1);
+    assert_eq!(out.status, 4, "refused: {}", out.stderr);
     assert!(
         out.stderr.contains(Code::SessionRunning.as_str()),
         "{}",
@@ -355,7 +355,7 @@ fn purge_removes_an_ended_sessions_record_logs_and_temp_folder() {
     );
     let out = r.cli(&["session", "purge", "--id", &s]);
     assert!(
-        out.status == 1 && out.stderr.contains(Code::NotFound.as_str()),
+        out.status == 3 && out.stderr.contains(Code::NotFound.as_str()),
         "{}",
         out.stderr
     );
