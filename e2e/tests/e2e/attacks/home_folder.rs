@@ -60,14 +60,23 @@ fn relay_sandbox_in_the_home_folder_cannot_read_the_homes_ssh_key() {
         "{stdout}"
     );
     assert_absent(&out.stdout, &key, "a sandbox below the home");
-    // Opted in, the home is granted whole: the setting does what it says.
+    // Opted in, the home is granted whole: the setting does what it says (a file beside
+    // the key reads), and a private key, a credential, stays masked even so
+    // (docs/settings.md#toolchains).
+    std::fs::write(r.home.join(".ssh/known_hosts"), "known-host-line").unwrap();
     let mut s: Value =
         serde_json::from_slice(&std::fs::read(r.config.join("settings.json")).unwrap()).unwrap();
     s["projects"][0]["allow_home_directory"] = json!(true);
     r.write_settings(&s);
-    let out = relay_in(&r, &r.home, &["sandbox", "shell", "--", "-c", read]);
+    let both = "cat \"$HOME/.ssh/known_hosts\"; echo; cat \"$HOME/.ssh/id_ed25519\"; echo rc=$?";
+    let out = relay_in(&r, &r.home, &["sandbox", "shell", "--", "-c", both]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains(&key), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("known-host-line"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_absent(&out.stdout, &key, "a sandbox granted the home whole");
 }
 
 #[test]

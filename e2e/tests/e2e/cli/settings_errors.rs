@@ -108,7 +108,8 @@ fn a_typod_key_is_named_with_the_key_it_resembles_where_the_launch_is_refused() 
         "--template",
         "shell",
     ]);
-    assert_eq!(start.status, 1, "{}", start.stdout);
+    // Refused (exit 4, docs/cli.md#exit-codes).
+    assert_eq!(start.status, 4, "{}", start.stdout);
     assert!(
         start.stderr.contains(Code::TemplateNotAllowed.as_str())
             && start.stderr.contains(

@@ -25,6 +25,9 @@ const MADE: [&str; 3] = [".claude", ".idea", ".vscode"];
 #[test]
 fn nothing_relay_made_for_a_session_stays_in_the_folder_it_started_in() {
     let r = Relay::start(base_settings(None));
+    // A project with something in it (an empty one is the session's own: nothing is
+    // made there at all, git_by_claude::git_clone_into_the_empty_folder…).
+    std::fs::write(r.project.join("README"), "mine\n").unwrap();
     let before = listing(&r.project);
     for name in MADE {
         assert!(!before.iter().any(|n| n == name), "{name} in {before:?}");

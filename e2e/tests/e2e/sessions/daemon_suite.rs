@@ -310,7 +310,8 @@ fn a_caller_inside_a_session_cannot_drive_relay() {
         log.contains("cannot be run from inside a relay session"),
         "{log}"
     );
-    assert!(log.contains("start_rc=1"), "{log}");
+    // Refused (exit 4, docs/cli.md#exit-codes).
+    assert!(log.contains("start_rc=4"), "{log}");
     assert!(log.contains("list_rc=0"), "reading is not driving: {log}");
     let row = r
         .audit_rows()

@@ -309,7 +309,7 @@ fn a_caller_inside_a_session_cannot_attach_to_a_terminal() {
     r.wait_exited(inner);
     let log = r.cli(&["terminal", "log", "--id", inner]).stdout;
     assert!(
-        log.contains("cannot be run from inside a relay session") && log.contains("attach_rc=1"),
+        log.contains("cannot be run from inside a relay session") && log.contains("attach_rc=4"),
         "{log}"
     );
     assert_eq!(state(&r, &target), "running");
