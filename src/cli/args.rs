@@ -373,6 +373,15 @@ pub(super) enum SessionVerb {
         #[command(flatten)]
         json: Json,
     },
+    /// Stop the turn a session is running, not the session: the turn ends with its
+    /// reply so far, and the session takes the next message.
+    Interrupt {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
+        #[command(flatten)]
+        json: Json,
+    },
     /// Stop a running session (it becomes dormant and can be resumed).
     Stop {
         /// The session's id.

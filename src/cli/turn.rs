@@ -198,7 +198,7 @@ fn whole(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    if t.is_error {
+    if t.is_error && !t.interrupted {
         warn(&t.warnings);
         return fail(turn_failed(&t.text, t.api_error_status.map(u64::from)));
     }
@@ -207,6 +207,13 @@ fn whole(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
     } else {
         text_line(&t.text)
     };
+    if t.interrupted {
+        if json_out || !t.text.trim().is_empty() {
+            let _ = emit(&bytes, ExitCode::SUCCESS);
+        }
+        warn(&t.warnings);
+        return interrupted_end(body_id(path));
+    }
     let code = emit(&bytes, ExitCode::SUCCESS);
     match warn(&t.warnings) {
         true => ExitCode::FAILURE,
@@ -254,14 +261,32 @@ fn streamed(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode 
     match answer {
         Err(e) => fail(e),
         Ok(Streamed::Refused(a)) => fail(a.error_text()),
-        Ok(Streamed::Lines) => stream_end(last, warned),
+        Ok(Streamed::Lines) => stream_end(body_id(path), last, warned),
     }
+}
+
+/// The session id in a message route's path.
+fn body_id(path: &str) -> &str {
+    path.split('/').nth(3).unwrap_or_default()
+}
+
+/// The end of an interrupted turn: the reply so far is printed; one line says so, and
+/// the exit is 1.
+fn interrupted_end(id: &str) -> ExitCode {
+    eprintln!(
+        "relay: the turn was interrupted; the reply so far is above (relay session log --id \
+         {id} keeps it), and the session takes the next message"
+    );
+    ExitCode::FAILURE
 }
 
 /// The exit status of a streamed turn from its last `result` or `error` event: 0 for a
 /// good result, 1 with a warning; an `error:` line for a failed turn, an error, or none.
-fn stream_end(last: Option<TurnEvent>, warned: bool) -> ExitCode {
+fn stream_end(id: &str, last: Option<TurnEvent>, warned: bool) -> ExitCode {
     match last {
+        Some(TurnEvent::Result {
+            interrupted: true, ..
+        }) => interrupted_end(id),
         Some(TurnEvent::Result {
             is_error: false, ..
         }) if warned => ExitCode::FAILURE,

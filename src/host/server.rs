@@ -94,6 +94,7 @@ enum Route {
     Log(String),
     Scrollback(String),
     Message(String),
+    Interrupt(String),
     Attach(String),
     Delete(String),
     /// Another method on a known route.
@@ -115,6 +116,7 @@ impl Route {
             (Method::GET, ["sessions", i, "log"]) => Log(id(i)),
             (Method::GET, ["sessions", i, "scrollback"]) => Scrollback(id(i)),
             (Method::POST, ["sessions", i, "message"]) => Message(id(i)),
+            (Method::POST, ["sessions", i, "interrupt"]) => Interrupt(id(i)),
             (Method::DELETE, ["sessions", i]) => Delete(id(i)),
             (
                 _,
@@ -122,7 +124,7 @@ impl Route {
                 | ["terminate"]
                 | ["sessions"]
                 | ["sessions", _]
-                | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
+                | ["sessions", _, "log" | "scrollback" | "message" | "interrupt" | "attach"],
             ) => MethodNotAllowed,
             _ => NotFound,
         }
@@ -142,6 +144,7 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
         Route::Log(id) => log(&host, &id),
         Route::Scrollback(id) => scrollback(&host, &id),
         Route::Message(id) => message(&host, &id, req).await,
+        Route::Interrupt(id) => interrupt(&host, &id).await,
         Route::Attach(id) => attach(&host, &id, req),
         Route::Delete(id) => delete(&host, &id).await,
         Route::MethodNotAllowed => error(HostCode::MethodNotAllowed, "method not allowed"),
@@ -336,6 +339,21 @@ async fn message(host: &Arc<Host>, id: &str, req: Request<Incoming>) -> Resp {
     answer(id, rx).await
 }
 
+/// `POST /sessions/{id}/interrupt`: Claude Code asked to stop the running turn
+/// (`{"interrupted": true}`), or `{"interrupted": false}` when none runs.
+async fn interrupt(host: &Arc<Host>, id: &str) -> Resp {
+    let Some(session) = host.live(id) else {
+        return no_session(id);
+    };
+    let SessionIo::Provider(provider) = &session.io else {
+        return error(HostCode::InvalidSpec, "interrupts are for claude sessions");
+    };
+    match provider.interrupt().await {
+        Ok(interrupted) => http::json(200, &serde_json::json!({ "interrupted": interrupted })),
+        Err(e) => error(HostCode::SessionExited, e.to_string()),
+    }
+}
+
 /// A turn's events as they happen, one JSON line each.
 fn streamed(mut rx: mpsc::Receiver<TurnEvent>) -> Resp {
     let (lines, body) = mpsc::channel::<Bytes>(64);
@@ -365,6 +383,7 @@ async fn answer(id: &str, mut rx: mpsc::Receiver<TurnEvent>) -> Resp {
             text,
             is_error,
             api_error_status,
+            ..
         }) => http::json(
             200,
             &MessageResponse {
@@ -488,6 +507,11 @@ mod tests {
                 Scrollback("s1".into()),
             ),
             (Method::POST, "/sessions/s1/message", Message("s1".into())),
+            (
+                Method::POST,
+                "/sessions/s1/interrupt",
+                Interrupt("s1".into()),
+            ),
             (Method::GET, "/sessions/s1/attach", Attach("s1".into())),
             (Method::DELETE, "/sessions/s1", Delete("s1".into())),
             (Method::GET, "/launch", MethodNotAllowed),
@@ -496,6 +520,7 @@ mod tests {
             (Method::POST, "/sessions/s1", MethodNotAllowed),
             (Method::POST, "/sessions/s1/attach", MethodNotAllowed),
             (Method::GET, "/sessions/s1/message", MethodNotAllowed),
+            (Method::GET, "/sessions/s1/interrupt", MethodNotAllowed),
             (Method::GET, "/", NotFound),
             (Method::GET, "/bogus", NotFound),
             (Method::GET, "/sessions/s1/log/more", NotFound),

@@ -237,9 +237,7 @@ impl Cursor {
 
     /// How long turn `i`'s answers are held (0 for the default reply's `None`).
     pub fn delay(&self, i: Option<usize>) -> std::time::Duration {
-        let ms = i
-            .and_then(|i| self.turns.get(i))
-            .map_or(0, |t| t.delay_ms);
+        let ms = i.and_then(|i| self.turns.get(i)).map_or(0, |t| t.delay_ms);
         std::time::Duration::from_millis(ms)
     }
 }

@@ -60,6 +60,7 @@ enum Route {
     SessionStart,
     SessionList,
     SessionMessage(String),
+    SessionInterrupt(String),
     SessionResume(String),
     SessionLog(String),
     SessionStop(String),
@@ -112,6 +113,7 @@ impl Route {
             (Method::POST, ["api", "sessions"]) => SessionStart,
             (Method::GET, ["api", "sessions"]) => SessionList,
             (Method::POST, ["api", "sessions", i, "message"]) => SessionMessage(id(i)),
+            (Method::POST, ["api", "sessions", i, "interrupt"]) => SessionInterrupt(id(i)),
             (Method::POST, ["api", "sessions", i, "resume"]) => SessionResume(id(i)),
             (Method::GET, ["api", "sessions", i, "log"]) => SessionLog(id(i)),
             (Method::DELETE, ["api", "sessions", i]) => SessionStop(id(i)),
@@ -188,6 +190,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::SessionStart => sessions::start(&d, peer, req).await,
         Route::SessionList => sessions::list(&d),
         Route::SessionMessage(id) => turns::message(&d, &id, req).await,
+        Route::SessionInterrupt(id) => turns::interrupt(&d, &id).await,
         Route::SessionResume(id) => sessions::resume(&d, peer, id).await,
         Route::SessionStop(id) => stop(&d, &id, SessionKind::Claude).await,
         Route::SessionPurge(id) => purge(&d, &id, SessionKind::Claude).await,
@@ -433,6 +436,10 @@ mod tests {
             Route::SessionMessage("s1".into())
         );
         assert_eq!(
+            r(false, Method::POST, "/api/sessions/s1/interrupt"),
+            Route::SessionInterrupt("s1".into())
+        );
+        assert_eq!(
             r(false, Method::GET, "/api/terminals/t1/attach"),
             Route::TerminalAttach("t1".into())
         );
@@ -462,6 +469,7 @@ mod tests {
         assert!(inside(Method::GET, "/api/terminals/t1/attach"));
         assert!(inside(Method::DELETE, "/api/terminals/t1"));
         assert!(inside(Method::POST, "/api/sessions/s1/message"));
+        assert!(inside(Method::POST, "/api/sessions/s1/interrupt"));
         assert!(inside(Method::POST, "/api/login-code"));
         assert!(inside(Method::PUT, "/api/nope"));
     }

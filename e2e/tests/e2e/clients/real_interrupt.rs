@@ -1,0 +1,167 @@
+//! Turns a person stops, leaves or waits on: the real Claude Code against `fakeapi`.
+//! The turn under way runs a tool that never ends (`tail -f /dev/null`): a request the
+//! stand-in holds (`delay_ms`) goes through the session's egress proxy, and Claude Code
+//! 2.1.332 sent no next request while that connection stayed open.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+
+use relay_e2e::daemon::Relay;
+use relay_e2e::{wait, WAIT};
+use serde_json::json;
+
+use crate::clients::real_claude::claude_code;
+use crate::clients::real_turns::{message, relay_with_api, session_entry, start_session};
+
+/// A script whose first turn says something, then runs a tool that never ends; the
+/// turn after answers `after`.
+pub(crate) fn hanging_script() -> serde_json::Value {
+    json!({"turns": [
+        {"stream": true, "text": "looking first",
+         "tool_use": [{"name": "Bash", "input": {"command": "tail -f /dev/null"}}]},
+        {"stream": true, "text": "after"},
+    ]})
+}
+
+/// A running `relay session message --stream`, its stdout lines on a channel.
+pub(crate) struct Turn {
+    pub child: Child,
+    pub lines: mpsc::Receiver<String>,
+    pub seen: String,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Turn {
+    pub(crate) fn start(r: &Relay, id: &str, text: &str, flags: &[&str]) -> Turn {
+        let mut args = vec!["session", "message", "--id", id];
+        args.extend_from_slice(flags);
+        args.push(text);
+        let mut child = r
+            .cli_command(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run relay");
+        let (tx, lines) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let mut err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        Turn {
+            child,
+            lines,
+            seen: String::new(),
+            stderr,
+        }
+    }
+
+    /// Waits for a stdout line holding `want`.
+    pub(crate) fn wait_line(&mut self, want: &str) {
+        let deadline = std::time::Instant::now() + WAIT;
+        while !self.seen.lines().any(|l| l.contains(want)) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push_str(&l);
+                    self.seen.push('\n');
+                }
+                Err(_) => panic!("no line with {want:?} within {WAIT:?}: {}", self.seen),
+            }
+        }
+    }
+
+    /// Its exit status, all of its stdout and its stderr.
+    pub(crate) fn end(mut self) -> (i32, String, String) {
+        let Some(status) = wait::child_within(&mut self.child, WAIT) else {
+            let _ = self.child.kill();
+            panic!(
+                "relay session message did not end within {WAIT:?}: {}",
+                self.seen
+            );
+        };
+        while let Ok(l) = self.lines.recv_timeout(WAIT) {
+            self.seen.push_str(&l);
+            self.seen.push('\n');
+        }
+        let err = self.stderr.join().unwrap_or_default();
+        (status.code().unwrap_or(-1), self.seen, err)
+    }
+}
+
+#[test]
+fn relay_session_interrupt_ends_the_running_turn_keeps_its_reply_so_far_and_the_session_takes_the_next_message(
+) {
+    let Some(claude) = claude_code() else { return };
+    let (r, _api, _token) = relay_with_api(&claude, hanging_script(), true);
+    let id = start_session(&r, &[]);
+    let root_pid = session_entry(&r, &id)["root_pid"].clone();
+    let mut turn = Turn::start(&r, &id, "go", &["--stream"]);
+    turn.wait_line("[tool] Bash");
+
+    // A second message while the turn runs is refused, naming the way out.
+    let queued = message(&r, &id, "meanwhile", &[]);
+    assert_eq!(queued.status, 1, "{queued:?}");
+    assert!(
+        queued
+            .stderr
+            .contains("is still answering the message before")
+            && queued
+                .stderr
+                .contains(&format!("relay session interrupt --id {id}"))
+            && queued.stderr.contains("(turn_running)"),
+        "{}",
+        queued.stderr
+    );
+
+    let out = r.cli(&["session", "interrupt", "--id", &id]);
+    assert_eq!(out.status, 0, "{out:?}");
+    assert!(out.stdout.starts_with("interrupted the turn of"), "{out:?}");
+
+    let (status, stdout, stderr) = turn.end();
+    assert_eq!(status, 1, "{stdout}\n{stderr}");
+    assert!(stdout.contains("looking first"), "{stdout}");
+    assert!(
+        stderr.contains("relay: the turn was interrupted; the reply so far is above"),
+        "{stderr}"
+    );
+
+    // Nothing runs now: a second interrupt says so.
+    let again = r.cli(&["session", "interrupt", "--id", &id]);
+    assert_eq!(again.status, 1, "{again:?}");
+    assert!(again.stderr.contains("(no_turn)"), "{again:?}");
+
+    // The same Claude Code takes the next message.
+    let next = message(&r, &id, "again", &[]);
+    assert_eq!(next.status, 0, "{next:?}");
+    assert_eq!(next.stdout, "after\n");
+    let e = session_entry(&r, &id);
+    assert_eq!(
+        (e["state"].clone(), e["root_pid"].clone()),
+        (json!("running"), root_pid)
+    );
+
+    // The log keeps both turns: the message, the reply so far, how each ended.
+    let log = r.cli(&["session", "log", "--id", &id]);
+    assert_eq!(log.status, 0, "{log:?}");
+    assert!(
+        log.stdout
+            .contains("s: interrupted (aborted_tools)\n> go\nlooking first"),
+        "{}",
+        log.stdout
+    );
+    assert!(
+        log.stdout.contains("s: completed\n> again\nafter"),
+        "{}",
+        log.stdout
+    );
+}
