@@ -25,11 +25,35 @@ pub struct Now {
 }
 
 #[derive(Default)]
-pub struct Turns(Mutex<HashMap<String, Now>>);
+pub struct Turns(Mutex<HashMap<String, Now>>, tokio::sync::Notify);
+
+/// `1 tool call`, `3 tool calls`.
+pub fn tool_calls(n: u32) -> String {
+    match n {
+        1 => "1 tool call".into(),
+        n => format!("{n} tool calls"),
+    }
+}
 
 impl Turns {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Now>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits, at most `limit`, until `id` runs no turn; whether it does not.
+    pub async fn ended_within(&self, id: &str, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.1.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.running(id) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return !self.running(id);
+            }
+        }
     }
 
     /// Marks a turn of `id` as running; `Err` with how long the running one has run and
@@ -71,7 +95,9 @@ impl Turns {
     }
 
     pub fn end(&self, id: &str) -> Option<Now> {
-        self.map().remove(id)
+        let now = self.map().remove(id);
+        self.1.notify_waiters();
+        now
     }
 }
 

@@ -50,11 +50,11 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         return refuse(
             Code::TurnRunning,
             format!(
-                "session {id} is still answering the message before ({} s in, {tools} tool \
-                 calls), so this one was not sent; wait for that turn to end (relay session \
-                 log --id {id} shows its reply) or stop it with relay session interrupt --id \
-                 {id}",
-                ran.as_secs()
+                "session {id} is still answering the message before ({} s in, {}), so this \
+                 one was not sent; wait for that turn to end (relay session log --id {id} \
+                 shows its reply) or stop it with relay session interrupt --id {id}",
+                ran.as_secs(),
+                crate::daemon::turns::tool_calls(tools)
             ),
         );
     }
@@ -65,9 +65,14 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
     r
 }
 
+/// How long an interrupt waits for the turn to end before it answers.
+const INTERRUPT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// `POST /api/sessions/{id}/interrupt`: Claude Code asked to stop the running turn
 /// (the host writes its interrupt request). The turn then ends as usual: its answer,
 /// to whoever waits for it and in the turn log, is the reply so far, `interrupted`.
+/// The answer comes once it has ended (at most [`INTERRUPT_WAIT`]; `"ended": false`
+/// past that), so a message sent right after is not refused as `turn_running`.
 pub async fn interrupt(d: &Arc<Daemon>, id: &str) -> Resp {
     if let Some(r) = running_session(d, id) {
         return r;
@@ -87,7 +92,11 @@ pub async fn interrupt(d: &Arc<Daemon>, id: &str) -> Resp {
             if v["interrupted"] != true {
                 return no_turn();
             }
-            crate::http::json(200, &serde_json::json!({"id": id, "interrupted": true}))
+            let ended = d.turns.ended_within(id, INTERRUPT_WAIT).await;
+            crate::http::json(
+                200,
+                &serde_json::json!({"id": id, "interrupted": true, "ended": ended}),
+            )
         }
         Ok((status, bytes)) => host_error(status, &bytes),
         Err(r) => r,

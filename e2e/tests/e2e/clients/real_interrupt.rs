@@ -165,3 +165,127 @@ fn relay_session_interrupt_ends_the_running_turn_keeps_its_reply_so_far_and_the_
         log.stdout
     );
 }
+
+/// What a person's Ctrl-C sends: SIGINT to the command (the tests' pty is raw, so the
+/// key itself would not).
+fn ctrl_c(pid: u32) {
+    // Safety: a signal to a child of this test, still running.
+    let rc = unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    assert_eq!(rc, 0, "kill -INT {pid}");
+}
+
+#[test]
+fn ctrl_c_in_a_script_interrupts_the_turn_and_prints_its_reply_so_far() {
+    let Some(claude) = claude_code() else { return };
+    let (r, _api, _token) = relay_with_api(&claude, hanging_script(), true);
+    let id = start_session(&r, &[]);
+    let mut turn = Turn::start(&r, &id, "go", &["--stream"]);
+    turn.wait_line("[tool] Bash");
+    ctrl_c(turn.child.id());
+    let (status, stdout, stderr) = turn.end();
+    assert_eq!(status, 130, "{stdout}\n{stderr}");
+    assert!(stdout.contains("looking first"), "{stdout}");
+    assert!(
+        stderr.contains(&format!("relay: interrupting the turn of {id}"))
+            && stderr.contains("relay: the turn was interrupted; the reply so far is above"),
+        "{stderr}"
+    );
+    let next = message(&r, &id, "again", &[]);
+    assert_eq!(
+        (next.status, next.stdout.as_str()),
+        (0, "after\n"),
+        "{next:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_on_a_terminal_asks_d_detaches_and_a_second_ctrl_c_interrupts() {
+    use relay_e2e::pty::Pty;
+    let Some(claude) = claude_code() else { return };
+    let script = json!({"turns": [
+        {"stream": true, "text": "looking first",
+         "tool_use": [{"name": "Bash", "input": {"command": "tail -f /dev/null"}}]},
+        {"stream": true, "text": "second look",
+         "tool_use": [{"name": "Bash", "input": {"command": "tail -f /dev/null"}}]},
+    ]});
+    let (r, _api, _token) = relay_with_api(&claude, script, true);
+    let id = start_session(&r, &[]);
+
+    // Without --stream, a terminal shows the turn's status line, then the question.
+    let mut pty = Pty::spawn(
+        r.cli_command(&["session", "message", "--id", &id, "go"]),
+        100,
+        30,
+    );
+    pty.wait_for(&format!("relay: {id} working… "));
+    pty.wait_for(", 1 tool call");
+    ctrl_c(pty.child.id());
+    pty.wait_for("relay: interrupt this turn? [y] interrupt, [d] detach and let it finish");
+    pty.write(b"d");
+    pty.wait_for(&format!("relay: detached; {id} goes on with this turn"));
+    let status = wait::child_within(&mut pty.child, WAIT).expect("the detach ends the command");
+    assert_eq!(status.code(), Some(0), "{}", pty.screen());
+
+    // The turn goes on without it; the person stops it from elsewhere.
+    let queued = message(&r, &id, "meanwhile", &[]);
+    assert!(queued.stderr.contains("(turn_running)"), "{queued:?}");
+    let out = r.cli(&["session", "interrupt", "--id", &id]);
+    assert_eq!(out.status, 0, "{out:?}");
+
+    // Twice Ctrl-C interrupts; the reply so far is printed.
+    let mut pty = Pty::spawn(
+        r.cli_command(&["session", "message", "--id", &id, "again"]),
+        100,
+        30,
+    );
+    pty.wait_for(", 1 tool call");
+    ctrl_c(pty.child.id());
+    pty.wait_for("relay: interrupt this turn?");
+    ctrl_c(pty.child.id());
+    pty.wait_for(&format!("relay: interrupting the turn of {id}"));
+    let status = wait::child_within(&mut pty.child, WAIT).expect("the interrupt ends the turn");
+    assert_eq!(status.code(), Some(130), "{}", pty.screen());
+    pty.wait_for("second look");
+
+    // Neither reply is lost.
+    let log = r.cli(&["session", "log", "--id", &id]);
+    assert!(
+        log.stdout.contains("> go\nlooking first") && log.stdout.contains("> again\nsecond look"),
+        "{}",
+        log.stdout
+    );
+}
+
+#[test]
+fn a_turn_on_a_terminal_shows_a_status_line_cleared_before_the_reply_and_a_script_sees_none() {
+    use relay_e2e::pty::Pty;
+    let Some(claude) = claude_code() else { return };
+    let script = json!({"turns": [{"stream": true, "text": "pong"}]});
+    let (r, _api, _token) = relay_with_api(&claude, script, true);
+    let id = start_session(&r, &[]);
+    let mut pty = Pty::spawn(
+        r.cli_command(&["session", "message", "--id", &id, "ping"]),
+        100,
+        30,
+    );
+    let status = wait::child_within(&mut pty.child, WAIT).expect("the turn ends");
+    assert_eq!(status.code(), Some(0), "{}", pty.screen());
+    pty.wait_for("pong");
+    let screen = pty.screen();
+    let line = format!("relay: {id} working… 0s, 0 tool calls");
+    let (drawn, cleared, reply) = (
+        screen.find(&line),
+        screen.rfind("\r\x1b[K"),
+        screen.find("pong"),
+    );
+    assert!(
+        matches!((drawn, cleared, reply), (Some(a), Some(b), Some(c)) if a < b && b < c),
+        "{screen:?}"
+    );
+    // Piped, or with --json: no status line.
+    for flags in [&[][..], &["--json"][..]] {
+        let out = message(&r, &id, "ping", flags);
+        assert_eq!(out.status, 0, "{out:?}");
+        assert!(!out.stderr.contains("working"), "{out:?}");
+    }
+}
