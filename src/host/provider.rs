@@ -96,6 +96,52 @@ impl Provider {
         }
     }
 
+    /// Claude Code's start: its `initialize` control request answered (it read its
+    /// arguments and takes messages: `true`), or its stdout closed (it exited at once:
+    /// [`TurnError::Ended`]), or neither within `limit` (`false`: it may be slow; the
+    /// answer, when it comes, is skipped like any control response). Claude Code says
+    /// nothing on stdout before its first message (its `system`/`init` comes with the
+    /// first turn), so the question is asked.
+    pub async fn ready(&self, limit: std::time::Duration) -> Result<bool, TurnError> {
+        let mut io = self.io.lock().await;
+        let line = serde_json::json!({
+            "type": "control_request",
+            "request_id": "relay-ready",
+            "request": {"subtype": "initialize"},
+        });
+        write_line(&self.stdin, &line).await?;
+        let read = async {
+            loop {
+                let mut buf = Vec::new();
+                let n = (&mut io.stdout)
+                    .take(LINE_MAX as u64 + 1)
+                    .read_until(b'\n', &mut buf)
+                    .await
+                    .map_err(TurnError::Io)?;
+                if n == 0 {
+                    return Err(TurnError::Ended);
+                }
+                if n > LINE_MAX {
+                    return Err(TurnError::Oversized);
+                }
+                let v: Value = serde_json::from_slice(&buf).unwrap_or_default();
+                if v["type"] == "control_response" {
+                    return Ok(());
+                }
+            }
+        };
+        match tokio::time::timeout(limit, read).await {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) => {
+                if matches!(e, TurnError::Io(_) | TurnError::Oversized) {
+                    io.broken = true;
+                }
+                Err(e)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
     /// Asks Claude Code to stop the running turn; false when none runs (nothing is
     /// written). The turn then ends as usual, at its `result` line, marked
     /// `interrupted`.

@@ -163,11 +163,28 @@ fn info_of(s: &Session) -> Resp {
     )
 }
 
-/// `POST /launch`: `201` once the shim reported `started` (`launch.rs`).
+/// How long a launch waits for Claude Code to answer its first question.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// `POST /launch`: `201` once the shim reported `started` (`launch.rs`), and for a
+/// claude session once Claude Code has answered (`Provider::ready`, at most
+/// [`READY_WAIT`]) or exited: a Claude Code that exits at once has then exited, its
+/// exit recorded (at most [`EXIT_REPORT_WAIT`]), and the session's info says so.
 async fn start(host: &Arc<Host>, req: Request<Incoming>) -> Resp {
     match read_json::<LaunchRequest>(req).await {
         Ok(lr) => match launch::launch(host, lr).await {
-            Ok(r) => http::json(201, &r),
+            Ok(r) => {
+                if let Some(s) = host.live(&r.session_id) {
+                    if let SessionIo::Provider(p) = &s.io {
+                        if let Err(TurnError::Ended) = p.ready(READY_WAIT).await {
+                            let mut exited = s.exited.clone();
+                            let _ = tokio::time::timeout(EXIT_REPORT_WAIT, exited.wait_for(|x| *x))
+                                .await;
+                        }
+                    }
+                }
+                http::json(201, &r)
+            }
             Err(e) => launch_error(&e),
         },
         Err(r) => r,

@@ -285,6 +285,31 @@ async fn host_passthrough(
         .map_err(|e| refuse(Code::HostUnavailable, e.to_string()))
 }
 
+/// How an ended session ended, ` (Claude Code exited with status 1)`, and its last
+/// words, `: <its last stderr line>` (each empty when unknown).
+pub(super) fn how_it_ended(d: &Daemon, e: &crate::daemon::Entry) -> (String, String) {
+    let id = &e.record.id;
+    // How it ended, so a Claude that exited at once (a program that cannot
+    // start: 127) reads as that, not as a session someone stopped.
+    let how = match (
+        e.record.exit_signal,
+        e.record.exit_status,
+        e.record.exit_reason.as_deref(),
+    ) {
+        (Some(sig), _, _) => format!(" (Claude Code ended by signal {sig})"),
+        (None, Some(st), Some("exited") | None) => {
+            format!(" (Claude Code exited with status {st})")
+        }
+        (None, _, Some(reason)) => format!(" (ended: {reason})"),
+        (None, _, None) => String::new(),
+    };
+    // Its last words and where its log is: why it ended, not only that it did.
+    let why = terminals::last_words(d, id)
+        .map(|w| format!(": {w}"))
+        .unwrap_or_default();
+    (how, why)
+}
+
 pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
     err(&ApiError::from_host(status, bytes))
 }

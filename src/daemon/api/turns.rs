@@ -112,25 +112,8 @@ fn running_session(d: &Daemon, id: &str) -> Option<Resp> {
             None
         }
         Some(e) if e.record.kind == SessionKind::Claude => {
-            // How it ended, so a Claude that exited at once (a program that cannot
-            // start: 127) reads as that, not as a session someone stopped.
-            let how = match (
-                e.record.exit_signal,
-                e.record.exit_status,
-                e.record.exit_reason.as_deref(),
-            ) {
-                (Some(sig), _, _) => format!(" (Claude Code ended by signal {sig})"),
-                (None, Some(st), Some("exited") | None) => {
-                    format!(" (Claude Code exited with status {st})")
-                }
-                (None, _, Some(reason)) => format!(" (ended: {reason})"),
-                (None, _, None) => String::new(),
-            };
             let state = format!("{:?}", e.record.state).to_lowercase();
-            // Its last words and where its log is: why it ended, not only that it did.
-            let why = super::terminals::last_words(d, id)
-                .map(|w| format!(": {w}"))
-                .unwrap_or_default();
+            let (how, why) = super::how_it_ended(d, &e);
             Some(refuse(
                 Code::SessionNotRunning,
                 format!(

@@ -289,3 +289,25 @@ fn a_turn_on_a_terminal_shows_a_status_line_cleared_before_the_reply_and_a_scrip
         assert!(!out.stderr.contains("working"), "{out:?}");
     }
 }
+
+#[test]
+fn relay_session_start_of_a_claude_code_that_exits_at_once_says_why_in_its_own_answer() {
+    let Some(claude) = claude_code() else { return };
+    let api = json!({"turns": [{"text": "unused"}]});
+    let mut r = Relay::prepare(None, false);
+    let api = relay_e2e::fakeapi::FakeApi::start(&r.root, &api);
+    r.write_token(&crate::clients::real_turns::fake_oauth_token());
+    let mut s =
+        crate::clients::real_turns::settings(&claude, &api, Some(relay_e2e::daemon::TOKEN_SETTING));
+    s["terminal_templates"][0]["permission_mode"] = json!("yolo");
+    r.write_settings(&s);
+    r.launch_daemon();
+    let id = crate::clients::real_turns::start_refused_saying_why(
+        &r,
+        "error: option '--permission-mode <mode>' argument 'yolo' is invalid. Allowed \
+         choices are acceptEdits, auto, bypassPermissions, manual, dontAsk, plan.",
+    );
+    let log = r.cli(&["session", "log", "--id", &id]);
+    assert!(log.stdout.contains("argument 'yolo' is invalid"), "{log:?}");
+    assert!(api.messages().is_empty(), "no turn reached the API");
+}
