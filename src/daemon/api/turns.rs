@@ -58,11 +58,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
             ),
         );
     }
-    let r = start_turn(d, id, m).await;
-    if r.status() != 200 {
-        d.turns.end(id);
-    }
-    r
+    start_turn(d, id, m).await
 }
 
 /// How long an interrupt waits for the turn to end before it answers.
@@ -126,7 +122,8 @@ fn running_session(d: &Daemon, id: &str) -> Option<Resp> {
     }
 }
 
-/// The turn of a message: the host's streamed turn, followed on a task of its own.
+/// The turn of a message: the host's streamed turn, followed on a task of its own,
+/// which ends it in `d.turns` ([`ended`]); a turn the host refused is ended here.
 async fn start_turn(d: &Arc<Daemon>, id: &str, m: Message) -> Resp {
     let host_body = serde_json::to_vec(&crate::protocol::MessageRequest {
         text: m.text,
@@ -139,7 +136,11 @@ async fn start_turn(d: &Arc<Daemon>, id: &str, m: Message) -> Resp {
         .await
     {
         Ok(a) => a,
-        Err(e) => return refuse(Code::HostUnavailable, e.to_string()),
+        Err(e) => {
+            // No turn began: the next message may go.
+            d.turns.end(id);
+            return refuse(Code::HostUnavailable, e.to_string());
+        }
     };
     let status = answer.status().as_u16();
     if status != 200 {
@@ -149,6 +150,7 @@ async fn start_turn(d: &Arc<Daemon>, id: &str, m: Message) -> Resp {
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
+        d.turns.end(id);
         return host_error(status, &bytes);
     }
     let (client_tx, client_rx) = mpsc::channel::<Bytes>(64);
