@@ -107,6 +107,10 @@ impl Waiting {
     pub fn finish(&self) -> bool {
         let mut st = self.0.lock();
         st.done = true;
+        if std::mem::take(&mut st.asking) {
+            // The turn ended while the question was open: it goes unanswered.
+            eprintln!();
+        }
         self.0.clear(&mut st);
         restore(&mut st);
         self.0.tick.notify_all();
