@@ -336,6 +336,14 @@ pub enum TurnEvent {
         is_error: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         api_error_status: Option<u16>,
+        /// Why Claude Code ended the turn: its `terminal_reason` (`completed`,
+        /// `aborted_streaming`, …), else its `subtype`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended: Option<String>,
+        /// relay interrupted it (`relay session interrupt`): `text` is what it had
+        /// said so far.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
     },
     /// The turn broke before a result: `code` is `session_exited`.
     Error { code: HostCode, message: String },

@@ -369,6 +369,19 @@ pub(super) enum TerminalVerb {
 
 /// The permission modes Claude Code takes (`claude --help`, 2.1.332). Checked here, so
 /// a mistyped mode is a usage error, not a Claude that starts and dies.
+/// `--model`: the shape relay passes on to Claude Code, checked before anything
+/// starts. Claude Code itself takes any name and fails only at the first turn.
+fn model_name(m: &str) -> Result<String, String> {
+    match crate::daemon::settings::valid_model(m) {
+        true => Ok(m.to_string()),
+        false => Err(
+            "a model is a name or alias such as sonnet, opus or claude-sonnet-4-5: \
+                      1 to 128 letters, digits and ._:/@[]-, not starting with -"
+                .to_string(),
+        ),
+    }
+}
+
 const PERMISSION_MODES: [&str; 6] = [
     "acceptEdits",
     "auto",
@@ -392,8 +405,9 @@ pub(super) enum SessionVerb {
         /// A name shown in lists.
         #[arg(long, value_name = "N")]
         name: Option<String>,
-        /// Claude Code's model for this session (over the template's `model`).
-        #[arg(long, value_name = "M")]
+        /// Claude Code's model for this session (over the template's `model`): a name
+        /// or alias such as sonnet, opus or claude-sonnet-4-5.
+        #[arg(long, value_name = "M", value_parser = model_name)]
         model: Option<String>,
         /// Claude Code's permission mode for this session (over the template's; default
         /// for a sandboxed session: bypassPermissions).
@@ -433,6 +447,15 @@ pub(super) enum SessionVerb {
         /// Only those of this project (its id, as the list shows it).
         #[arg(long, value_name = "ID")]
         project: Option<String>,
+        #[command(flatten)]
+        json: Json,
+    },
+    /// Stop the turn a session is running, not the session: the turn ends with its
+    /// reply so far, and the session takes the next message.
+    Interrupt {
+        /// The session's id.
+        #[arg(long)]
+        id: String,
         #[command(flatten)]
         json: Json,
     },

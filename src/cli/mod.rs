@@ -20,6 +20,7 @@ mod resume_hint;
 pub mod termout;
 mod turn;
 mod unit;
+mod waiting;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 use super::client::{Client, Streamed};
+use super::waiting::Waiting;
 use super::{emit, fail, json_bytes, termout, text_line};
 use crate::protocol::TurnEvent;
 use crate::wire::Code;
@@ -178,16 +179,64 @@ pub fn run(c: &Client, id: &str, text: &str, stream: bool, json_out: bool) -> Ex
     if let Some(e) = too_large(&body) {
         return fail(e);
     }
+    let progress = !stream && !json_out && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let waiting = Waiting::start(c, id, progress);
     if stream {
-        streamed(c, &path, &body, json_out)
+        streamed(c, &path, &body, json_out, &waiting)
+    } else if progress {
+        with_progress(c, &path, body, &waiting)
     } else {
-        whole(c, &path, &body, json_out)
+        whole(c, &path, &body, json_out, &waiting)
+    }
+}
+
+/// A turn without `--stream` on a terminal: asked for as a stream, to keep its status
+/// line, and printed as [`whole`] prints it.
+fn with_progress(c: &Client, path: &str, mut body: Message, waiting: &Waiting) -> ExitCode {
+    body.stream = true;
+    let mut last: Option<TurnEvent> = None;
+    let mut warnings: Vec<String> = Vec::new();
+    let answer = c.call_lines("POST", path, &body, |line| {
+        match serde_json::from_slice::<TurnEvent>(line) {
+            Ok(TurnEvent::ToolUse { .. }) => waiting.tool(),
+            Ok(e @ (TurnEvent::Result { .. } | TurnEvent::Error { .. })) => last = Some(e),
+            Ok(TurnEvent::Warning { message }) => warnings.push(message),
+            _ => {}
+        }
+    });
+    let ctrl_c = waiting.finish();
+    match answer {
+        Err(e) => fail(e),
+        Ok(Streamed::Refused(a)) => fail(a.error_text()),
+        Ok(Streamed::Lines) => match last {
+            Some(TurnEvent::Result {
+                text,
+                is_error,
+                api_error_status,
+                ended,
+                interrupted,
+            }) => {
+                let t = TurnAnswer {
+                    id: body_id(path).to_string(),
+                    text,
+                    is_error,
+                    api_error_status,
+                    ended,
+                    interrupted,
+                    warnings,
+                };
+                printed(path, &t, None, ctrl_c)
+            }
+            last => stream_end(body_id(path), last, false, ctrl_c),
+        },
     }
 }
 
 /// A turn without `--stream`: its final text (or its answer as JSON) once it is over.
-fn whole(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
-    let a = match c.send("POST", path, body) {
+fn whole(c: &Client, path: &str, body: &Message, json_out: bool, waiting: &Waiting) -> ExitCode {
+    let a = c.send("POST", path, body);
+    let ctrl_c = waiting.finish();
+    let a = match a {
         Ok(a) => a,
         Err(e) => return fail(e),
     };
@@ -198,15 +247,28 @@ fn whole(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    if t.is_error {
+    printed(path, &t, json_out.then(|| a.json()), ctrl_c)
+}
+
+/// A whole turn's answer printed: its text (`json`: the answer as it came), an `error:`
+/// line for a failed turn, `warning:` lines.
+fn printed(path: &str, t: &TurnAnswer, json: Option<Value>, ctrl_c: bool) -> ExitCode {
+    let json_out = json.is_some();
+    if t.is_error && !t.interrupted {
         warn(&t.warnings);
         return fail(turn_failed(&t.text, t.api_error_status.map(u64::from)));
     }
-    let bytes = if json_out {
-        json_bytes(&a.json())
-    } else {
-        text_line(&t.text)
+    let bytes = match &json {
+        Some(v) => json_bytes(v),
+        None => text_line(&t.text),
     };
+    if t.interrupted {
+        if json_out || !t.text.trim().is_empty() {
+            let _ = emit(&bytes, ExitCode::SUCCESS);
+        }
+        warn(&t.warnings);
+        return interrupted_end(body_id(path), ctrl_c);
+    }
     let code = emit(&bytes, ExitCode::SUCCESS);
     match warn(&t.warnings) {
         true => ExitCode::FAILURE,
@@ -216,7 +278,7 @@ fn whole(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
 
 /// A turn with `--stream`: each event printed as it arrives, then the exit status its
 /// last event gives.
-fn streamed(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode {
+fn streamed(c: &Client, path: &str, body: &Message, json_out: bool, waiting: &Waiting) -> ExitCode {
     let mut r = Renderer::default();
     let mut last: Option<TurnEvent> = None;
     let mut warnings: Vec<String> = Vec::new();
@@ -246,6 +308,7 @@ fn streamed(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode 
             out_closed = out.write_all(&bytes).and_then(|()| out.flush()).is_err();
         }
     });
+    let ctrl_c = waiting.finish();
     let tail = r.finish();
     if !json_out && !tail.is_empty() {
         let _ = emit(tail.as_bytes(), ExitCode::SUCCESS);
@@ -254,14 +317,35 @@ fn streamed(c: &Client, path: &str, body: &Message, json_out: bool) -> ExitCode 
     match answer {
         Err(e) => fail(e),
         Ok(Streamed::Refused(a)) => fail(a.error_text()),
-        Ok(Streamed::Lines) => stream_end(last, warned),
+        Ok(Streamed::Lines) => stream_end(body_id(path), last, warned, ctrl_c),
+    }
+}
+
+/// The session id in a message route's path.
+fn body_id(path: &str) -> &str {
+    path.split('/').nth(3).unwrap_or_default()
+}
+
+/// The end of an interrupted turn: the reply so far is printed; one line says so, and
+/// the exit is 1, or 130 when this command's Ctrl-C interrupted it.
+fn interrupted_end(id: &str, ctrl_c: bool) -> ExitCode {
+    eprintln!(
+        "relay: the turn was interrupted; the reply so far is above (relay session log --id \
+         {id} keeps it), and the session takes the next message"
+    );
+    match ctrl_c {
+        true => ExitCode::from(130),
+        false => ExitCode::FAILURE,
     }
 }
 
 /// The exit status of a streamed turn from its last `result` or `error` event: 0 for a
 /// good result, 1 with a warning; an `error:` line for a failed turn, an error, or none.
-fn stream_end(last: Option<TurnEvent>, warned: bool) -> ExitCode {
+fn stream_end(id: &str, last: Option<TurnEvent>, warned: bool, ctrl_c: bool) -> ExitCode {
     match last {
+        Some(TurnEvent::Result {
+            interrupted: true, ..
+        }) => interrupted_end(id, ctrl_c),
         Some(TurnEvent::Result {
             is_error: false, ..
         }) if warned => ExitCode::FAILURE,

@@ -16,6 +16,7 @@ pub mod records;
 pub mod serve;
 pub mod session;
 pub mod settings;
+pub mod turns;
 
 pub use ids::random_hex;
 pub use serve::{ensure_mask, serve};
@@ -89,6 +90,8 @@ pub struct Daemon {
     /// The cgroup folder for this relay's sessions, made by `relay serve` at its start
     /// (`crate::limits::prepare`); unset elsewhere (tests).
     pub cgroups: OnceLock<crate::limits::Prepared>,
+    /// The turn each `claude` session runs now, if any (`turns.rs`).
+    pub turns: turns::Turns,
 }
 
 /// How a session ended, as its `session_end` row and `session.exited` event say.

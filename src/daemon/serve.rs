@@ -373,6 +373,7 @@ fn daemon_with(
         egress: Default::default(),
         egress_budget: Default::default(),
         repo_watches: Default::default(),
+        turns: Default::default(),
         helpers_withheld: OnceLock::new(),
         made_folders,
         service: service.map(|s| s.name),

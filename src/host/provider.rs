@@ -6,8 +6,15 @@
 //! its own, and a listener that went away (a client that hung up) only stops receiving
 //! the events. So the next turn never reads the output of one that was abandoned
 //! (docs/session-host.md, "claude (provider) sessions").
+//!
+//! [`Provider::interrupt`] writes Claude Code's stream-json interrupt control request
+//! beside a running turn: Claude Code stops the turn and ends it with a `result`
+//! (`terminal_reason` `aborted_streaming`), and the session takes the next message.
+//! That, not SIGINT to its process group: in `-p` mode a SIGINT ends Claude Code itself,
+//! the session with it.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -23,10 +30,16 @@ const LINE_MAX: usize = 8 * 1024 * 1024;
 
 pub struct Provider {
     io: Arc<Mutex<TurnIo>>,
+    /// Apart from the turn's lock, so an interrupt is written while a turn reads.
+    stdin: Arc<Mutex<ChildStdin>>,
+    /// A turn holds the lock and reads; an interrupt may be written.
+    running: Arc<AtomicBool>,
+    /// An interrupt was written for the running turn.
+    interrupted: Arc<AtomicBool>,
+    requests: AtomicU64,
 }
 
 struct TurnIo {
-    stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     /// A turn broke off mid-way (oversized line, pipe error): the stream is out of step,
     /// so every later turn fails too instead of reading a stranger's answer.
@@ -71,13 +84,80 @@ impl Provider {
     pub fn new(stdin: ChildStdin, stdout: ChildStdout, redactor: impl Fn() -> Redactor) -> Self {
         Provider {
             io: Arc::new(Mutex::new(TurnIo {
-                stdin,
                 stdout: BufReader::new(stdout),
                 broken: false,
                 text: redactor(),
                 strings: redactor(),
             })),
+            stdin: Arc::new(Mutex::new(stdin)),
+            running: Arc::default(),
+            interrupted: Arc::default(),
+            requests: AtomicU64::new(0),
         }
+    }
+
+    /// Claude Code's start: its `initialize` control request answered (it read its
+    /// arguments and takes messages: `true`), or its stdout closed (it exited at once:
+    /// [`TurnError::Ended`]), or neither within `limit` (`false`: it may be slow; the
+    /// answer, when it comes, is skipped like any control response). Claude Code says
+    /// nothing on stdout before its first message (its `system`/`init` comes with the
+    /// first turn), so the question is asked.
+    pub async fn ready(&self, limit: std::time::Duration) -> Result<bool, TurnError> {
+        let mut io = self.io.lock().await;
+        let line = serde_json::json!({
+            "type": "control_request",
+            "request_id": "relay-ready",
+            "request": {"subtype": "initialize"},
+        });
+        write_line(&self.stdin, &line).await?;
+        let read = async {
+            loop {
+                let mut buf = Vec::new();
+                let n = (&mut io.stdout)
+                    .take(LINE_MAX as u64 + 1)
+                    .read_until(b'\n', &mut buf)
+                    .await
+                    .map_err(TurnError::Io)?;
+                if n == 0 {
+                    return Err(TurnError::Ended);
+                }
+                if n > LINE_MAX {
+                    return Err(TurnError::Oversized);
+                }
+                let v: Value = serde_json::from_slice(&buf).unwrap_or_default();
+                if v["type"] == "control_response" {
+                    return Ok(());
+                }
+            }
+        };
+        match tokio::time::timeout(limit, read).await {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) => {
+                if matches!(e, TurnError::Io(_) | TurnError::Oversized) {
+                    io.broken = true;
+                }
+                Err(e)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Asks Claude Code to stop the running turn; false when none runs (nothing is
+    /// written). The turn then ends as usual, at its `result` line, marked
+    /// `interrupted`.
+    pub async fn interrupt(&self) -> Result<bool, TurnError> {
+        if !self.running.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        let n = self.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let line = serde_json::json!({
+            "type": "control_request",
+            "request_id": format!("relay-interrupt-{n}"),
+            "request": {"subtype": "interrupt"},
+        });
+        self.interrupted.store(true, Ordering::SeqCst);
+        write_line(&self.stdin, &line).await?;
+        Ok(true)
     }
 
     /// One turn: its events go to `events` (a closed receiver is fine); returns at the
@@ -92,7 +172,10 @@ impl Provider {
         if io.broken {
             return Err(TurnError::Broken);
         }
-        let r = run_turn(&mut io, text, events).await;
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.running.store(true, Ordering::SeqCst);
+        let r = run_turn(&mut io, &self.stdin, &self.interrupted, text, events).await;
+        self.running.store(false, Ordering::SeqCst);
         if matches!(r, Err(TurnError::Io(_)) | Err(TurnError::Oversized)) {
             io.broken = true;
         }
@@ -100,8 +183,24 @@ impl Provider {
     }
 }
 
+/// One JSON line to Claude Code's stdin.
+async fn write_line(stdin: &Mutex<ChildStdin>, line: &Value) -> Result<(), TurnError> {
+    let mut bytes = serde_json::to_vec(line).map_err(|e| TurnError::Io(e.into()))?;
+    bytes.push(b'\n');
+    let mut stdin = stdin.lock().await;
+    match stdin.write_all(&bytes).await {
+        Ok(()) => {}
+        // The agent is gone: the same as its stdout closing.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(TurnError::Ended),
+        Err(e) => return Err(TurnError::Io(e)),
+    }
+    stdin.flush().await.map_err(TurnError::Io)
+}
+
 async fn run_turn(
     io: &mut TurnIo,
+    stdin: &Mutex<ChildStdin>,
+    interrupted: &AtomicBool,
     text: &str,
     events: &mpsc::Sender<TurnEvent>,
 ) -> Result<(), TurnError> {
@@ -109,15 +208,7 @@ async fn run_turn(
         "type": "user",
         "message": {"role": "user", "content": text},
     });
-    let mut bytes = serde_json::to_vec(&line).map_err(|e| TurnError::Io(e.into()))?;
-    bytes.push(b'\n');
-    match io.stdin.write_all(&bytes).await {
-        Ok(()) => {}
-        // The agent is gone: the same as its stdout closing.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(TurnError::Ended),
-        Err(e) => return Err(TurnError::Io(e)),
-    }
-    io.stdin.flush().await.map_err(TurnError::Io)?;
+    write_line(stdin, &line).await?;
     // What an earlier turn that broke off held back is not this turn's text.
     let _ = io.text.finish();
     let mut parser = Parser::default();
@@ -148,6 +239,23 @@ async fn run_turn(
                     TurnEvent::Text {
                         text: String::from_utf8_lossy(&t).into_owned(),
                     }
+                }
+                TurnEvent::Result {
+                    text,
+                    is_error,
+                    api_error_status,
+                    ended,
+                    ..
+                } => {
+                    flush_text(&mut io.text, events).await;
+                    let ev = TurnEvent::Result {
+                        text,
+                        is_error,
+                        api_error_status,
+                        ended,
+                        interrupted: interrupted.load(Ordering::SeqCst),
+                    };
+                    clean_event(&mut io.strings, ev)
                 }
                 other => {
                     // The text so far ends before any other event.
@@ -187,10 +295,14 @@ fn clean_event(r: &mut Redactor, ev: TurnEvent) -> TurnEvent {
             text,
             is_error,
             api_error_status,
+            ended,
+            interrupted,
         } => TurnEvent::Result {
             text: clean_str(r, &text),
             is_error,
             api_error_status,
+            ended,
+            interrupted,
         },
         TurnEvent::ToolResult {
             tool_use_id,
@@ -234,7 +346,9 @@ async fn flush_text(text: &mut Redactor, events: &mpsc::Sender<TurnEvent>) {
 ///   sends no deltas (the fake agent) has its text taken from the `assistant` lines;
 /// - `assistant` `tool_use` blocks → `tool_use`;
 /// - `user` `tool_result` blocks → `tool_result` (text cut to [`TOOL_RESULT_MAX`]);
-/// - `result` → `result`, the end of the turn. Anything else is skipped.
+/// - `result` → `result`, the end of the turn, with why it ended (`terminal_reason`,
+///   else `subtype`). Anything else is skipped (an interrupt's `control_response`
+///   too).
 #[derive(Default)]
 pub struct Parser {
     partial: bool,
@@ -313,6 +427,10 @@ impl Parser {
                     api_error_status: v["api_error_status"]
                         .as_u64()
                         .and_then(|n| u16::try_from(n).ok()),
+                    ended: s(&v["terminal_reason"])
+                        .or_else(|| s(&v["subtype"]))
+                        .map(|r| crate::text::cut(&r, 64)),
+                    interrupted: false,
                 });
                 return (out, true);
             }
@@ -371,7 +489,7 @@ mod tests {
             json!({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,
                    "content":[{"type":"text","text":"cat: token: Permission denied"}]}]}}),
             json!({"type":"rate_limit_event"}),
-            json!({"type":"result","result":"done","is_error":false}),
+            json!({"type":"result","subtype":"success","terminal_reason":"completed","result":"done","is_error":false}),
         ]);
         assert_eq!(
             got,
@@ -402,7 +520,9 @@ mod tests {
                 TurnEvent::Result {
                     text: "done".into(),
                     is_error: false,
-                    api_error_status: None
+                    api_error_status: None,
+                    ended: Some("completed".into()),
+                    interrupted: false,
                 },
             ]
         );
@@ -477,7 +597,9 @@ mod tests {
                 TurnEvent::Result {
                     text: "API Error: 401 bad".into(),
                     is_error: true,
-                    api_error_status: Some(401)
+                    api_error_status: Some(401),
+                    ended: None,
+                    interrupted: false,
                 },
             ]
         );

@@ -94,6 +94,7 @@ enum Route {
     Log(String),
     Scrollback(String),
     Message(String),
+    Interrupt(String),
     Attach(String),
     Delete(String),
     /// Another method on a known route.
@@ -115,6 +116,7 @@ impl Route {
             (Method::GET, ["sessions", i, "log"]) => Log(id(i)),
             (Method::GET, ["sessions", i, "scrollback"]) => Scrollback(id(i)),
             (Method::POST, ["sessions", i, "message"]) => Message(id(i)),
+            (Method::POST, ["sessions", i, "interrupt"]) => Interrupt(id(i)),
             (Method::DELETE, ["sessions", i]) => Delete(id(i)),
             (
                 _,
@@ -122,7 +124,7 @@ impl Route {
                 | ["terminate"]
                 | ["sessions"]
                 | ["sessions", _]
-                | ["sessions", _, "log" | "scrollback" | "message" | "attach"],
+                | ["sessions", _, "log" | "scrollback" | "message" | "interrupt" | "attach"],
             ) => MethodNotAllowed,
             _ => NotFound,
         }
@@ -142,6 +144,7 @@ async fn handle(host: Arc<Host>, peer_ok: bool, req: Request<Incoming>) -> Resp 
         Route::Log(id) => log(&host, &id),
         Route::Scrollback(id) => scrollback(&host, &id),
         Route::Message(id) => message(&host, &id, req).await,
+        Route::Interrupt(id) => interrupt(&host, &id).await,
         Route::Attach(id) => attach(&host, &id, req),
         Route::Delete(id) => delete(&host, &id).await,
         Route::MethodNotAllowed => error(HostCode::MethodNotAllowed, "method not allowed"),
@@ -160,11 +163,28 @@ fn info_of(s: &Session) -> Resp {
     )
 }
 
-/// `POST /launch`: `201` once the shim reported `started` (`launch.rs`).
+/// How long a launch waits for Claude Code to answer its first question.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// `POST /launch`: `201` once the shim reported `started` (`launch.rs`), and for a
+/// claude session once Claude Code has answered (`Provider::ready`, at most
+/// [`READY_WAIT`]) or exited: a Claude Code that exits at once has then exited, its
+/// exit recorded (at most [`EXIT_REPORT_WAIT`]), and the session's info says so.
 async fn start(host: &Arc<Host>, req: Request<Incoming>) -> Resp {
     match read_json::<LaunchRequest>(req).await {
         Ok(lr) => match launch::launch(host, lr).await {
-            Ok(r) => http::json(201, &r),
+            Ok(r) => {
+                if let Some(s) = host.live(&r.session_id) {
+                    if let SessionIo::Provider(p) = &s.io {
+                        if let Err(TurnError::Ended) = p.ready(READY_WAIT).await {
+                            let mut exited = s.exited.clone();
+                            let _ = tokio::time::timeout(EXIT_REPORT_WAIT, exited.wait_for(|x| *x))
+                                .await;
+                        }
+                    }
+                }
+                http::json(201, &r)
+            }
             Err(e) => launch_error(&e),
         },
         Err(r) => r,
@@ -336,6 +356,21 @@ async fn message(host: &Arc<Host>, id: &str, req: Request<Incoming>) -> Resp {
     answer(id, rx).await
 }
 
+/// `POST /sessions/{id}/interrupt`: Claude Code asked to stop the running turn
+/// (`{"interrupted": true}`), or `{"interrupted": false}` when none runs.
+async fn interrupt(host: &Arc<Host>, id: &str) -> Resp {
+    let Some(session) = host.live(id) else {
+        return no_session(id);
+    };
+    let SessionIo::Provider(provider) = &session.io else {
+        return error(HostCode::InvalidSpec, "interrupts are for claude sessions");
+    };
+    match provider.interrupt().await {
+        Ok(interrupted) => http::json(200, &serde_json::json!({ "interrupted": interrupted })),
+        Err(e) => error(HostCode::SessionExited, e.to_string()),
+    }
+}
+
 /// A turn's events as they happen, one JSON line each.
 fn streamed(mut rx: mpsc::Receiver<TurnEvent>) -> Resp {
     let (lines, body) = mpsc::channel::<Bytes>(64);
@@ -365,6 +400,7 @@ async fn answer(id: &str, mut rx: mpsc::Receiver<TurnEvent>) -> Resp {
             text,
             is_error,
             api_error_status,
+            ..
         }) => http::json(
             200,
             &MessageResponse {
@@ -488,6 +524,11 @@ mod tests {
                 Scrollback("s1".into()),
             ),
             (Method::POST, "/sessions/s1/message", Message("s1".into())),
+            (
+                Method::POST,
+                "/sessions/s1/interrupt",
+                Interrupt("s1".into()),
+            ),
             (Method::GET, "/sessions/s1/attach", Attach("s1".into())),
             (Method::DELETE, "/sessions/s1", Delete("s1".into())),
             (Method::GET, "/launch", MethodNotAllowed),
@@ -496,6 +537,7 @@ mod tests {
             (Method::POST, "/sessions/s1", MethodNotAllowed),
             (Method::POST, "/sessions/s1/attach", MethodNotAllowed),
             (Method::GET, "/sessions/s1/message", MethodNotAllowed),
+            (Method::GET, "/sessions/s1/interrupt", MethodNotAllowed),
             (Method::GET, "/", NotFound),
             (Method::GET, "/bogus", NotFound),
             (Method::GET, "/sessions/s1/log/more", NotFound),

@@ -80,6 +80,10 @@ codes! {
     PurgeFailed => "purge_failed", 500, Error;
     NoToken => "no_token", 409, Error;
     SessionExited => "session_exited", 409, Error;
+    /// A message to a session that is still answering the one before.
+    TurnRunning => "turn_running", 409, Denied;
+    /// An interrupt of a session that runs no turn.
+    NoTurn => "no_turn", 409, Error;
     NotFound => "not_found", 404, Denied;
     MethodNotAllowed => "method_not_allowed", 405, Error;
     /// Any other refusal passed through from the host, with the host's status.

@@ -225,6 +225,13 @@ pub struct TurnAnswer {
     /// When the turn failed on an API answer: its HTTP status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_error_status: Option<u16>,
+    /// Why Claude Code ended the turn (its `terminal_reason`, else its `subtype`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    /// The turn was interrupted (`relay session interrupt`, or Ctrl-C): `text` is the
+    /// reply so far.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// What relay could not do for the turn (its ledger update failed), in words: the
     /// CLI prints each on standard error and exits 1 (docs/cli.md#exit-codes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -823,6 +830,8 @@ mod tests {
                 text: "t".into(),
                 is_error: api_error_status.is_some(),
                 api_error_status,
+                ended: api_error_status.map(|_| "completed".into()),
+                interrupted: api_error_status.is_none(),
                 warnings: api_error_status
                     .map(|_| vec!["w".into()])
                     .unwrap_or_default(),

@@ -5,7 +5,10 @@
 //! other type and blank lines are ignored. Out, per turn: one `assistant` line per line
 //! of the reply, then a `result` line with the whole reply. A `system`/`init` line comes once, before the first line
 //! of output. A line that is not a JSON object or has no usable content is answered with
-//! an `error_during_execution` result and the session carries on.
+//! an `error_during_execution` result and the session carries on. A `control_request`
+//! with a `request_id` is answered at once with a bare `control_response` `success`
+//! naming it (relay asks `initialize` at a session's start, as Claude Code answers it),
+//! before any `init` line.
 
 use std::io::{self, BufRead, Write};
 
@@ -67,6 +70,8 @@ impl Session {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Input {
     User(String),
+    /// A control request: its `request_id`.
+    Control(String),
     Ignored,
     Malformed(String),
 }
@@ -83,6 +88,12 @@ pub fn parse_input(line: &[u8]) -> Input {
     let Some(object) = value.as_object() else {
         return Input::Malformed("input line is not a JSON object".to_string());
     };
+    if object.get("type").and_then(Value::as_str) == Some("control_request") {
+        return match object.get("request_id").and_then(Value::as_str) {
+            Some(id) => Input::Control(id.to_string()),
+            None => Input::Ignored,
+        };
+    }
     if object.get("type").and_then(Value::as_str) != Some("user") {
         return Input::Ignored;
     }
@@ -129,6 +140,20 @@ pub fn assistant_line(session: &Session, reply: &str) -> String {
         .finish()
 }
 
+/// `{"type":"control_response","response":{"subtype":"success","request_id":id,"response":{}}}`
+pub fn control_response_line(id: &str) -> String {
+    JsonLine::new()
+        .field("type", "control_response")
+        .object(
+            "response",
+            JsonLine::new()
+                .field("subtype", "success")
+                .field("request_id", id)
+                .object("response", JsonLine::new()),
+        )
+        .finish()
+}
+
 /// `{"type":"result",…}`: `success` with the reply, or `error_during_execution` with the
 /// problem.
 pub fn result_line(session: &Session, result: Result<&str, &str>, num_turns: u64) -> String {
@@ -158,6 +183,11 @@ pub fn run<R: BufRead, W: Write>(mut input: R, out: &mut W, session: &Session) -
         }
         let lines = match parse_input(trim_newline(&line)) {
             Input::Ignored => continue,
+            Input::Control(id) => {
+                writeln!(out, "{}", control_response_line(&id))?;
+                out.flush()?;
+                continue;
+            }
             Input::Malformed(problem) => vec![result_line(session, Err(&problem), turns)],
             Input::User(text) => match reply::answer(&text) {
                 Answer::Exit(code) => {
@@ -243,6 +273,23 @@ mod tests {
         );
         assert_eq!(parse_input(br#"{"message":{}}"#), Input::Ignored);
         assert_eq!(parse_input(b"   "), Input::Ignored);
+    }
+
+    #[test]
+    fn a_control_request_is_answered_at_once_before_any_init() {
+        assert_eq!(
+            parse_input(br#"{"type":"control_request","request_id":"r1","request":{"subtype":"initialize"}}"#),
+            Input::Control("r1".into())
+        );
+        let (code, lines) = drive(
+            "{\"type\":\"control_request\",\"request_id\":\"r1\",\"request\":{\"subtype\":\"initialize\"}}\n",
+        );
+        assert_eq!(code, 0);
+        assert_eq!(
+            lines,
+            vec![serde_json::json!({"type": "control_response",
+                "response": {"subtype": "success", "request_id": "r1", "response": {}}})]
+        );
     }
 
     #[test]

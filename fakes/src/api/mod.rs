@@ -187,12 +187,15 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
                     ),
                     Ok(()) => {
                         let stream = b["stream"].as_bool().unwrap_or(false);
-                        let (reply, t) = state
-                            .cursor
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .next(stream);
+                        let (reply, t, delay) = {
+                            let mut c = state.cursor.lock().unwrap_or_else(|p| p.into_inner());
+                            let (reply, t) = c.next(stream);
+                            (reply, t, c.delay(t))
+                        };
                         turn = t;
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
                         let n = state.messages.fetch_add(1, Ordering::SeqCst) + 1;
                         let model = b["model"].as_str().unwrap_or("claude-fake");
                         if stream {

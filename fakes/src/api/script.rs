@@ -8,7 +8,8 @@
 //!   {"tool_use": [{"name": "Bash", "input": {"command": "ls"}}], "text": "optional, before the calls"},
 //!   {"error": {"status": 401, "message": "invalid bearer"}},
 //!   {"stream": true, "text": "only a streaming request takes this turn"},
-//!   {"times": 2, "text": "answers two requests"}
+//!   {"times": 2, "text": "answers two requests"},
+//!   {"delay_ms": 60000, "text": "held for a minute before any byte of it is sent"}
 //! ]}
 //! ```
 //!
@@ -17,7 +18,9 @@
 //! further request. A turn with `stream` answers only requests whose `stream` equals it;
 //! any other request gets [`Reply::default_text`] and leaves the cursor where it is (so
 //! Claude Code's interactive start-up probe, a non-streaming request, does not use up a
-//! scripted turn).
+//! scripted turn). A turn with `delay_ms` (at most 600000) holds each of its answers that
+//! long before sending any of it: a turn still under way, for a test that interrupts
+//! one.
 
 use serde_json::Value;
 
@@ -59,6 +62,8 @@ pub struct Turn {
     pub reply: Reply,
     pub times: u32,
     pub stream: Option<bool>,
+    /// How long each answer is held before it is sent.
+    pub delay_ms: u64,
 }
 
 /// The Anthropic error type for an HTTP status.
@@ -92,6 +97,13 @@ fn parse_turn(i: usize, v: &Value) -> Result<Turn, String> {
             s.as_bool()
                 .ok_or_else(|| format!("turn {i}: stream must be true or false"))?,
         ),
+    };
+    let delay_ms = match obj.get("delay_ms") {
+        None => 0,
+        Some(d) => d
+            .as_u64()
+            .filter(|n| *n <= 600_000)
+            .ok_or_else(|| format!("turn {i}: delay_ms must be 0 to 600000"))?,
     };
     let reply = if let Some(e) = obj.get("error") {
         let status = e
@@ -151,6 +163,7 @@ fn parse_turn(i: usize, v: &Value) -> Result<Turn, String> {
         reply,
         times,
         stream,
+        delay_ms,
     })
 }
 
@@ -221,6 +234,12 @@ impl Cursor {
         }
         (reply, Some(i))
     }
+
+    /// How long turn `i`'s answers are held (0 for the default reply's `None`).
+    pub fn delay(&self, i: Option<usize>) -> std::time::Duration {
+        let ms = i.and_then(|i| self.turns.get(i)).map_or(0, |t| t.delay_ms);
+        std::time::Duration::from_millis(ms)
+    }
 }
 
 #[cfg(test)]
@@ -269,6 +288,18 @@ mod tests {
     }
 
     #[test]
+    fn a_delayed_turn_says_its_delay_and_others_none() {
+        let mut c = Cursor::default();
+        c.load(br#"[{"text":"a","delay_ms":1500},{"text":"b"}]"#)
+            .unwrap();
+        let (_, i) = c.next(true);
+        assert_eq!(c.delay(i), std::time::Duration::from_millis(1500));
+        let (_, i) = c.next(true);
+        assert_eq!(c.delay(i), std::time::Duration::ZERO);
+        assert_eq!(c.delay(None), std::time::Duration::ZERO);
+    }
+
+    #[test]
     fn a_changed_file_starts_over_and_the_same_bytes_do_not() {
         let mut c = Cursor::default();
         let one = br#"[{"text":"a"},{"text":"b"}]"#;
@@ -310,6 +341,8 @@ mod tests {
             br#"[{"error":{"status":200}}]"#,
             br#"[{"text":"a","times":0}]"#,
             br#"[{"tool_use":[{"input":{}}]}]"#,
+            br#"[{"text":"a","delay_ms":600001}]"#,
+            br#"[{"text":"a","delay_ms":"1"}]"#,
             b"not json",
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));

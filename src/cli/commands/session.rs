@@ -1,4 +1,4 @@
-//! `relay session start | message | list | log | stop | resume | purge | egress`: headless
+//! `relay session start | message | interrupt | list | log | stop | resume | purge | egress`: headless
 //! Claude Code sessions (docs/cli.md). A turn, streamed or whole, is
 //! [`crate::cli::turn`].
 
@@ -59,6 +59,10 @@ pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
             json,
             id_of(id).and_then(|id| super::terminal::log_of(c, "sessions", &id, false)),
         ),
+        SessionVerb::Interrupt {
+            id,
+            json: Json { json },
+        } => print(json, interrupt(c, &id)),
         SessionVerb::Stop {
             id,
             json: Json { json },
@@ -92,6 +96,20 @@ pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
 fn start(c: &Client, mut body: wire::SessionStart) -> Result<Out, String> {
     body.cwd = here(body.directory.as_deref())?;
     one("started", c.send_as("POST", "/api/sessions", &body))
+}
+
+/// `relay session interrupt`: the running turn asked to stop; its reply so far goes to
+/// whoever waits for it and to `relay session log`.
+fn interrupt(c: &Client, id: &str) -> Result<Out, String> {
+    c.call_as("POST", &format!("/api/sessions/{id}/interrupt"))
+        .map(|(_, v): (serde_json::Value, _)| {
+            Out::new(
+                v,
+                format!(
+                    "interrupted the turn of {id}; its reply so far: relay session log --id {id}"
+                ),
+            )
+        })
 }
 
 fn resume(c: &Client, id: &str) -> Result<Out, String> {

@@ -60,6 +60,7 @@ enum Route {
     SessionStart,
     SessionList,
     SessionMessage(String),
+    SessionInterrupt(String),
     SessionResume(String),
     SessionLog(String),
     SessionStop(String),
@@ -112,6 +113,7 @@ impl Route {
             (Method::POST, ["api", "sessions"]) => SessionStart,
             (Method::GET, ["api", "sessions"]) => SessionList,
             (Method::POST, ["api", "sessions", i, "message"]) => SessionMessage(id(i)),
+            (Method::POST, ["api", "sessions", i, "interrupt"]) => SessionInterrupt(id(i)),
             (Method::POST, ["api", "sessions", i, "resume"]) => SessionResume(id(i)),
             (Method::GET, ["api", "sessions", i, "log"]) => SessionLog(id(i)),
             (Method::DELETE, ["api", "sessions", i]) => SessionStop(id(i)),
@@ -188,6 +190,7 @@ async fn route(d: Arc<Daemon>, peer: Peer, req: Request<Incoming>) -> Resp {
         Route::SessionStart => sessions::start(&d, peer, req).await,
         Route::SessionList => sessions::list(&d),
         Route::SessionMessage(id) => turns::message(&d, &id, req).await,
+        Route::SessionInterrupt(id) => turns::interrupt(&d, &id).await,
         Route::SessionResume(id) => sessions::resume(&d, peer, id).await,
         Route::SessionStop(id) => stop(&d, &id, SessionKind::Claude).await,
         Route::SessionPurge(id) => purge(&d, &id, SessionKind::Claude).await,
@@ -280,6 +283,31 @@ async fn host_passthrough(
         .call(method, path, body)
         .await
         .map_err(|e| refuse(Code::HostUnavailable, e.to_string()))
+}
+
+/// How an ended session ended, ` (Claude Code exited with status 1)`, and its last
+/// words, `: <its last stderr line>` (each empty when unknown).
+pub(super) fn how_it_ended(d: &Daemon, e: &crate::daemon::Entry) -> (String, String) {
+    let id = &e.record.id;
+    // How it ended, so a Claude that exited at once (a program that cannot
+    // start: 127) reads as that, not as a session someone stopped.
+    let how = match (
+        e.record.exit_signal,
+        e.record.exit_status,
+        e.record.exit_reason.as_deref(),
+    ) {
+        (Some(sig), _, _) => format!(" (Claude Code ended by signal {sig})"),
+        (None, Some(st), Some("exited") | None) => {
+            format!(" (Claude Code exited with status {st})")
+        }
+        (None, _, Some(reason)) => format!(" (ended: {reason})"),
+        (None, _, None) => String::new(),
+    };
+    // Its last words and where its log is: why it ended, not only that it did.
+    let why = terminals::last_words(d, id)
+        .map(|w| format!(": {w}"))
+        .unwrap_or_default();
+    (how, why)
 }
 
 pub(super) fn host_error(status: u16, bytes: &Bytes) -> Resp {
@@ -433,6 +461,10 @@ mod tests {
             Route::SessionMessage("s1".into())
         );
         assert_eq!(
+            r(false, Method::POST, "/api/sessions/s1/interrupt"),
+            Route::SessionInterrupt("s1".into())
+        );
+        assert_eq!(
             r(false, Method::GET, "/api/terminals/t1/attach"),
             Route::TerminalAttach("t1".into())
         );
@@ -462,6 +494,7 @@ mod tests {
         assert!(inside(Method::GET, "/api/terminals/t1/attach"));
         assert!(inside(Method::DELETE, "/api/terminals/t1"));
         assert!(inside(Method::POST, "/api/sessions/s1/message"));
+        assert!(inside(Method::POST, "/api/sessions/s1/interrupt"));
         assert!(inside(Method::POST, "/api/login-code"));
         assert!(inside(Method::PUT, "/api/nope"));
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hyper::body::Incoming;
 use hyper::Request;
 
-use super::{err, launch_body, launch_detached, launched, Peer, Resp};
+use super::{err, launch_body, launched, Peer, Resp};
 use crate::daemon::error::ApiError;
 use crate::daemon::launch::{self, LaunchInput};
 use crate::daemon::{Daemon, EntryState};
@@ -33,7 +33,43 @@ pub(super) async fn start(d: &Arc<Daemon>, peer: Peer, req: Request<Incoming>) -
         caller_pid: peer.pid,
         ..Default::default()
     };
-    launch_detached(d, input).await
+    let e = match launched(d, input).await {
+        Ok(e) => e,
+        Err(e) => return err(&e),
+    };
+    match exited_at_start(d, &e.record.id).await {
+        Some(r) => r,
+        None => http::json(201, &e),
+    }
+}
+
+/// How long a start waits for the exit of a Claude Code that ended at once to reach
+/// the ledger.
+const EXIT_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A Claude Code that exited at its start (the host's launch waited for its first
+/// answer or its exit): `409 session_exited` saying how, its last stderr line and where
+/// its log is. The session stays listed, `dormant`.
+async fn exited_at_start(d: &Arc<Daemon>, id: &str) -> Option<Resp> {
+    let (status, bytes) = d
+        .host
+        .call("GET", &format!("/sessions/{id}"), None)
+        .await
+        .ok()?;
+    let info: crate::protocol::SessionInfo = serde_json::from_slice(&bytes).ok()?;
+    if status != 200 || info.state != crate::protocol::SessionState::Exited {
+        return None;
+    }
+    d.until_ended(id, EXIT_RECORD_WAIT).await;
+    let e = d.entry(id)?;
+    let (how, why) = super::how_it_ended(d, &e);
+    Some(super::refuse(
+        Code::SessionExited,
+        format!(
+            "session {id} started, but Claude Code ended at once{how}{why}; relay session log \
+             --id {id} shows its log"
+        ),
+    ))
 }
 
 /// `GET /api/sessions`.

@@ -184,14 +184,30 @@ pub(super) async fn log(d: &Daemon, id: &str, kind: SessionKind) -> Resp {
     if d.entry(id).is_none_or(|e| e.record.kind != kind) {
         return refuse(Code::NotFound, format!("no {what} {id}"));
     }
+    let logs = d.paths.host_state().join("logs");
+    // A session's turns come first: what it was asked, what it answered, how each
+    // turn ended (`crate::daemon::turns`).
+    let turns = (kind == SessionKind::Claude)
+        .then(|| std::fs::read(crate::daemon::turns::log_path(&logs, id)).ok())
+        .flatten();
+    let with_turns = |stderr: hyper::body::Bytes| match &turns {
+        Some(t) => {
+            let mut out = t.clone();
+            out.extend_from_slice("── Claude Code's stderr\n".as_bytes());
+            out.extend_from_slice(&stderr);
+            http::octets(out)
+        }
+        None => http::octets(stderr),
+    };
     let held = host_passthrough(d, "GET", &format!("/sessions/{id}/log"), None).await;
     match held {
-        Ok((200, bytes)) => return http::octets(bytes),
+        Ok((200, bytes)) => return with_turns(bytes),
         Ok((404, _)) | Err(_) => {}
         Ok((status, bytes)) => return host_error(status, &bytes),
     }
-    match log_files(&d.paths.host_state().join("logs"), id) {
-        Some(bytes) => http::octets(bytes),
+    match log_files(&logs, id) {
+        Some(bytes) => with_turns(bytes.into()),
+        None if turns.is_some() => with_turns(Default::default()),
         None => refuse(
             Code::NotFound,
             format!("{what} {id} has no log left (relay keeps none for it)"),

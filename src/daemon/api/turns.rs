@@ -3,7 +3,10 @@
 //! followed to its end (and Claude Code's `init` reaches the ledger) even when the
 //! client hangs up; the client gets either the events as they happen (`"stream":
 //! true`, `application/x-ndjson`) or one answer at the end (docs/routes.md,
-//! "Sessions, messages, resume, stop").
+//! "Sessions, messages, resume, stop"). One turn runs at a time: a message while one
+//! runs is refused (`turn_running`), naming `relay session interrupt`
+//! (`POST /api/sessions/{id}/interrupt`, [`interrupt`]). Every ended turn goes to the
+//! session's turn log (`crate::daemon::turns`).
 
 use std::sync::Arc;
 
@@ -12,7 +15,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::Request;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{body, host_error, refuse, Resp};
+use super::{body, host_error, host_passthrough, refuse, Resp};
 use crate::daemon::{Daemon, EntryState};
 use crate::protocol::{HostCode, SessionKind, TurnEvent};
 use crate::wire::Code;
@@ -40,39 +43,88 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         Ok(m) => m,
         Err(r) => return r,
     };
+    if let Some(r) = running_session(d, id) {
+        return r;
+    }
+    if let Err((ran, tools)) = d.turns.begin(id, &m.text) {
+        return refuse(
+            Code::TurnRunning,
+            format!(
+                "session {id} is still answering the message before ({} s in, {}), so this \
+                 one was not sent; wait for that turn to end (relay session log --id {id} \
+                 shows its reply) or stop it with relay session interrupt --id {id}",
+                ran.as_secs(),
+                crate::daemon::turns::tool_calls(tools)
+            ),
+        );
+    }
+    start_turn(d, id, m).await
+}
+
+/// How long an interrupt waits for the turn to end before it answers.
+const INTERRUPT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `POST /api/sessions/{id}/interrupt`: Claude Code asked to stop the running turn
+/// (the host writes its interrupt request). The turn then ends as usual: its answer,
+/// to whoever waits for it and in the turn log, is the reply so far, `interrupted`.
+/// The answer comes once it has ended (at most [`INTERRUPT_WAIT`]; `"ended": false`
+/// past that), so a message sent right after is not refused as `turn_running`.
+pub async fn interrupt(d: &Arc<Daemon>, id: &str) -> Resp {
+    if let Some(r) = running_session(d, id) {
+        return r;
+    }
+    let no_turn = || {
+        refuse(
+            Code::NoTurn,
+            format!("session {id} runs no turn: there is nothing to interrupt"),
+        )
+    };
+    if !d.turns.running(id) {
+        return no_turn();
+    }
+    match host_passthrough(d, "POST", &format!("/sessions/{id}/interrupt"), None).await {
+        Ok((200, bytes)) => {
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            if v["interrupted"] != true {
+                return no_turn();
+            }
+            let ended = d.turns.ended_within(id, INTERRUPT_WAIT).await;
+            crate::http::json(
+                200,
+                &serde_json::json!({"id": id, "interrupted": true, "ended": ended}),
+            )
+        }
+        Ok((status, bytes)) => host_error(status, &bytes),
+        Err(r) => r,
+    }
+}
+
+/// `None` for a running `claude` session; else the refusal a turn or an interrupt gets.
+fn running_session(d: &Daemon, id: &str) -> Option<Resp> {
     match d.entry(id) {
         Some(e)
-            if e.record.kind == SessionKind::Claude && e.record.state == EntryState::Running => {}
+            if e.record.kind == SessionKind::Claude && e.record.state == EntryState::Running =>
+        {
+            None
+        }
         Some(e) if e.record.kind == SessionKind::Claude => {
-            // How it ended, so a Claude that exited at once (a program that cannot
-            // start: 127) reads as that, not as a session someone stopped.
-            let how = match (
-                e.record.exit_signal,
-                e.record.exit_status,
-                e.record.exit_reason.as_deref(),
-            ) {
-                (Some(sig), _, _) => format!(" (Claude Code ended by signal {sig})"),
-                (None, Some(st), Some("exited") | None) => {
-                    format!(" (Claude Code exited with status {st})")
-                }
-                (None, _, Some(reason)) => format!(" (ended: {reason})"),
-                (None, _, None) => String::new(),
-            };
             let state = format!("{:?}", e.record.state).to_lowercase();
-            // Its last words and where its log is: why it ended, not only that it did.
-            let why = super::terminals::last_words(d, id)
-                .map(|w| format!(": {w}"))
-                .unwrap_or_default();
-            return refuse(
+            let (how, why) = super::how_it_ended(d, &e);
+            Some(refuse(
                 Code::SessionNotRunning,
                 format!(
                     "session {id} is {state}{how}{why}; resume it first (relay session log \
                      --id {id} shows its log)"
                 ),
-            );
+            ))
         }
-        _ => return refuse(Code::NotFound, format!("no session {id}")),
+        _ => Some(refuse(Code::NotFound, format!("no session {id}"))),
     }
+}
+
+/// The turn of a message: the host's streamed turn, followed on a task of its own,
+/// which ends it in `d.turns` ([`ended`]); a turn the host refused is ended here.
+async fn start_turn(d: &Arc<Daemon>, id: &str, m: Message) -> Resp {
     let host_body = serde_json::to_vec(&crate::protocol::MessageRequest {
         text: m.text,
         stream: true,
@@ -84,7 +136,11 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         .await
     {
         Ok(a) => a,
-        Err(e) => return refuse(Code::HostUnavailable, e.to_string()),
+        Err(e) => {
+            // No turn began: the next message may go.
+            d.turns.end(id);
+            return refuse(Code::HostUnavailable, e.to_string());
+        }
     };
     let status = answer.status().as_u16();
     if status != 200 {
@@ -94,6 +150,7 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
+        d.turns.end(id);
         return host_error(status, &bytes);
     }
     let (client_tx, client_rx) = mpsc::channel::<Bytes>(64);
@@ -115,6 +172,8 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
                 text,
                 is_error,
                 api_error_status,
+                ended,
+                interrupted,
             },
             warnings,
         )) => {
@@ -123,6 +182,8 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
                 text,
                 is_error,
                 api_error_status,
+                ended,
+                interrupted,
                 warnings,
             };
             crate::http::json(200, &answer)
@@ -130,6 +191,42 @@ pub async fn message(d: &Arc<Daemon>, id: &str, req: Request<Incoming>) -> Resp 
         Ok((TurnEvent::Error { message, .. }, _)) => refuse(Code::SessionExited, message),
         _ => refuse(Code::SessionExited, "the turn ended without an answer"),
     }
+}
+
+/// The end of `id`'s turn: no longer running, and in its turn log. An interrupted
+/// turn's result, which Claude Code leaves without text, gets the reply so far.
+fn ended(d: &Daemon, id: &str, ev: &mut TurnEvent) {
+    let Some(now) = d.turns.end(id) else { return };
+    let (how, reply) = match ev {
+        TurnEvent::Result {
+            text,
+            is_error,
+            api_error_status,
+            ended,
+            interrupted,
+        } => {
+            if *interrupted && text.trim().is_empty() {
+                *text = now.text.clone();
+            }
+            let why = ended.as_deref().unwrap_or("ended");
+            let how = match (*interrupted, *is_error, api_error_status) {
+                (true, _, _) => format!("interrupted ({why})"),
+                (false, true, Some(st)) => format!("failed ({why}, API status {st})"),
+                (false, true, None) => format!("failed ({why})"),
+                (false, false, _) => why.to_string(),
+            };
+            (how, text.clone())
+        }
+        TurnEvent::Error { message, .. } => (format!("broke: {message}"), now.text.clone()),
+        _ => return,
+    };
+    let entry = crate::daemon::turns::entry(
+        &now,
+        crate::daemon::records::journal::now_ms(),
+        &how,
+        &reply,
+    );
+    crate::daemon::turns::append(&d.paths.host_state().join("logs"), id, &entry);
 }
 
 /// Reads the host's event lines to the end of the turn: records `init` in the ledger,
@@ -158,15 +255,18 @@ async fn follow(
                 continue;
             };
             let mut events = vec![ev];
-            match &events[0] {
+            match &mut events[0] {
                 TurnEvent::Init(init) => {
                     if let Some(message) = d.set_claude(&id, init.clone()) {
                         warnings.push(message.clone());
                         events.push(TurnEvent::Warning { message });
                     }
                 }
-                TurnEvent::Result { .. } | TurnEvent::Error { .. } => {
-                    last = Some(events[0].clone())
+                TurnEvent::Text { text } => d.turns.said(&id, text),
+                TurnEvent::ToolUse { .. } => d.turns.tool(&id),
+                ev @ (TurnEvent::Result { .. } | TurnEvent::Error { .. }) => {
+                    ended(&d, &id, ev);
+                    last = Some(ev.clone())
                 }
                 // relay's own; a host's is dropped.
                 TurnEvent::Warning { .. } => continue,
@@ -191,7 +291,8 @@ async fn follow(
     let last = match last {
         Some(ev) => ev,
         None => {
-            let ev = broken("the session host ended the turn without an answer");
+            let mut ev = broken("the session host ended the turn without an answer");
+            ended(&d, &id, &mut ev);
             if let Some(c) = &client {
                 let _ = c.send(line_of(&ev)).await;
             }

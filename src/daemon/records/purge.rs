@@ -152,7 +152,7 @@ fn record(d: &Daemon, id: &str, e: Option<&Entry>, kind: SessionKind, reason: &s
 
 fn remove_logs(d: &Daemon, id: &str) {
     let logs = d.paths.host_state().join("logs");
-    for ext in ["head", "tail"] {
+    for ext in ["head", "tail", "turns"] {
         let _ = std::fs::remove_file(logs.join(format!("{id}.{ext}")));
     }
 }

@@ -177,3 +177,22 @@ fn bare_relay_prints_the_help_and_help_asked_for_goes_to_stdout_with_exit_0() {
         .stdout
         .contains("Usage: relay session stop [OPTIONS] [ID]"));
 }
+
+/// A model that is no model's name is refused before anything starts (issue 40); Claude
+/// Code 2.1.332 itself takes any `--model` and fails only at the first turn.
+#[test]
+fn relay_session_start_with_a_model_that_is_no_name_is_refused_before_anything_starts() {
+    let r = Relay::prepare(None, false);
+    for bad in ["gpt 4", "sonnet;rm", "", "x".repeat(129).as_str()] {
+        let e = refused(&r, &["session", "start", "--project", "p1", "--model", bad]);
+        has(
+            &e,
+            &[
+                &format!("error: invalid value '{bad}' for '--model <M>'"),
+                "a model is a name or alias such as sonnet, opus or claude-sonnet-4-5",
+            ],
+        );
+    }
+    let after: Vec<_> = std::fs::read_dir(&r.config).unwrap().flatten().collect();
+    assert!(after.is_empty(), "{after:?}");
+}

@@ -3,6 +3,7 @@
 
 mod readme_flow;
 pub(crate) mod real_claude;
+pub(crate) mod real_interrupt;
 pub(crate) mod real_turns;
 mod settings_live;
 mod settings_open;

@@ -578,6 +578,14 @@ fn a_client_that_hangs_up_mid_turn_leaves_the_next_turn_its_own_answer() {
     );
     drop(s); // the client hangs up mid-turn
     std::fs::write(&fifo, b"go\n").unwrap(); // the abandoned turn now answers
+                                             // A message is refused while a turn runs (`turn_running`): the next one goes once
+                                             // the abandoned turn's answer, read to its end, is in the session's turn log.
+    let turns = r.config.join(format!("sessions/logs/{id}.turns"));
+    assert!(
+        wait::until(WAIT, || std::fs::read_to_string(&turns)
+            .is_ok_and(|t| t.contains("late-answer"))),
+        "the abandoned turn never ended"
+    );
     let out = message(&r, &id, "hello", &[]);
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
@@ -636,9 +644,9 @@ fn a_claude_that_dies_at_start_says_why_and_relay_session_log_shows_it() {
     let mut s = base_settings(None);
     s["terminal_templates"][0]["permission_mode"] = json!("yolo");
     let mut r = Relay::start(s);
-    let id = start_session(&r, &[]);
     let said = "error: option '--permission-mode <mode>' argument 'yolo' is invalid. Allowed \
                 choices are acceptEdits, auto, bypassPermissions, manual, dontAsk, plan.";
+    let id = start_refused_saying_why(&r, said);
     let ended = r.wait_exited(&id);
     assert_eq!(ended["exit_status"], 1, "{ended}");
     let out = message(&r, &id, "hello", &[]);
@@ -669,6 +677,27 @@ fn a_claude_that_dies_at_start_says_why_and_relay_session_log_shows_it() {
         "{}",
         none.stderr
     );
+}
+
+/// `relay session start` of a Claude Code that exits at once: exit 1, its own answer
+/// saying how it ended, its last words `said` and where its log is; the session is
+/// listed `dormant`. Its id.
+pub(crate) fn start_refused_saying_why(r: &Relay, said: &str) -> String {
+    let out = r.cli(&["session", "start", "--project", "p1"]);
+    assert_eq!((out.status, out.stdout.as_str()), (1, ""), "{out:?}");
+    let list = r.cli_json(&["session", "list"]);
+    let e = &list["sessions"][0];
+    let id = e["id"].as_str().expect("the session is listed").to_string();
+    assert_eq!(e["state"], "dormant", "{list}");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: session {id} started, but Claude Code ended at once (Claude Code exited \
+             with status 1): {said}; relay session log --id {id} shows its log \
+             (session_exited)\n"
+        )
+    );
+    id
 }
 
 fn nix_mkfifo(path: &Path) {
