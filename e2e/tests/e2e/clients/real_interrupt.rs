@@ -110,7 +110,7 @@ fn relay_session_interrupt_ends_the_running_turn_keeps_its_reply_so_far_and_the_
 
     // A second message while the turn runs is refused, naming the way out.
     let queued = message(&r, &id, "meanwhile", &[]);
-    assert_eq!(queued.status, 1, "{queued:?}");
+    assert_eq!(queued.status, 4, "refused: {queued:?}");
     assert!(
         queued
             .stderr
