@@ -6,12 +6,21 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::Duration;
 
 use notify::{Config, Event, RecommendedWatcher, RecursiveMode, Watcher as _};
 
 use super::MAX_DIRTY;
+
+/// Wakes the watch's wait at once: a message on the channel it waits on.
+pub struct Waker(Sender<notify::Result<Event>>);
+
+impl Waker {
+    pub fn wake(&self) {
+        let _ = self.0.send(Err(notify::Error::generic("stop")));
+    }
+}
 
 pub struct Source {
     watcher: RecommendedWatcher,
@@ -24,17 +33,19 @@ pub struct Source {
 }
 
 impl Source {
-    pub fn new(session: &str) -> std::io::Result<Source> {
+    pub fn new(session: &str) -> std::io::Result<(Source, Waker)> {
         let (tx, events) = channel();
+        let waker = Waker(tx.clone());
         let watcher = RecommendedWatcher::new(tx, Config::default())
             .map_err(|e| std::io::Error::other(format!("FSEvents: {e}")))?;
-        Ok(Source {
+        let source = Source {
             watcher,
             events,
             roots: Vec::new(),
             dropped: false,
             session: session.to_string(),
-        })
+        };
+        Ok((source, waker))
     }
 
     /// Watches each of `roots`, whole.

@@ -26,8 +26,20 @@ const MASK: u32 = libc::IN_CREATE
     | libc::IN_ONLYDIR
     | libc::IN_DONT_FOLLOW;
 
+/// Wakes the watch's wait at once: a byte on a pipe it polls beside inotify.
+pub struct Waker(OwnedFd);
+
+impl Waker {
+    pub fn wake(&self) {
+        // Safety: one byte from a valid buffer to a descriptor this owns.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+    }
+}
+
 pub struct Source {
     fd: OwnedFd,
+    /// The read end of the [`Waker`]'s pipe.
+    woken: OwnedFd,
     /// Each watch's folder.
     dirs: HashMap<i32, PathBuf>,
     /// [`MAX_WATCHES`] or the kernel's limit reached (said once).
@@ -36,7 +48,7 @@ pub struct Source {
 }
 
 impl Source {
-    pub fn new(session: &str) -> std::io::Result<Source> {
+    pub fn new(session: &str) -> std::io::Result<(Source, Waker)> {
         // Safety: inotify_init1 takes flags only; the descriptor it returns is owned here.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
         if fd < 0 {
@@ -45,13 +57,27 @@ impl Source {
                 std::io::Error::last_os_error()
             )));
         }
-        Ok(Source {
-            // Safety: `fd` was just returned by inotify_init1 and is owned by nobody else.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        // Safety: `fd` was just returned by inotify_init1 and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut pipe = [-1; 2];
+        // Safety: pipe2 writes two descriptors into the array, owned here from then on.
+        if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return Err(std::io::Error::other(format!(
+                "a pipe: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // Safety: both were just returned by pipe2 and are owned by nobody else.
+        let (woken, wake) =
+            unsafe { (OwnedFd::from_raw_fd(pipe[0]), OwnedFd::from_raw_fd(pipe[1])) };
+        let source = Source {
+            fd,
+            woken,
             dirs: HashMap::new(),
             full: false,
             session: session.to_string(),
-        })
+        };
+        Ok((source, Waker(wake)))
     }
 
     /// Watches each of `roots` and the folders below them.
@@ -64,14 +90,16 @@ impl Source {
     /// Waits up to `tick` for changes: the folders they happened in go into `dirty`,
     /// and a folder made or moved in is watched with what it holds. Whether any came.
     pub fn wait_into(&mut self, tick: Duration, dirty: &mut HashSet<PathBuf>) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
+        let fd = |fd: &OwnedFd| libc::pollfd {
+            fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
-        // Safety: one pollfd, valid for the call.
-        let n = unsafe { libc::poll(&mut p, 1, tick.as_millis() as i32) };
-        let got = n > 0 && p.revents & libc::POLLIN != 0;
+        let mut p = [fd(&self.fd), fd(&self.woken)];
+        // Safety: two pollfds, valid for the call.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, tick.as_millis() as i32) };
+        // Woken: the caller looks at why (it is told to stop) at once.
+        let got = n > 0 && p[0].revents & libc::POLLIN != 0;
         if got {
             self.read_into(dirty);
         }
@@ -183,7 +211,7 @@ mod tests {
     fn a_folder_made_with_what_it_holds_before_its_watch_is_looked_at_whole() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
-        let mut s = Source::new("t-1").unwrap();
+        let (mut s, _waker) = Source::new("t-1").unwrap();
         s.watch(std::slice::from_ref(&root));
         // All of it is there before the watch reads the one event it made (the
         // folder's creation in `root`): nothing inside `vendor` made an event.
@@ -219,9 +247,14 @@ mod tests {
         for i in 0..3 {
             std::fs::create_dir_all(root.join(format!("d{i}/e"))).unwrap();
         }
-        let mut s = Source::new("t-1").unwrap();
+        let (mut s, waker) = Source::new("t-1").unwrap();
         s.watch(std::slice::from_ref(&root));
         assert_eq!(s.dirs.len(), 7);
+        // Woken, the wait ends long before its tick, with nothing.
+        waker.wake();
+        let t = std::time::Instant::now();
+        assert!(!s.wait_into(Duration::from_secs(30), &mut HashSet::new()));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         let mut dirty = HashSet::new();
         assert!(!s.wait_into(Duration::from_millis(10), &mut dirty));
         assert!(dirty.is_empty());

@@ -35,20 +35,24 @@ use fsevents as source;
 const MAX_DIRTY: usize = 4096;
 /// Longest the watch lets changes that never pause wait before it looks.
 const LONGEST: Duration = Duration::from_millis(300);
-/// How long the watch waits for more changes before it looks (and how often it checks
-/// whether to stop).
+/// How long the watch waits for more changes before it looks (and how often it looks
+/// whether its session still runs).
 const TICK: Duration = Duration::from_millis(100);
 
 /// One session's watch, while it runs.
 pub struct Handle {
     stop: Arc<AtomicBool>,
+    waker: source::Waker,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Handle {
-    /// Stops the watch and waits for it: the end's search never runs beside it.
+    /// Stops the watch and waits for it: the end's search never runs beside it. The
+    /// watch is woken, not waited out: a session's end (and `relay sandbox`'s return)
+    /// never waits a [`TICK`] for it.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.waker.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -61,7 +65,7 @@ pub fn start(d: &Arc<Daemon>, e: &Entry) -> Option<Handle> {
     if !r.sandboxed || e.probe || r.reach.read_write.is_empty() {
         return None;
     }
-    let source = match source::Source::new(&r.id) {
+    let (source, waker) = match source::Source::new(&r.id) {
         Ok(s) => s,
         Err(err) => {
             tracing::warn!(session = %r.id, "no live watch of its repositories: {err}");
@@ -81,6 +85,7 @@ pub fn start(d: &Arc<Daemon>, e: &Entry) -> Option<Handle> {
         .ok()?;
     Some(Handle {
         stop,
+        waker,
         thread: Some(thread),
     })
 }
