@@ -166,3 +166,48 @@ fn a_person_sees_errors_and_doctors_warnings_in_colour_on_a_terminal_and_never_i
         "{piped:?}"
     );
 }
+
+/// bash, with `relay completions bash` sourced, completes a terminal's id after `relay
+/// terminal stop` (and after `--id`), asking the running relay of the same
+/// `--config-dir`; `relay terminal list -q` prints the ids alone.
+#[test]
+fn a_person_completes_a_terminals_id_in_bash() {
+    let r = Relay::start(base_settings(None));
+    let v = r.shell_terminal("exec sleep 600");
+    let id = v["id"].as_str().unwrap().to_string();
+    let quiet = r.cli(&["terminal", "list", "-q"]);
+    assert_eq!(quiet.stdout.trim_end(), id, "{quiet:?}");
+    let script = r.cli(&["completions", "bash"]).stdout;
+    let file = r.root.join("relay.bash");
+    std::fs::write(&file, script).unwrap();
+    let cfg = r.config.display().to_string();
+    let complete = |words: &str| {
+        let bash = format!(
+            "source '{}'; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _relay_ids relay; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display()
+        );
+        let bin = r.relay_bin();
+        let path = format!(
+            "{}:{}",
+            bin.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &bash])
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let prefix = &id[..5];
+    let got = complete(&format!(
+        "relay --config-dir '{cfg}' terminal stop {prefix}"
+    ));
+    assert_eq!(got.trim_end(), id, "after stop");
+    let got = complete(&format!("relay --config-dir '{cfg}' terminal log --id ''"));
+    assert_eq!(got.trim_end(), id, "after --id");
+    // Elsewhere clap's own completion: the verbs.
+    let got = complete(&format!("relay --config-dir '{cfg}' terminal st"));
+    assert!(got.contains("stop") && got.contains("start"), "{got}");
+}
