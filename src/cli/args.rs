@@ -39,6 +39,9 @@ pub(super) struct ListFilter {
     /// Only those of this project (its id, as the list shows it).
     #[arg(long, value_name = "ID")]
     pub project: Option<String>,
+    /// Only the ids, one a line (for scripts, and the shells' completion of ids).
+    #[arg(short, long, conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 /// The terminal or session a verb acts on, positional or as `--id` (for scripts), not

@@ -107,7 +107,8 @@ pub(super) fn report(msg: &str, json: bool) -> u8 {
             .write_all(json_line(&f).as_bytes())
             .and_then(|()| out.flush());
     } else {
-        let line = format!("error: {}\n", termout::visible(msg.as_bytes()));
+        let word = super::colour::error_word(super::colour::on_stderr());
+        let line = format!("{word} {}\n", termout::visible(msg.as_bytes()));
         let _ = std::io::stderr().write_all(line.as_bytes());
     }
     exit_status(f.code)

@@ -14,6 +14,7 @@
 mod args;
 mod attach;
 mod client;
+mod colour;
 mod commands;
 mod failure;
 mod resume_hint;

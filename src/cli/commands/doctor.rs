@@ -25,7 +25,9 @@ pub fn run(c: &Client, json_out: bool) -> ExitCode {
     if text.is_empty() {
         return emit(b"", code);
     }
-    emit(&text_line(&text), code)
+    let line = String::from_utf8_lossy(&text_line(&text)).into_owned();
+    let painted = crate::cli::colour::doctor_report(&line, crate::cli::colour::on_stdout());
+    emit(painted.as_bytes(), code)
 }
 
 /// A line per check: status, name, detail; a failed or warned one's fix below it.

@@ -71,16 +71,25 @@ fn entries(
 
 /// `relay session|terminal list [--running] [--project ID]`: `what` is `sessions` or
 /// `terminals`; `--json` is the answer with only the entries kept.
-pub fn list(c: &Client, what: &str, running: bool, project: Option<&str>) -> Result<Out, String> {
+pub fn list(
+    c: &Client,
+    what: &str,
+    (running, project, quiet): (bool, Option<&str>, bool),
+) -> Result<Out, String> {
     let kept = entries(c, what, |e| {
         (!running || e.state == wire::EntryState::Running)
             && project.is_none_or(|p| e.project_id == p)
     })?;
     let (typed, raw): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
-    Ok(Out::new(
-        serde_json::json!({ what: raw }),
-        list_text(&typed),
-    ))
+    let text = match quiet {
+        true => typed
+            .iter()
+            .map(|e| e.id.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        false => list_text(&typed),
+    };
+    Ok(Out::new(serde_json::json!({ what: raw }), text))
 }
 
 /// `relay session|terminal prune [--project ID]`: every ended entry purged through its

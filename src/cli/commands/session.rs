@@ -46,7 +46,11 @@ pub fn run(c: &Client, v: SessionVerb) -> ExitCode {
             json: Json { json },
         } => print(
             json,
-            entry::list(c, "sessions", filter.running, filter.project.as_deref()),
+            entry::list(
+                c,
+                "sessions",
+                (filter.running, filter.project.as_deref(), filter.quiet),
+            ),
         ),
         SessionVerb::Prune {
             project,

@@ -44,7 +44,11 @@ pub fn run(config: &Path, v: TerminalVerb, config_flag: Option<&PathBuf>) -> Exi
             json: Json { json },
         } => print(
             json,
-            entry::list(&c, "terminals", filter.running, filter.project.as_deref()),
+            entry::list(
+                &c,
+                "terminals",
+                (filter.running, filter.project.as_deref(), filter.quiet),
+            ),
         ),
         TerminalVerb::Prune {
             project,

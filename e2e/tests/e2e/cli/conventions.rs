@@ -117,3 +117,97 @@ fn a_person_runs_a_verb_while_relay_is_not_running() {
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(v["error"]["code"], "daemon_unreachable", "{v}");
 }
+
+/// `relay` run as `cmd` on a real pty, to its end: everything it printed there, once
+/// `last` has come (the output is read apart from the exit).
+fn on_a_terminal(cmd: std::process::Command, last: &str) -> String {
+    let mut pty = relay_e2e::pty::Pty::spawn(cmd, 120, 40);
+    relay_e2e::wait::child_within(&mut pty.child, relay_e2e::WAIT).expect("relay ended");
+    pty.wait_for(last);
+    pty.screen()
+}
+
+/// `error:` red and doctor's `warn` and `fail` coloured on a terminal; the same words
+/// without escape sequences in a pipe, and on a terminal with `NO_COLOR` set.
+#[test]
+fn a_person_sees_errors_and_doctors_warnings_in_colour_on_a_terminal_and_never_in_a_pipe() {
+    let mut s = base_settings(None);
+    // A Claude program that is not there: doctor warns or fails about it.
+    s["claude_path"] = serde_json::json!("/nonexistent/claude");
+    let r = Relay::start(s);
+    let stop = ["terminal", "stop", "t-000000000000"];
+    let shown = on_a_terminal(r.cli_command(&stop), "(not_found)");
+    assert!(
+        shown.contains("\x1b[1;31merror:\x1b[0m no terminal"),
+        "{shown:?}"
+    );
+    let piped = r.cli(&stop);
+    assert!(piped.stderr.starts_with("error: no terminal"), "{piped:?}");
+    let mut plain = r.cli_command(&stop);
+    plain.env("NO_COLOR", "1");
+    let shown = on_a_terminal(plain, "(not_found)");
+    assert!(
+        shown.contains("error: no terminal") && !shown.contains("\x1b[1;31m"),
+        "{shown:?}"
+    );
+
+    let shown = on_a_terminal(r.cli_command(&["doctor"]), "claude");
+    assert!(
+        shown.contains("\x1b[33mwarn\x1b[0m") || shown.contains("\x1b[1;31mfail\x1b[0m"),
+        "{shown:?}"
+    );
+    let piped = r.cli(&["doctor"]);
+    assert!(!piped.stdout.contains('\x1b'), "{piped:?}");
+    assert!(
+        piped
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("warn ") || l.starts_with("fail ")),
+        "{piped:?}"
+    );
+}
+
+/// bash, with `relay completions bash` sourced, completes a terminal's id after `relay
+/// terminal stop` (and after `--id`), asking the running relay of the same
+/// `--config-dir`; `relay terminal list -q` prints the ids alone.
+#[test]
+fn a_person_completes_a_terminals_id_in_bash() {
+    let r = Relay::start(base_settings(None));
+    let v = r.shell_terminal("exec sleep 600");
+    let id = v["id"].as_str().unwrap().to_string();
+    let quiet = r.cli(&["terminal", "list", "-q"]);
+    assert_eq!(quiet.stdout.trim_end(), id, "{quiet:?}");
+    let script = r.cli(&["completions", "bash"]).stdout;
+    let file = r.root.join("relay.bash");
+    std::fs::write(&file, script).unwrap();
+    let cfg = r.config.display().to_string();
+    let complete = |words: &str| {
+        let bash = format!(
+            "source '{}'; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _relay_ids relay; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display()
+        );
+        let bin = r.relay_bin();
+        let path = format!(
+            "{}:{}",
+            bin.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "-c", &bash])
+            .env("PATH", path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let prefix = &id[..5];
+    let got = complete(&format!(
+        "relay --config-dir '{cfg}' terminal stop {prefix}"
+    ));
+    assert_eq!(got.trim_end(), id, "after stop");
+    let got = complete(&format!("relay --config-dir '{cfg}' terminal log --id ''"));
+    assert_eq!(got.trim_end(), id, "after --id");
+    // Elsewhere clap's own completion: the verbs.
+    let got = complete(&format!("relay --config-dir '{cfg}' terminal st"));
+    assert!(got.contains("stop") && got.contains("start"), "{got}");
+}
