@@ -19,6 +19,7 @@
 //! - [`jsonpath`]: where a key path points in a JSON document (line and column).
 //! - [`limits`]: per-session limits on processes and memory (cgroups, or rlimits).
 
+pub mod atomic;
 pub mod cli;
 pub mod cloexec;
 pub mod daemon;

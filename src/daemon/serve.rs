@@ -183,24 +183,10 @@ pub fn ensure_mask(path: &Path) -> std::io::Result<()> {
 /// Writes `path` through `<path>.tmp-<pid>`, which no failure leaves behind (a full
 /// disk fails the write, a folder at `path` the rename).
 fn write_atomic_0600(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    // One an earlier relay of the same pid left.
     let _ = std::fs::remove_file(&tmp);
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    crate::atomic::write_0600(path, &tmp, bytes)
 }
 
 /// The daemon's log: `<config>/relay.log`, capped, and stderr (src/logging.rs). A bad

@@ -7,7 +7,7 @@
 //! only the probes' names are taken back. A file that does not read is as none: the
 //! page says the probes have not run, and the next `relay doctor` writes it anew.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,22 +45,7 @@ pub fn save(path: &Path, ran_ms: u64, checks: &[Check]) -> std::io::Result<()> {
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    crate::atomic::write_0600(path, &tmp, &bytes)
 }
 
 /// The probes as the last `relay doctor` left them in `path`, or None when it holds

@@ -245,22 +245,7 @@ impl Store {
         let tmp = self
             .dir
             .join(format!(".{}.json.tmp-{}-{n}", rec.id, std::process::id()));
-        let written = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            drop(f);
-            std::fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
+        crate::atomic::write_0600(&path, &tmp, &bytes)?;
         self.sync_dir()
     }
 
