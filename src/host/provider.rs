@@ -112,18 +112,7 @@ impl Provider {
         write_line(&self.stdin, &line).await?;
         let read = async {
             loop {
-                let mut buf = Vec::new();
-                let n = (&mut io.stdout)
-                    .take(LINE_MAX as u64 + 1)
-                    .read_until(b'\n', &mut buf)
-                    .await
-                    .map_err(TurnError::Io)?;
-                if n == 0 {
-                    return Err(TurnError::Ended);
-                }
-                if n > LINE_MAX {
-                    return Err(TurnError::Oversized);
-                }
+                let buf = next_line(&mut io.stdout).await?;
                 let v: Value = serde_json::from_slice(&buf).unwrap_or_default();
                 if v["type"] == "control_response" {
                     return Ok(());
@@ -197,6 +186,24 @@ async fn write_line(stdin: &Mutex<ChildStdin>, line: &Value) -> Result<(), TurnE
     stdin.flush().await.map_err(TurnError::Io)
 }
 
+/// Claude Code's next stdout line, at most [`LINE_MAX`] bytes: its end closed is
+/// [`TurnError::Ended`], a longer line [`TurnError::Oversized`].
+async fn next_line(stdout: &mut BufReader<ChildStdout>) -> Result<Vec<u8>, TurnError> {
+    let mut buf = Vec::new();
+    let n = stdout
+        .take(LINE_MAX as u64 + 1)
+        .read_until(b'\n', &mut buf)
+        .await
+        .map_err(TurnError::Io)?;
+    if n == 0 {
+        return Err(TurnError::Ended);
+    }
+    if n > LINE_MAX {
+        return Err(TurnError::Oversized);
+    }
+    Ok(buf)
+}
+
 async fn run_turn(
     io: &mut TurnIo,
     stdin: &Mutex<ChildStdin>,
@@ -213,18 +220,7 @@ async fn run_turn(
     let _ = io.text.finish();
     let mut parser = Parser::default();
     loop {
-        let mut buf = Vec::new();
-        let n = (&mut io.stdout)
-            .take(LINE_MAX as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .await
-            .map_err(TurnError::Io)?;
-        if n == 0 {
-            return Err(TurnError::Ended);
-        }
-        if n > LINE_MAX {
-            return Err(TurnError::Oversized);
-        }
+        let buf = next_line(&mut io.stdout).await?;
         let Ok(v) = serde_json::from_slice::<Value>(&buf) else {
             continue;
         };
