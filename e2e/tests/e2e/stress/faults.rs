@@ -691,21 +691,29 @@ fn unwritten(log: &str) -> Option<u64> {
     n.parse().ok()
 }
 
-#[test]
-fn a_full_disk_under_the_config_dir_cuts_the_log_keeps_the_session_and_refuses_or_audits_the_next_launch(
-) {
+/// A relay started with its config dir (settings, audit and event logs, profiles, the
+/// host's state and terminal logs) on a disk of its own, 4 MiB; none where this is not
+/// root (mounting needs it), which CI is.
+fn relay_on_a_small_disk() -> Option<(Relay, relay_e2e::tmpfs::Tmpfs)> {
     // Safety: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         assert!(std::env::var_os("CI").is_none(), "CI runs as root");
         eprintln!("skip: mounting a small tmpfs needs root");
-        return;
+        return None;
     }
     let mut r = Relay::prepare(None, false);
-    // The config dir (settings, audit and event logs, profiles, the host's state and
-    // terminal logs) on a disk of its own, 4 MiB.
     let disk = relay_e2e::tmpfs::Tmpfs::mount(&r.config, "4m").expect("a tmpfs, as root");
     r.write_settings(&fault_settings());
     r.launch_daemon();
+    Some((r, disk))
+}
+
+#[test]
+fn a_full_disk_under_the_config_dir_cuts_the_log_keeps_the_session_and_refuses_or_audits_the_next_launch(
+) {
+    let Some((mut r, disk)) = relay_on_a_small_disk() else {
+        return;
+    };
     let ticker = terminal(
         &r,
         "shell",
@@ -820,16 +828,9 @@ fn fill(file: &std::path::Path) {
 
 #[test]
 fn a_launch_on_a_full_disk_is_refused_naming_the_folder_and_losing_nothing() {
-    // Safety: geteuid has no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
-        eprintln!("skip: mounting a small tmpfs needs root");
+    let Some((mut r, disk)) = relay_on_a_small_disk() else {
         return;
-    }
-    let mut r = Relay::prepare(None, false);
-    let disk = relay_e2e::tmpfs::Tmpfs::mount(&r.config, "4m").expect("a tmpfs, as root");
-    r.write_settings(&fault_settings());
-    r.launch_daemon();
+    };
     // A session that ran and ended: its record, its log, its audit rows.
     let before = terminal(&r, "shell", "echo written-before");
     r.wait_exited(&before);
